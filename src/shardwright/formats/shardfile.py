@@ -1,0 +1,55 @@
+"""A finished shard object as an ordered list of byte pieces, ready to be written once.
+
+The builders never concatenate a shard in memory: a shard file is its header/index pieces plus
+the chunk blobs in their final order, pulled from the spool as they are written. `to_bytes()`
+exists for small shards and tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
+
+import google_crc32c
+
+Piece = bytes | bytearray | memoryview
+
+
+@dataclass
+class ShardFile:
+    """One complete shard object: its key, size, chunk count and a way to stream its bytes."""
+
+    name: str
+    nbytes: int
+    chunk_count: int
+    _pieces: Callable[[], Iterable[Piece]]
+    _close: Callable[[], None] = lambda: None
+
+    def pieces(self) -> Iterator[Piece]:
+        """Yield the object's bytes in order; may be called more than once."""
+        yield from self._pieces()
+
+    def write_to(self, out: BinaryIO) -> int:
+        """Write the whole object to `out` and return its crc32c."""
+        crc = 0
+        for piece in self.pieces():
+            out.write(piece)
+            crc = google_crc32c.extend(crc, bytes(piece) if isinstance(piece, memoryview) else piece)
+        return crc
+
+    def crc32c(self) -> int:
+        crc = 0
+        for piece in self.pieces():
+            crc = google_crc32c.extend(crc, bytes(piece) if isinstance(piece, memoryview) else piece)
+        return crc
+
+    def to_bytes(self) -> bytes:
+        data = b"".join(self.pieces())
+        if len(data) != self.nbytes:
+            raise AssertionError(f"shard {self.name}: assembled {len(data)} bytes, expected {self.nbytes}")
+        return data
+
+    def close(self) -> None:
+        """Release the spool behind this shard."""
+        self._close()

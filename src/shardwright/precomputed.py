@@ -1,0 +1,47 @@
+"""Public name of the Neuroglancer precomputed format module (sharded v1 and `info`)."""
+
+from shardwright.formats.morton import (
+    compressed_morton_code,
+    decode_compressed_morton_code,
+    grid_bits,
+)
+from shardwright.formats.murmurhash import murmurhash3_x86_128_low64
+from shardwright.formats.precomputed_info import (
+    InfoError,
+    PrecomputedInfo,
+    PrecomputedScale,
+    check_scale_key,
+)
+from shardwright.formats.sharding import (
+    ShardBuilder,
+    ShardedReader,
+    ShardFormatError,
+    ShardingSpec,
+    ShardingSpecError,
+    decode_minishard_index,
+    encode_minishard_index,
+    iter_minishard_indices,
+    read_shard_index,
+)
+from shardwright.formats.shardfile import ShardFile
+
+__all__ = [
+    "InfoError",
+    "PrecomputedInfo",
+    "PrecomputedScale",
+    "ShardBuilder",
+    "ShardFile",
+    "ShardFormatError",
+    "ShardedReader",
+    "ShardingSpec",
+    "ShardingSpecError",
+    "check_scale_key",
+    "compressed_morton_code",
+    "decode_compressed_morton_code",
+    "decode_minishard_index",
+    "encode_minishard_index",
+    "grid_bits",
+    "iter_minishard_indices",
+    "murmurhash3_x86_128_low64",
+    "read_shard_index",
+]
