@@ -137,8 +137,14 @@ def test_missing_member_is_named() -> None:
 
 @pytest.mark.parametrize(
     ("shard_bits", "number", "name"),
-    [(0, 0, "0.shard"), (1, 1, "1.shard"), (4, 15, "f.shard"), (5, 3, "03.shard"),
-     (9, 0x1AB, "1ab.shard"), (16, 0xBEEF, "beef.shard")],
+    [
+        (0, 0, "0.shard"),
+        (1, 1, "1.shard"),
+        (4, 15, "f.shard"),
+        (5, 3, "03.shard"),
+        (9, 0x1AB, "1ab.shard"),
+        (16, 0xBEEF, "beef.shard"),
+    ],
 )
 def test_shard_filenames(shard_bits: int, number: int, name: str) -> None:
     assert ShardingSpec(shard_bits=shard_bits).shard_filename(number) == name
@@ -219,11 +225,14 @@ def test_we_decode_shards_tensorstore_writes(spec: ShardingSpec, items: dict) ->
 
 
 def test_builder_accepts_any_order_and_spills_to_disk_with_identical_bytes() -> None:
-    spec = ShardingSpec(hash="murmurhash3_x86_128", minishard_bits=3, shard_bits=0,
-                        data_encoding="gzip")
+    spec = ShardingSpec(
+        hash="murmurhash3_x86_128", minishard_bits=3, shard_bits=0, data_encoding="gzip"
+    )
     rng = np.random.default_rng(7)
-    items = {int(i): rng.integers(0, 255, int(rng.integers(100, 4000)), dtype=np.uint8).tobytes()
-             for i in rng.integers(0, U64_MAX, 300, dtype=np.uint64)}
+    items = {
+        int(i): rng.integers(0, 255, int(rng.integers(100, 4000)), dtype=np.uint8).tobytes()
+        for i in rng.integers(0, U64_MAX, 300, dtype=np.uint64)
+    }
     in_memory = spec.encode_shards(items)["0.shard"]
     builder = spec.builder(0, memory_budget=10_000)
     keys = list(items)
@@ -252,8 +261,9 @@ def test_builder_rejects_duplicates_and_strays() -> None:
 
 
 def test_ranged_reader_fetches_index_entry_minishard_index_then_data() -> None:
-    spec = ShardingSpec(minishard_bits=2, shard_bits=1, minishard_index_encoding="gzip",
-                        data_encoding="gzip")
+    spec = ShardingSpec(
+        minishard_bits=2, shard_bits=1, minishard_index_encoding="gzip", data_encoding="gzip"
+    )
     items = {i: f"chunk-{i}".encode() * i for i in range(40)}
     files = spec.encode_shards(items)
     calls: list[tuple[str, int, int]] = []

@@ -18,7 +18,9 @@ def grid_bits(grid_shape: Sequence[int]) -> tuple[int, ...]:
     """Bits each dimension contributes to the compressed Morton code."""
     bits = tuple(max(int(n) - 1, 0).bit_length() for n in grid_shape)
     if sum(bits) > 64:
-        raise ValueError(f"grid shape {tuple(grid_shape)} needs {sum(bits)} Morton bits; at most 64")
+        raise ValueError(
+            f"grid shape {tuple(grid_shape)} needs {sum(bits)} Morton bits; at most 64"
+        )
     return bits
 
 
@@ -35,15 +37,22 @@ def _bit_schedule(grid_shape: Sequence[int]) -> list[tuple[int, int, int]]:
     return schedule
 
 
+def morton_bit_dims(grid_shape: Sequence[int]) -> list[int]:
+    """The dimension each output bit of the code comes from, lowest bit first.
+
+    Its first ``p`` entries say which box of chunks shares the code's high bits: with the
+    identity hash, that box is what one shard (``p = preshift + minishard bits``) holds.
+    """
+    return [dim for dim, _, _ in _bit_schedule(grid_shape)]
+
+
 def compressed_morton_code(
     grid_coords: npt.ArrayLike, grid_shape: Sequence[int]
 ) -> npt.NDArray[np.uint64]:
     """Compressed Morton code of each row of an (N, 3) array of grid coordinates (x, y, z)."""
     coords = np.asarray(grid_coords)
     if coords.ndim != 2 or coords.shape[1] != len(grid_shape):
-        raise ValueError(
-            f"grid_coords must have shape (N, {len(grid_shape)}), got {coords.shape}"
-        )
+        raise ValueError(f"grid_coords must have shape (N, {len(grid_shape)}), got {coords.shape}")
     coords = coords.astype(np.uint64, copy=False)
     shape = np.asarray(grid_shape, dtype=np.int64)
     if coords.size and (coords.astype(np.int64) >= shape).any():

@@ -22,7 +22,7 @@ from shardwright.formats.sharding import ShardingSpec
 
 VOLUME_TYPE = "neuroglancer_multiscale_volume"
 LAYER_TYPES = ("image", "segmentation")
-DATA_TYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64", "float32")
+DATA_TYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "float32")
 
 
 class InfoError(ValueError):
@@ -70,10 +70,12 @@ class PrecomputedScale:
     def __post_init__(self) -> None:
         check_scale_key(self.key)
         object.__setattr__(self, "size", _triple(self.size, "size", positive=True))
-        object.__setattr__(self, "resolution",
-                           _triple(self.resolution, "resolution", float, positive=True))
-        object.__setattr__(self, "chunk_size", _triple(self.chunk_size, "chunk_size",
-                                                       positive=True))
+        object.__setattr__(
+            self, "resolution", _triple(self.resolution, "resolution", float, positive=True)
+        )
+        object.__setattr__(
+            self, "chunk_size", _triple(self.chunk_size, "chunk_size", positive=True)
+        )
         object.__setattr__(self, "voxel_offset", _triple(self.voxel_offset, "voxel_offset"))
         if (self.encoding == "compressed_segmentation") != (
             self.compressed_segmentation_block_size is not None
@@ -83,9 +85,15 @@ class PrecomputedScale:
                 f"is compressed_segmentation (scale {self.key!r}, encoding {self.encoding!r})"
             )
         if self.compressed_segmentation_block_size is not None:
-            object.__setattr__(self, "compressed_segmentation_block_size", _triple(
-                self.compressed_segmentation_block_size, "compressed_segmentation_block_size",
-                positive=True))
+            object.__setattr__(
+                self,
+                "compressed_segmentation_block_size",
+                _triple(
+                    self.compressed_segmentation_block_size,
+                    "compressed_segmentation_block_size",
+                    positive=True,
+                ),
+            )
 
     @property
     def grid_shape(self) -> tuple[int, int, int]:
@@ -99,15 +107,15 @@ class PrecomputedScale:
     def chunk_bounds(self, grid_coord: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """[start, stop) voxel bounds (relative to voxel_offset) of one grid cell, truncated."""
         start = tuple(g * c for g, c in zip(grid_coord, self.chunk_size, strict=True))
-        stop = tuple(min(s + c, n) for s, c, n in zip(start, self.chunk_size, self.size,
-                                                      strict=True))
+        stop = tuple(
+            min(s + c, n) for s, c, n in zip(start, self.chunk_size, self.size, strict=True)
+        )
         return start, stop
 
     def chunk_name(self, grid_coord: Sequence[int]) -> str:
         """The unsharded chunk file name ``x0-x1_y0-y1_z0-z1`` (absolute voxel coordinates)."""
         start, stop = self.chunk_bounds(grid_coord)
-        parts = [f"{o + a}-{o + b}" for o, a, b in zip(self.voxel_offset, start, stop,
-                                                       strict=True)]
+        parts = [f"{o + a}-{o + b}" for o, a, b in zip(self.voxel_offset, start, stop, strict=True)]
         return "_".join(parts)
 
     @classmethod
@@ -169,8 +177,10 @@ class PrecomputedInfo:
             raise InfoError(f"type must be one of {LAYER_TYPES}, got {self.type!r}")
         if self.data_type not in DATA_TYPES:
             raise InfoError(f"data_type must be one of {DATA_TYPES}, got {self.data_type!r}")
-        if isinstance(self.num_channels, bool) or not isinstance(self.num_channels, int) or (
-            self.num_channels < 1
+        if (
+            isinstance(self.num_channels, bool)
+            or not isinstance(self.num_channels, int)
+            or (self.num_channels < 1)
         ):
             raise InfoError(f"num_channels must be a positive integer, got {self.num_channels!r}")
         if self.type == "segmentation" and self.num_channels != 1:

@@ -35,19 +35,25 @@ class ShardFile:
         crc = 0
         for piece in self.pieces():
             out.write(piece)
-            crc = google_crc32c.extend(crc, bytes(piece) if isinstance(piece, memoryview) else piece)
+            crc = google_crc32c.extend(
+                crc, bytes(piece) if isinstance(piece, memoryview) else piece
+            )
         return crc
 
     def crc32c(self) -> int:
         crc = 0
         for piece in self.pieces():
-            crc = google_crc32c.extend(crc, bytes(piece) if isinstance(piece, memoryview) else piece)
+            crc = google_crc32c.extend(
+                crc, bytes(piece) if isinstance(piece, memoryview) else piece
+            )
         return crc
 
     def to_bytes(self) -> bytes:
         data = b"".join(self.pieces())
         if len(data) != self.nbytes:
-            raise AssertionError(f"shard {self.name}: assembled {len(data)} bytes, expected {self.nbytes}")
+            raise AssertionError(
+                f"shard {self.name}: assembled {len(data)} bytes, expected {self.nbytes}"
+            )
         return data
 
     def close(self) -> None:

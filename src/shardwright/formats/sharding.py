@@ -77,13 +77,22 @@ class ShardingSpec:
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> ShardingSpec:
         if not isinstance(obj, Mapping):
-            raise ShardingSpecError(f"sharding spec must be a JSON object, got {type(obj).__name__}")
+            raise ShardingSpecError(
+                f"sharding spec must be a JSON object, got {type(obj).__name__}"
+            )
         if obj.get("@type") != SHARDING_TYPE:
             raise ShardingSpecError(
                 f"sharding @type must be {SHARDING_TYPE!r}, got {obj.get('@type')!r}"
             )
-        known = {"@type", "preshift_bits", "hash", "minishard_bits", "shard_bits",
-                 "minishard_index_encoding", "data_encoding"}
+        known = {
+            "@type",
+            "preshift_bits",
+            "hash",
+            "minishard_bits",
+            "shard_bits",
+            "minishard_index_encoding",
+            "data_encoding",
+        }
         unknown = sorted(set(obj) - known)
         if unknown:
             raise ShardingSpecError(f"unknown sharding spec member(s): {', '.join(unknown)}")
@@ -179,8 +188,9 @@ class ShardingSpec:
         decoder = byte_codec(self.data_encoding) if self.data_encoding != "raw" else None
         out: dict[int, bytes] = {}
         for ids, starts, sizes in iter_minishard_indices(self, view):
-            for chunk_id, start, size in zip(ids.tolist(), starts.tolist(), sizes.tolist(),
-                                             strict=True):
+            for chunk_id, start, size in zip(
+                ids.tolist(), starts.tolist(), sizes.tolist(), strict=True
+            ):
                 blob = view[start : start + size]
                 out[chunk_id] = decoder.decompress(blob) if decoder else bytes(blob)
         return out
@@ -241,9 +251,13 @@ def decode_minishard_index(
         sizes = table[2]
         ends = np.cumsum(table[1] + sizes, dtype=np.uint64) + np.uint64(spec.shard_index_nbytes)
         starts = ends - sizes
-    if shard_nbytes is not None and ids.size:
-        if (starts > ends).any() or (ends > np.uint64(shard_nbytes)).any():
-            raise ShardFormatError("minishard index points outside the shard")
+    # starts > ends means the sums wrapped around: a corrupt index, like ends past the shard.
+    if (
+        shard_nbytes is not None
+        and ids.size
+        and ((starts > ends).any() or (ends > np.uint64(shard_nbytes)).any())
+    ):
+        raise ShardFormatError("minishard index points outside the shard")
     return ids, starts, sizes
 
 
@@ -306,8 +320,9 @@ class ShardBuilder:
     ) -> None:
         if len(chunk_ids) != len(payloads):
             raise ValueError(f"{len(chunk_ids)} chunk ids but {len(payloads)} payloads")
-        for chunk_id, payload in zip(np.asarray(chunk_ids, dtype=np.uint64).tolist(), payloads,
-                                     strict=True):
+        for chunk_id, payload in zip(
+            np.asarray(chunk_ids, dtype=np.uint64).tolist(), payloads, strict=True
+        ):
             self.add(chunk_id, payload)
 
     def finish(self) -> ShardFile:
@@ -336,10 +351,10 @@ class ShardBuilder:
         present = np.unique(mini_sorted)
         bounds = np.searchsorted(mini_sorted, present, side="left")
         ends = np.append(bounds[1:], ids_sorted.size)
-        for minishard, lo, hi in zip(present.tolist(), bounds.tolist(), ends.tolist(),
-                                     strict=True):
-            blob = encode_minishard_index(spec, ids_sorted[lo:hi], starts[lo:hi],
-                                          sizes_sorted[lo:hi])
+        for minishard, lo, hi in zip(present.tolist(), bounds.tolist(), ends.tolist(), strict=True):
+            blob = encode_minishard_index(
+                spec, ids_sorted[lo:hi], starts[lo:hi], sizes_sorted[lo:hi]
+            )
             shard_index[minishard] = (position, position + len(blob))
             position += len(blob)
             minishard_blobs.append(blob)

@@ -61,7 +61,8 @@ class ChunkSpool:
         return len(self._sizes) - 1
 
     def _spill(self) -> None:
-        self._file = tempfile.NamedTemporaryFile(
+        # Lives until close(): the spool outlives this method, so no context manager.
+        self._file = tempfile.NamedTemporaryFile(  # noqa: SIM115
             prefix="shardwright-spool-", dir=self._spool_dir, delete=True
         )
         for blob in self._blobs:

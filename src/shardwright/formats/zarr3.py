@@ -35,6 +35,7 @@ import google_crc32c
 import numpy as np
 import numpy.typing as npt
 
+from shardwright.codecs import BloscCodec, ByteCodec, byte_codec
 from shardwright.formats.shardfile import ShardFile
 from shardwright.formats.spool import DEFAULT_MEMORY_BUDGET, ChunkSpool
 
@@ -563,6 +564,20 @@ class Compressor:
         cls, cname: str = "zstd", clevel: int = 5, shuffle: str = "shuffle", blocksize: int = 0
     ) -> Compressor:
         return cls("blosc", clevel, cname, shuffle, blocksize)
+
+    def codec(self, itemsize: int) -> ByteCodec:
+        """The byte codec that produces what this zarr.json entry describes."""
+        if self.name == "blosc":
+            return BloscCodec(
+                cname=self.cname or "zstd",
+                clevel=self.level,
+                shuffle=self.shuffle or "shuffle",
+                typesize=itemsize,
+                blocksize=self.blocksize,
+            )
+        codec = byte_codec(self.name, level=self.level)
+        assert codec is not None
+        return codec
 
     def to_json(self, itemsize: int) -> dict[str, Any]:
         if self.name == "gzip":

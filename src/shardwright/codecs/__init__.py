@@ -1,0 +1,58 @@
+"""Chunk codecs behind two small interfaces (see base.py), one module per encoding."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shardwright.codecs.base import ByteCodec, ChunkEncoding, EncodingError
+from shardwright.codecs.blosc import BloscCodec
+from shardwright.codecs.compressed_segmentation import CompressedSegmentationEncoding
+from shardwright.codecs.gzip import GzipCodec
+from shardwright.codecs.jpeg import JpegEncoding
+from shardwright.codecs.png import PngEncoding
+from shardwright.codecs.raw import RawEncoding
+from shardwright.codecs.zstd import ZstdCodec
+
+BYTE_CODECS: dict[str, type] = {"gzip": GzipCodec, "zstd": ZstdCodec, "blosc": BloscCodec}
+CHUNK_ENCODINGS: dict[str, type] = {
+    "raw": RawEncoding,
+    "compressed_segmentation": CompressedSegmentationEncoding,
+    "jpeg": JpegEncoding,
+    "png": PngEncoding,
+}
+
+
+def byte_codec(name: str | None, **options: Any) -> ByteCodec | None:
+    """The bytes-to-bytes codec called `name` ("none"/"raw"/None: no codec)."""
+    if name in (None, "none", "raw"):
+        return None
+    if name not in BYTE_CODECS:
+        raise EncodingError(f"unknown compression {name!r}; choose none, {', '.join(BYTE_CODECS)}")
+    codec: ByteCodec = BYTE_CODECS[name](**options)
+    return codec
+
+
+def chunk_encoding(name: str, **options: Any) -> ChunkEncoding:
+    """The precomputed chunk encoding called `name`."""
+    if name not in CHUNK_ENCODINGS:
+        raise EncodingError(
+            f"unknown precomputed encoding {name!r}; choose {', '.join(CHUNK_ENCODINGS)}"
+        )
+    encoding: ChunkEncoding = CHUNK_ENCODINGS[name](**options)
+    return encoding
+
+
+__all__ = [
+    "BloscCodec",
+    "ByteCodec",
+    "ChunkEncoding",
+    "CompressedSegmentationEncoding",
+    "EncodingError",
+    "GzipCodec",
+    "JpegEncoding",
+    "PngEncoding",
+    "RawEncoding",
+    "ZstdCodec",
+    "byte_codec",
+    "chunk_encoding",
+]
