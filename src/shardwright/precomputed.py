@@ -4,6 +4,7 @@ from shardwright.formats.morton import (
     compressed_morton_code,
     decode_compressed_morton_code,
     grid_bits,
+    morton_bit_dims,
 )
 from shardwright.formats.murmurhash import murmurhash3_x86_128_low64
 from shardwright.formats.precomputed_info import (
@@ -12,6 +13,7 @@ from shardwright.formats.precomputed_info import (
     PrecomputedScale,
     check_scale_key,
 )
+from shardwright.formats.shardfile import ShardFile
 from shardwright.formats.sharding import (
     ShardBuilder,
     ShardedReader,
@@ -23,7 +25,6 @@ from shardwright.formats.sharding import (
     iter_minishard_indices,
     read_shard_index,
 )
-from shardwright.formats.shardfile import ShardFile
 
 __all__ = [
     "InfoError",
@@ -41,6 +42,7 @@ __all__ = [
     "decode_minishard_index",
     "encode_minishard_index",
     "grid_bits",
+    "morton_bit_dims",
     "iter_minishard_indices",
     "murmurhash3_x86_128_low64",
     "read_shard_index",

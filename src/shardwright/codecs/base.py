@@ -20,7 +20,8 @@ class EncodingError(ValueError):
 
 @runtime_checkable
 class ByteCodec(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def compress(self, data: Buffer) -> bytes: ...
 
@@ -31,7 +32,8 @@ class ByteCodec(Protocol):
 
 @runtime_checkable
 class ChunkEncoding(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def encode(self, chunk: np.ndarray) -> bytes: ...
 

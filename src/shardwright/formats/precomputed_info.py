@@ -137,7 +137,7 @@ class PrecomputedScale:
             chunk_size=chunk_sizes[0],
             encoding=str(obj["encoding"]).lower(),
             voxel_offset=obj.get("voxel_offset", (0, 0, 0)),
-            compressed_segmentation_block_size=None if block is None else tuple(block),  # type: ignore[arg-type]
+            compressed_segmentation_block_size=None if block is None else tuple(block),
             sharding=None if sharding is None else ShardingSpec.from_json(sharding),
         )
 

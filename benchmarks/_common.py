@@ -1,0 +1,56 @@
+"""Shared helpers for benchmark scripts: timing and the JSON result record."""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import json
+import os
+import pathlib
+import platform
+import time
+from collections.abc import Callable
+from typing import Any
+
+RESULTS = pathlib.Path(__file__).parent / "results"
+
+
+def best_of(fn: Callable[[], Any], repeat: int = 3) -> float:
+    """Fastest wall time of `repeat` runs, in seconds (the least disturbed run)."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def versions(*packages: str) -> dict[str, str]:
+    out = {}
+    for name in packages:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def write_result(name: str, figures: dict[str, Any], packages: tuple[str, ...]) -> pathlib.Path:
+    """Write one JSON result file named after the benchmark and today's date."""
+    record = {
+        "benchmark": name,
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "device": "cpu",
+        },
+        "versions": versions(*packages),
+        "figures": figures,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}-{datetime.date.today().isoformat()}.json"
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    return path

@@ -1,0 +1,212 @@
+"""Whole-process conversion time: shardwright vs TensorStore (and zarr-python for zarr3),
+on the same volume, with the same chunking and sharding, in the same run.
+
+Cases (issue targets on the 2-core machine in brackets, as TensorStore time / ours):
+  precomputed raw, 512 MiB uint8 EM-like image              [>= 3x]
+  precomputed raw + gzip, same image                        [>= 3x]
+  precomputed compressed_segmentation + gzip, uint64 labels [>= 1.5x]
+  zarr3 gzip, same image, also vs zarr-python               [>= 3x]
+
+Each tool runs in its own fresh Python process (start-up, imports and, for us, the local
+Dask cluster included) and must read the .npy source and write the sharded dataset to local
+disk. Every output is read back and compared with the source before its time counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+import tensorstore as ts
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from _common import write_result  # noqa: E402
+
+from shardwright import api  # noqa: E402
+from shardwright.demo import write_demo_volumes  # noqa: E402
+
+TENSORSTORE_PRECOMPUTED = """
+import json, sys, numpy as np, tensorstore as ts
+src, dest, info = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+data = np.load(src, mmap_mode="r")
+scale = info["scales"][0]
+store = ts.open({"driver": "neuroglancer_precomputed", "kvstore": f"file://{dest}/",
+                 "multiscale_metadata": {k: info[k] for k in ("type", "data_type",
+                                                              "num_channels")},
+                 "scale_metadata": {k: scale[k] for k in scale if k != "chunk_sizes"}
+                 | {"chunk_size": scale["chunk_sizes"][0]},
+                 "create": True}).result()
+store[...].write(data.T[..., None]).result()
+"""
+
+TENSORSTORE_ZARR3 = """
+import json, sys, numpy as np, tensorstore as ts
+src, dest, meta = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+data = np.load(src, mmap_mode="r")
+store = ts.open({"driver": "zarr3", "kvstore": f"file://{dest}/", "metadata": meta,
+                 "create": True}).result()
+store.write(data).result()
+"""
+
+ZARR_PYTHON = """
+import json, sys, numpy as np, zarr
+from zarr.codecs import GzipCodec
+src, dest, meta = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+data = np.load(src, mmap_mode="r")
+sharding = meta["codecs"][0]["configuration"]
+level = sharding["codecs"][1]["configuration"]["level"]
+arr = zarr.create_array(dest, shape=data.shape, dtype=data.dtype,
+                        shards=meta["chunk_grid"]["configuration"]["chunk_shape"],
+                        chunks=sharding["chunk_shape"], compressors=GzipCodec(level=level),
+                        dimension_names=meta.get("dimension_names"), fill_value=0)
+arr[...] = data
+"""
+
+
+def _timed(args: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def _check(dest: str, driver: str, want_xyz_or_zyx: np.ndarray, lossy: bool = False) -> None:
+    got = ts.open({"driver": driver, "kvstore": f"file://{dest}/"}).result().read().result()
+    got = np.asarray(got)
+    if driver == "neuroglancer_precomputed":
+        got = got[..., 0].T
+    if not np.array_equal(got, want_xyz_or_zyx):
+        raise AssertionError(f"{dest}: output differs from the source")
+
+
+def run_case(
+    name: str,
+    source: str,
+    workdir: pathlib.Path,
+    options: dict[str, Any],
+    peers: list[str],
+    scheduler: str | None,
+    workers: int | None,
+) -> dict[str, Any]:
+    data = np.load(source, mmap_mode="r")
+    ours_dest = str(workdir / f"{name}-ours")
+    plan = api.plan(source, ours_dest, **options)
+    cmd = [
+        sys.executable,
+        "-m",
+        "shardwright.cli",
+        "convert",
+        source,
+        ours_dest,
+        "--quiet",
+        *_cli_options(options),
+    ]
+    if scheduler:
+        cmd += ["--scheduler", scheduler]
+    if workers:
+        cmd += ["--workers", str(workers)]
+    figures: dict[str, Any] = {"source_bytes": int(data.nbytes), "plan": plan.describe()}
+    figures["ours_s"] = _timed(cmd)
+    driver = "neuroglancer_precomputed" if plan.info is not None else "zarr3"
+    _check(ours_dest, driver, data)
+    figures["ours_output_bytes"] = _dir_bytes(ours_dest)
+    shutil.rmtree(ours_dest)
+    for peer in peers:
+        dest = str(workdir / f"{name}-{peer}")
+        if peer == "tensorstore" and plan.info is not None:
+            script, meta = TENSORSTORE_PRECOMPUTED, plan.info.to_json()
+        elif peer == "tensorstore":
+            assert plan.zarr is not None
+            script, meta = TENSORSTORE_ZARR3, plan.zarr.to_json()
+        else:
+            assert plan.zarr is not None
+            script, meta = ZARR_PYTHON, plan.zarr.to_json()
+        seconds = _timed([sys.executable, "-c", script, source, dest, json.dumps(meta)])
+        _check(dest, driver, data)
+        figures[f"{peer}_s"] = seconds
+        figures[f"{peer}_output_bytes"] = _dir_bytes(dest)
+        figures[f"ratio_{peer}_over_ours"] = seconds / figures["ours_s"]
+        shutil.rmtree(dest)
+    return figures
+
+
+def _cli_options(options: dict[str, Any]) -> list[str]:
+    out = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, tuple):
+            value = ",".join(str(v) for v in value)
+        out += [flag, str(value)]
+    return out
+
+
+def _dir_bytes(path: str) -> int:
+    return sum(f.stat().st_size for f in pathlib.Path(path).rglob("*") if f.is_file())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="64 MiB volumes, for a smoke run")
+    parser.add_argument(
+        "--scheduler", help="passed to shardwright convert (default: local distributed cluster)"
+    )
+    parser.add_argument("--workers", type=int)
+    parser.add_argument("--workdir", default=None)
+    args = parser.parse_args()
+    image_size = (512, 512, 256) if args.quick else (1024, 1024, 512)
+    label_size = (256, 256, 128) if args.quick else (512, 512, 256)
+    workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="sw-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    image = str(workdir / "image.npy")
+    labels = str(workdir / "labels.npy")
+    write_demo_volumes(image_size, image, None)
+    write_demo_volumes(label_size, None, labels)
+    common = {"chunk_size": (64, 64, 64), "resolution": (8, 8, 40)}
+    cases = {
+        "precomputed_raw": (image, {**common, "compression": "none"}, ["tensorstore"]),
+        "precomputed_gzip": (image, {**common, "compression": "gzip"}, ["tensorstore"]),
+        "precomputed_cseg": (
+            labels,
+            {**common, "encoding": "compressed_segmentation", "layer_type": "segmentation"},
+            ["tensorstore"],
+        ),
+        "zarr3_gzip": (
+            image,
+            {**common, "format": "zarr3", "compression": "gzip"},
+            ["tensorstore", "zarr_python"],
+        ),
+    }
+    figures = {}
+    for name, (source, options, peers) in cases.items():
+        figures[name] = run_case(
+            name, source, workdir, options, peers, args.scheduler, args.workers
+        )
+        ratios = {k: round(v, 2) for k, v in figures[name].items() if k.startswith("ratio")}
+        print(f"{name}: ours {figures[name]['ours_s']:.2f} s  {ratios}", flush=True)
+    figures["setup"] = {
+        "image_xyz": image_size,
+        "labels_xyz": label_size,
+        "scheduler": args.scheduler or "local",
+        "workers": args.workers,
+        "cpus": os.cpu_count(),
+    }
+    path = write_result(
+        "convert-quick" if args.quick else "convert",
+        figures,
+        ("shardwright", "tensorstore", "zarr", "dask", "distributed", "isal"),
+    )
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+"""The CPU engine: one shard task, from source reads to one whole-object write.
+
+A task reads its region in epochs (sub-boxes within the memory budget), cuts each epoch into
+chunks, encodes them with C codecs, feeds the streaming shard builder (which spills to local
+disk beyond its budget) and writes the finished object once. It returns a small receipt that
+the coordinator folds into the manifest.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from shardwright.codecs import chunk_encoding
+from shardwright.formats import zarr3
+from shardwright.formats.shardfile import ShardFile
+from shardwright.integrity import existing_shard_receipt
+from shardwright.plan import ConversionPlan, ShardTask, to_zarr_order
+from shardwright.store import Store
+
+Receipt = dict[str, Any]
+
+
+def run_shard(
+    plan: ConversionPlan,
+    task: ShardTask,
+    store: Store,
+    *,
+    resume: bool = False,
+    spool_dir: str | None = None,
+) -> Receipt:
+    """Produce one shard object (or confirm a valid one exists, when resuming)."""
+    started = time.perf_counter()
+    if resume:
+        receipt = existing_shard_receipt(plan, task, store)
+        if receipt is not None:
+            return receipt
+    shard: ShardFile | None
+    if plan.info is not None:
+        shard = _assemble_precomputed(plan, task, spool_dir)
+    else:
+        shard = _assemble_zarr3(plan, task, spool_dir)
+    if shard is None:  # every chunk was fill: zarr stores no shard at all
+        return _receipt(task, 0, 0, 0, started, empty=True)
+    try:
+        size, crc = store.write_object(task.key, shard.pieces())
+    finally:
+        shard.close()
+    return _receipt(task, size, crc, shard.chunk_count, started)
+
+
+def _receipt(
+    task: ShardTask, size: int, crc: int, chunks: int, started: float, empty: bool = False
+) -> Receipt:
+    return {
+        "key": task.key,
+        "size": size,
+        "crc32c": crc,
+        "chunks": chunks,
+        "resumed": False,
+        "empty": empty,
+        "seconds": round(time.perf_counter() - started, 4),
+    }
+
+
+# -- reading ------------------------------------------------------------------------------------
+Cell = tuple[tuple[int, int, int], np.ndarray]  # (grid coordinate, [x, y, z, c] voxels)
+
+
+def iter_chunks(plan: ConversionPlan, task: ShardTask) -> Iterator[Cell]:
+    """Every chunk of a shard with its voxels (edge chunks truncated), epoch by epoch."""
+    chunk = plan.chunk_size
+    if task.scattered:
+        assert task.shard_number is not None
+        for coord in plan.scattered_chunk_coords(task.shard_number).tolist():
+            start = tuple(g * c for g, c in zip(coord, chunk, strict=True))
+            stop = tuple(min(a + c, s) for a, c, s in zip(start, chunk, plan.size, strict=True))
+            yield tuple(coord), plan.source.read(start, stop)
+        return
+    for cstart, cstop in plan.epochs(task):
+        vstart = tuple(g * c for g, c in zip(cstart, chunk, strict=True))
+        vstop = tuple(min(g * c, s) for g, c, s in zip(cstop, chunk, plan.size, strict=True))
+        block = plan.source.read(vstart, vstop)  # type: ignore[arg-type]
+        for gz in range(cstart[2], cstop[2]):
+            for gy in range(cstart[1], cstop[1]):
+                for gx in range(cstart[0], cstop[0]):
+                    lo = [(g - a) * c for g, a, c in zip((gx, gy, gz), cstart, chunk, strict=True)]
+                    yield (
+                        (gx, gy, gz),
+                        block[
+                            lo[0] : lo[0] + chunk[0],
+                            lo[1] : lo[1] + chunk[1],
+                            lo[2] : lo[2] + chunk[2],
+                        ],
+                    )
+        del block
+
+
+# -- precomputed --------------------------------------------------------------------------------
+def _assemble_precomputed(
+    plan: ConversionPlan, task: ShardTask, spool_dir: str | None
+) -> ShardFile:
+    scale = plan.scale
+    options: dict[str, Any] = {}
+    if scale.compressed_segmentation_block_size is not None:
+        options["block_size"] = scale.compressed_segmentation_block_size
+    if scale.encoding == "jpeg":
+        options["quality"] = plan.options.jpeg_quality
+    encoding = chunk_encoding(scale.encoding, **options)
+    builder = plan.sharding.builder(
+        task.shard_number, memory_budget=plan.spool_budget, spool_dir=spool_dir
+    )
+    for coord, voxels in iter_chunks(plan, task):
+        chunk_id = int(scale.chunk_ids(np.array([coord]))[0])
+        builder.add(chunk_id, encoding.encode(voxels))
+    return builder.finish()
+
+
+# -- zarr3 --------------------------------------------------------------------------------------
+def zarr_chunk_encoder(plan: ConversionPlan) -> Callable[[np.ndarray], bytes | None]:
+    """[x, y, z, c] voxels -> stored inner-chunk bytes, or None for an all-fill chunk.
+
+    Zarr inner chunks are full chunks in C order of the output axes, edge chunks padded with
+    the fill value; chunks that are entirely fill are omitted (readers return the fill value).
+    """
+    meta = plan.zarr
+    assert meta is not None
+    axes = plan.zarr_axes
+    dtype = np.dtype(meta.data_type).newbyteorder("<")
+    fill = np.asarray(meta.fill_value, dtype=dtype)
+    full_shape = tuple(meta.chunk_shape)
+    compressor = meta.compressor.codec(dtype.itemsize) if meta.compressor else None
+    checksum = meta.checksum_inner
+
+    def encode(voxels_xyzc: np.ndarray) -> bytes | None:
+        block = to_zarr_order(voxels_xyzc, axes)
+        if np.all(block == fill):
+            return None
+        if block.shape != full_shape:
+            padded = np.full(full_shape, fill, dtype=dtype)
+            padded[tuple(slice(0, n) for n in block.shape)] = block
+            block = padded
+        data = np.ascontiguousarray(block, dtype=dtype).tobytes()
+        if compressor is not None:
+            data = compressor.compress(data)
+        if checksum:
+            data = zarr3.append_crc32c(data)
+        return data
+
+    return encode
+
+
+def _assemble_zarr3(
+    plan: ConversionPlan, task: ShardTask, spool_dir: str | None
+) -> ShardFile | None:
+    meta = plan.zarr
+    assert meta is not None
+    axes = plan.zarr_axes
+    builder = zarr3.ShardBuilder(
+        meta.chunks_per_shard,
+        index_location=meta.index_location,
+        memory_budget=plan.spool_budget,
+        spool_dir=spool_dir,
+        name=task.key,
+    )
+    encode = zarr_chunk_encoder(plan)
+    lookup = {"c": 0}
+    for coord, voxels in iter_chunks(plan, task):
+        stored = encode(voxels)
+        if stored is None:
+            continue
+        local = dict(
+            zip("xyz", (g - a for g, a in zip(coord, task.chunk_start, strict=True)), strict=True)
+        )
+        builder.add(tuple(local.get(a, lookup.get(a, 0)) for a in axes), stored)
+    return builder.finish() if len(builder) else None

@@ -1,0 +1,147 @@
+"""The Dask graph of a conversion, and running it on the scheduler the user picked.
+
+One task per shard (the only writer of that object), after a coordinator task that writes
+`info` / `zarr.json`; a final coordinator task writes the manifest from the shard receipts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import dask
+from dask.delayed import Delayed, delayed
+
+from shardwright.engine import run_shard
+from shardwright.manifest import build_manifest, write_manifest
+from shardwright.plan import ConversionPlan, ShardTask
+from shardwright.store import Store
+
+TASK_RETRIES = 3  # a shard lost with its worker is recomputed elsewhere
+
+
+def write_metadata(plan: ConversionPlan, store: Store) -> str:
+    """Coordinator, first step: the dataset's metadata object (`info` or `zarr.json`)."""
+    key, document = plan.metadata_document()
+    store.write_text(key, json.dumps(document, indent=1) + "\n")
+    return key
+
+
+def _shard(
+    plan: ConversionPlan, task: ShardTask, store: Store, resume: bool, metadata_written: str
+) -> dict[str, Any]:
+    return run_shard(plan, task, store, resume=resume)
+
+
+def _finish(
+    plan_description: dict[str, Any], store: Store, started: float, *receipts: dict[str, Any]
+) -> dict[str, Any]:
+    """Coordinator, last step: the manifest, written only once every shard is stored."""
+    manifest = build_manifest(plan_description, receipts, time.time() - started)
+    write_manifest(store, manifest)
+    return manifest
+
+
+def build_graph(plan: ConversionPlan, store: Store, *, resume: bool = False) -> Delayed:
+    """A lazy Dask object whose result is the manifest."""
+    token = uuid.uuid4().hex[:8]
+    plan_node = delayed(plan, name=f"plan-{token}", pure=True)
+    store_node = delayed(store, name=f"store-{token}", pure=True)
+    metadata = delayed(write_metadata, pure=False)(
+        plan_node, store_node, dask_key_name=f"metadata-{token}"
+    )
+    with dask.annotate(retries=TASK_RETRIES):
+        receipts = [
+            delayed(_shard, pure=False)(
+                plan_node,
+                task,
+                store_node,
+                resume,
+                metadata,
+                dask_key_name=f"shard-{task.key}-{token}",
+            )
+            for task in plan.shards()
+        ]
+    return delayed(_finish, pure=False)(
+        plan.describe(), store_node, time.time(), *receipts, dask_key_name=f"manifest-{token}"
+    )
+
+
+def scheduler_address(scheduler: str | None) -> str | None:
+    """The scheduler named on the command line, else $DASK_SCHEDULER_ADDRESS, else None."""
+    if scheduler in (None, "") and os.environ.get("DASK_SCHEDULER_ADDRESS"):
+        return os.environ["DASK_SCHEDULER_ADDRESS"]
+    if scheduler in (None, "", "local", "threads", "sync", "synchronous"):
+        return None
+    return scheduler
+
+
+@contextmanager
+def _client(
+    scheduler: str | None, workers: int | None, memory_budget: int, quiet: bool
+) -> Iterator[Any]:
+    from distributed import Client, LocalCluster
+
+    address = scheduler_address(scheduler)
+    if address is not None:
+        with Client(address) as client:
+            yield client
+        return
+    n_workers = workers or max(1, os.cpu_count() or 1)
+    cluster = LocalCluster(
+        n_workers=n_workers,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",
+        silence_logs=40,
+    )
+    try:
+        with Client(cluster) as client:
+            if not quiet:
+                print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
+            yield client
+    finally:
+        cluster.close()
+
+
+def execute(
+    graph: Delayed,
+    *,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    client: Any = None,
+    memory_budget: int = 0,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Run the graph and return the manifest."""
+    if client is not None:
+        return _run_on_client(client, graph, progress)
+    if scheduler_address(scheduler) is None and scheduler in ("threads", "sync", "synchronous"):
+        from dask.diagnostics import ProgressBar
+
+        kind = "threads" if scheduler == "threads" else "synchronous"
+        kwargs: dict[str, Any] = {"num_workers": workers} if kind == "threads" and workers else {}
+        if progress:
+            with ProgressBar(out=sys.stderr):
+                (result,) = dask.compute(graph, scheduler=kind, **kwargs)
+        else:
+            (result,) = dask.compute(graph, scheduler=kind, **kwargs)
+        return result
+    with _client(scheduler, workers, memory_budget, quiet=not progress) as own_client:
+        return _run_on_client(own_client, graph, progress)
+
+
+def _run_on_client(client: Any, graph: Delayed, progress: bool) -> dict[str, Any]:
+    from distributed import progress as progress_bar
+
+    future = client.compute(graph)
+    if progress:
+        progress_bar(future)
+        print(file=sys.stderr)
+    return future.result()

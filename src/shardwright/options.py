@@ -1,0 +1,52 @@
+"""What a user asks of a conversion: the options the CLI and the Python API share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+GiB = 1024**3
+MiB = 1024**2
+
+FORMATS = ("precomputed", "zarr3")
+COMPRESSIONS = ("none", "gzip", "zstd", "blosc")
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    """Every size is written x, y, z; None means "choose for me" (see plan.py)."""
+
+    format: str = "precomputed"
+    layer_type: str | None = None
+    encoding: str = "raw"
+    compression: str | None = None
+    compression_level: int | None = None
+    chunk_size: tuple[int, int, int] | None = None
+    resolution: tuple[float, float, float] | None = None
+    voxel_offset: tuple[int, int, int] | None = None
+    scale_key: str | None = None
+    compressed_segmentation_block_size: tuple[int, int, int] = (8, 8, 8)
+    jpeg_quality: int = 85
+    target_shard_bytes: int = 1 * GiB
+    memory_budget: int = 1 * GiB
+    min_shards: int = 16  # automatic sharding keeps at least this many shards, volume allowing
+    preshift_bits: int | None = None
+    minishard_bits: int | None = None
+    shard_bits: int | None = None
+    hash: str | None = None
+    shard_shape: tuple[int, int, int] | None = None
+    source_axes: str | None = None
+    source_scale: str | None = None
+    storage_options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise ValueError(f"unknown output format {self.format!r}; choose one of {FORMATS}")
+        if self.compression is not None and self.compression not in COMPRESSIONS:
+            raise ValueError(
+                f"unknown compression {self.compression!r}; choose one of {COMPRESSIONS}"
+            )
+        if self.memory_budget < 16 * MiB:
+            raise ValueError(f"memory budget {self.memory_budget} bytes is below 16 MiB")
+        if self.target_shard_bytes <= 0:
+            raise ValueError(f"target shard bytes must be positive, got {self.target_shard_bytes}")

@@ -1,0 +1,671 @@
+"""Decide a conversion before any byte is written: geometry, sharding, shards, memory.
+
+Sharding is sized by *encoded* bytes (a few chunks are sampled and encoded), within a per-task
+memory budget. Precomputed volumes use the identity hash with enough preshift + minishard bits
+that every shard is a spatial box of chunks (2**a x 2**b x 2**c, the low bits of the compressed
+Morton code), so a shard task reads one box. Other sharding choices still work: their shards are
+"scattered" and the task reads chunk by chunk. The shard list is a generator: a plan with a
+million shards holds a few numbers, not a million objects.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from shardwright.codecs import byte_codec, chunk_encoding
+from shardwright.formats.morton import compressed_morton_code, grid_bits, morton_bit_dims
+from shardwright.formats.precomputed_info import PrecomputedInfo, PrecomputedScale
+from shardwright.formats.sharding import ShardingSpec
+from shardwright.formats.zarr3 import Compressor, ZarrArrayMetadata
+from shardwright.options import ConvertOptions
+from shardwright.sources import Source, open_source
+
+DEFAULT_CHUNK = (64, 64, 64)
+MAX_SHARD_INDEX_BYTES = 8 * 1024  # readers fetch these cheaply (ARCHITECTURE)
+MAX_MINISHARD_INDEX_BYTES = 32 * 1024
+MAX_PRESHIFT = 10  # 24 B * 2**10 chunks = 24 KiB minishard index
+MAX_MINISHARD = 9  # 16 B * 2**9 minishards = 8 KiB shard index
+SAMPLE_CHUNKS = 6
+
+
+class PlanError(ValueError):
+    """A conversion that cannot be done as asked; raised before anything is written."""
+
+
+Box = tuple[tuple[int, int, int], tuple[int, int, int]]
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """One output object and the chunks (grid coordinates x, y, z) that go into it."""
+
+    key: str
+    chunk_start: tuple[int, int, int]
+    chunk_stop: tuple[int, int, int]
+    shard_number: int | None = None  # precomputed
+    scattered: bool = False  # chunks are spread through the grid (non-box sharding)
+
+    @property
+    def chunk_count(self) -> int:
+        return math.prod(b - a for a, b in zip(self.chunk_start, self.chunk_stop, strict=True))
+
+
+@dataclass(frozen=True)
+class ConversionPlan:
+    source: Source
+    dest: str
+    options: ConvertOptions
+    layer_type: str
+    dtype: np.dtype
+    num_channels: int
+    size: tuple[int, int, int]
+    chunk_size: tuple[int, int, int]
+    voxel_offset: tuple[int, int, int]
+    resolution: tuple[float, float, float]
+    encoded_ratio: float
+    shard_shape_chunks: tuple[int, int, int]  # box mode; for scattered shards: the whole grid
+    scattered: bool
+    epoch_shape_chunks: tuple[int, int, int]
+    info: PrecomputedInfo | None = None
+    zarr: ZarrArrayMetadata | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    # -- geometry -------------------------------------------------------------------------------
+    @property
+    def format(self) -> str:
+        return self.options.format
+
+    @property
+    def scale(self) -> PrecomputedScale:
+        assert self.info is not None
+        return self.info.scales[0]
+
+    @property
+    def sharding(self) -> ShardingSpec:
+        spec = self.scale.sharding
+        assert spec is not None
+        return spec
+
+    @property
+    def grid_shape(self) -> tuple[int, int, int]:
+        return tuple(math.ceil(s / c) for s, c in zip(self.size, self.chunk_size, strict=True))  # type: ignore[return-value]
+
+    @property
+    def chunk_count(self) -> int:
+        return math.prod(self.grid_shape)
+
+    @property
+    def raw_chunk_bytes(self) -> int:
+        return math.prod(self.chunk_size) * self.num_channels * self.dtype.itemsize
+
+    @property
+    def shard_grid_shape(self) -> tuple[int, int, int]:
+        return tuple(
+            math.ceil(g / s)
+            for g, s in zip(
+                self.grid_shape,
+                self.shard_shape_chunks,  # type: ignore[return-value]
+                strict=True,
+            )
+        )
+
+    @property
+    def shard_count(self) -> int:
+        if self.scattered:
+            return self._scattered_shard_count()
+        return math.prod(self.shard_grid_shape)
+
+    @property
+    def chunks_per_shard(self) -> int:
+        return (
+            math.prod(self.shard_shape_chunks)
+            if not self.scattered
+            else max(1, math.ceil(self.chunk_count / max(1, self.shard_count)))
+        )
+
+    @property
+    def estimated_shard_bytes(self) -> int:
+        return int(self.chunks_per_shard * self.raw_chunk_bytes * self.encoded_ratio)
+
+    @property
+    def epoch_bytes(self) -> int:
+        return math.prod(self.epoch_shape_chunks) * self.raw_chunk_bytes
+
+    @property
+    def spool_budget(self) -> int:
+        """Encoded bytes a shard task keeps in memory before spilling to local disk."""
+        return self.options.memory_budget // 2
+
+    @property
+    def peak_task_bytes(self) -> int:
+        """Modelled peak: one epoch read + its chunk copies + encoded chunks held in memory."""
+        held = min(self.estimated_shard_bytes, self.spool_budget)
+        return 2 * self.epoch_bytes + held
+
+    @property
+    def scale_prefix(self) -> str:
+        return f"{self.scale.key}/" if self.info is not None else ""
+
+    def metadata_document(self) -> tuple[str, dict[str, Any]]:
+        """The dataset's metadata object: (key, JSON), `info` or `zarr.json`."""
+        if self.info is not None:
+            return "info", self.info.to_json()
+        assert self.zarr is not None
+        return "zarr.json", self.zarr.to_json()
+
+    # -- shards ---------------------------------------------------------------------------------
+    def shards(self) -> Iterator[ShardTask]:
+        """Every non-empty shard, generated lazily in a fixed order."""
+        if self.scattered:
+            yield from self._scattered_shards()
+            return
+        grid = self.grid_shape
+        ranges = [range(0, g, s) for g, s in zip(grid, self.shard_shape_chunks, strict=True)]
+        for z0 in ranges[2]:
+            for y0 in ranges[1]:
+                for x0 in ranges[0]:
+                    start = (x0, y0, z0)
+                    stop = tuple(
+                        min(a + s, g)
+                        for a, s, g in zip(start, self.shard_shape_chunks, grid, strict=True)
+                    )
+                    yield ShardTask(
+                        self._box_key(start),
+                        start,
+                        stop,  # type: ignore[arg-type]
+                        shard_number=self._box_shard_number(start),
+                    )
+
+    def _box_shard_number(self, start: tuple[int, int, int]) -> int | None:
+        if self.info is None:
+            return None
+        code = int(compressed_morton_code(np.array([start]), self.grid_shape)[0])
+        spec = self.sharding
+        return code >> (spec.preshift_bits + spec.minishard_bits)
+
+    def _box_key(self, start: tuple[int, int, int]) -> str:
+        if self.info is not None:
+            number = self._box_shard_number(start)
+            assert number is not None
+            return self.scale_prefix + self.sharding.shard_filename(number)
+        assert self.zarr is not None
+        shard_xyz = [a // s for a, s in zip(start, self.shard_shape_chunks, strict=True)]
+        return self.zarr.chunk_key(tuple(_to_axes(shard_xyz, 0, self.zarr_axes)))
+
+    @property
+    def zarr_axes(self) -> str:
+        return _output_axes(self.source.axes, self.num_channels)
+
+    def _scattered_shard_numbers(self) -> Iterator[np.ndarray]:
+        """Shard number of every chunk, in batches of grid order (vectorized)."""
+        grid = self.grid_shape
+        total = math.prod(grid)
+        batch = 1 << 20
+        for first in range(0, total, batch):
+            flat = np.arange(first, min(first + batch, total), dtype=np.int64)
+            coords = np.stack(np.unravel_index(flat, grid, order="F"), axis=1)
+            shard, _ = self.sharding.locate(self.scale.chunk_ids(coords))
+            yield shard
+
+    def _scattered_shard_count(self) -> int:
+        seen: set[int] = set()
+        for shard in self._scattered_shard_numbers():
+            seen.update(np.unique(shard).tolist())
+        return len(seen)
+
+    def _scattered_shards(self) -> Iterator[ShardTask]:
+        seen: set[int] = set()
+        for shard in self._scattered_shard_numbers():
+            seen.update(np.unique(shard).tolist())
+        for number in sorted(seen):
+            yield ShardTask(
+                self.scale_prefix + self.sharding.shard_filename(number),
+                (0, 0, 0),
+                self.grid_shape,
+                shard_number=number,
+                scattered=True,
+            )
+
+    def scattered_chunk_coords(self, shard_number: int) -> np.ndarray:
+        """(N, 3) grid coordinates of the chunks of one scattered shard."""
+        grid = self.grid_shape
+        found = []
+        offset = 0
+        for shard in self._scattered_shard_numbers():
+            hits = np.flatnonzero(shard == np.uint64(shard_number)) + offset
+            found.append(np.stack(np.unravel_index(hits, grid, order="F"), axis=1))
+            offset += shard.size
+        return np.concatenate(found).astype(np.int64)
+
+    # -- epochs ---------------------------------------------------------------------------------
+    def epochs(self, task: ShardTask) -> Iterator[Box]:
+        """Chunk-grid boxes tiling a box shard, each within the epoch budget (z outermost)."""
+        step = self.epoch_shape_chunks
+        ranges = [
+            range(a, b, s) for a, b, s in zip(task.chunk_start, task.chunk_stop, step, strict=True)
+        ]
+        for z0, y0, x0 in itertools.product(ranges[2], ranges[1], ranges[0]):
+            start = (x0, y0, z0)
+            stop = tuple(
+                min(a + s, b) for a, s, b in zip(start, step, task.chunk_stop, strict=True)
+            )
+            yield start, stop  # type: ignore[misc]
+
+    # -- report ---------------------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "source": self.source.url,
+            "destination": self.dest,
+            "format": self.format,
+            "layer_type": self.layer_type,
+            "data_type": self.dtype.name,
+            "channels": self.num_channels,
+            "size_xyz": list(self.size),
+            "chunk_size_xyz": list(self.chunk_size),
+            "grid_xyz": list(self.grid_shape),
+            "chunks": self.chunk_count,
+            "encoded_ratio_sampled": round(self.encoded_ratio, 4),
+            "shard_shape_chunks_xyz": None if self.scattered else list(self.shard_shape_chunks),
+            "shards": self.shard_count,
+            "chunks_per_shard": self.chunks_per_shard,
+            "estimated_bytes_per_shard": self.estimated_shard_bytes,
+            "epoch_shape_chunks_xyz": list(self.epoch_shape_chunks),
+            "memory_budget_per_task": self.options.memory_budget,
+            "estimated_peak_bytes_per_task": self.peak_task_bytes,
+        }
+        if self.info is not None:
+            spec = self.sharding
+            out["scale_key"] = self.scale.key
+            out["encoding"] = self.scale.encoding
+            out["sharding"] = spec.to_json()
+            out["shard_index_bytes"] = spec.shard_index_nbytes
+            out["minishard_index_bytes"] = (
+                24 * (1 << spec.preshift_bits) if not self.scattered else None
+            )
+        if self.zarr is not None:
+            out["zarr_axes"] = self.zarr_axes
+            out["zarr_shape"] = list(self.zarr.shape)
+            out["zarr_shard_shape"] = list(self.zarr.shard_shape)
+            out["zarr_chunk_shape"] = list(self.zarr.chunk_shape)
+            out["shard_index_bytes"] = 16 * self.chunks_per_shard + 4
+        return out
+
+    def report(self) -> str:
+        d = self.describe()
+        lines = [
+            f"source       {d['source']}",
+            f"destination  {d['destination']}  ({d['format']})",
+            f"volume       {_xyz(d['size_xyz'])} voxels, {d['data_type']} x {d['channels']} "
+            f"channel(s), {d['layer_type']}",
+            f"chunks       {_xyz(d['chunk_size_xyz'])} voxels; grid {_xyz(d['grid_xyz'])} = "
+            f"{d['chunks']:,} chunks; sampled encoded/raw ratio {d['encoded_ratio_sampled']}",
+        ]
+        if self.scattered:
+            lines.append(
+                f"shards       {d['shards']:,} hashed shards (chunks scattered in space), "
+                f"~{d['chunks_per_shard']:,} chunks each"
+            )
+        else:
+            lines.append(
+                f"shards       {d['shards']:,} shards of "
+                f"{_xyz(d['shard_shape_chunks_xyz'])} chunks "
+                f"({d['chunks_per_shard']:,} chunks)"
+            )
+        lines.append(f"bytes/shard  ~{_bytes(d['estimated_bytes_per_shard'])} encoded")
+        if self.info is not None:
+            spec = self.sharding
+            lines.append(
+                f"sharding     {spec.hash}, preshift {spec.preshift_bits}, minishard "
+                f"{spec.minishard_bits} ({spec.num_minishards} per shard), shard "
+                f"{spec.shard_bits}; data {spec.data_encoding}, index "
+                f"{spec.minishard_index_encoding}"
+            )
+            minishard = d["minishard_index_bytes"]
+            lines.append(
+                f"indexes      shard index {_bytes(d['shard_index_bytes'])}"
+                + (f", minishard index <= {_bytes(minishard)}" if minishard else "")
+            )
+            lines.append(f"scale        {self.scale.key}, encoding {self.scale.encoding}")
+        else:
+            lines.append(
+                f"zarr         axes {d['zarr_axes']}, shape {d['zarr_shape']}, shard "
+                f"{d['zarr_shard_shape']}, chunk {d['zarr_chunk_shape']}; "
+                f"shard index {_bytes(d['shard_index_bytes'])}"
+            )
+        lines.append(
+            f"memory       epoch {_xyz(d['epoch_shape_chunks_xyz'])} chunks "
+            f"({_bytes(self.epoch_bytes)}); peak per task ~"
+            f"{_bytes(d['estimated_peak_bytes_per_task'])} of "
+            f"{_bytes(d['memory_budget_per_task'])} budget"
+        )
+        lines.extend(f"note         {note}" for note in self.notes)
+        return "\n".join(lines)
+
+
+def _xyz(values: Any) -> str:
+    return " x ".join(str(v) for v in values)
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError
+
+
+def _output_axes(source_axes: str, num_channels: int) -> str:
+    """Zarr output keeps the source's axis order (a source without 'c' has one channel)."""
+    if "c" not in source_axes and num_channels != 1:
+        raise PlanError(f"source axes {source_axes!r} have no 'c' but {num_channels} channels")
+    return source_axes
+
+
+def _to_axes(xyz: Any, channel_value: int, axes: str) -> list[int]:
+    lookup = {"x": xyz[0], "y": xyz[1], "z": xyz[2], "c": channel_value}
+    return [lookup[a] for a in axes]
+
+
+# -- planning ------------------------------------------------------------------------------------
+def make_plan(
+    source: str | Source, dest: str, options: ConvertOptions | None = None
+) -> ConversionPlan:
+    """Open the source, validate every choice and decide geometry and sharding."""
+    options = options or ConvertOptions()
+    src = (
+        source
+        if not isinstance(source, str)
+        else open_source(
+            source,
+            axes=options.source_axes,
+            scale_key=options.source_scale,
+            storage_options=options.storage_options,
+        )
+    )
+    size = tuple(int(s) for s in src.shape_xyz)
+    dtype = np.dtype(src.dtype)
+    channels = int(src.num_channels)
+    layer_type = (
+        options.layer_type
+        or src.hints.layer_type
+        or ("segmentation" if options.encoding == "compressed_segmentation" else "image")
+    )
+    if layer_type not in ("image", "segmentation"):
+        raise PlanError(f"layer type must be image or segmentation, got {layer_type!r}")
+    chunk = _chunk_size(options.chunk_size, size)
+    resolution = tuple(float(r) for r in (options.resolution or src.hints.resolution or (1, 1, 1)))
+    if len(resolution) != 3 or min(resolution) <= 0:
+        raise PlanError(f"resolution must be three positive numbers x,y,z, got {resolution}")
+    offset = tuple(int(v) for v in (options.voxel_offset or src.hints.voxel_offset or (0, 0, 0)))
+    grid = tuple(math.ceil(s / c) for s, c in zip(size, chunk, strict=True))
+    raw_chunk = math.prod(chunk) * channels * dtype.itemsize
+
+    common: dict[str, Any] = dict(
+        source=src,
+        dest=dest,
+        options=options,
+        layer_type=layer_type,
+        dtype=dtype,
+        num_channels=channels,
+        size=size,
+        chunk_size=chunk,
+        voxel_offset=offset,
+        resolution=resolution,
+    )
+    if options.format == "precomputed":
+        return _plan_precomputed(common, grid, raw_chunk)
+    return _plan_zarr3(common, grid, raw_chunk)
+
+
+def _chunk_size(
+    requested: tuple[int, int, int] | None, size: tuple[int, ...]
+) -> tuple[int, int, int]:
+    if requested is None:
+        return tuple(min(c, s) for c, s in zip(DEFAULT_CHUNK, size, strict=True))  # type: ignore[return-value]
+    if len(requested) != 3 or any(int(c) <= 0 for c in requested):
+        raise PlanError(f"chunk size must be three positive integers x,y,z, got {requested}")
+    if any(c > s for c, s in zip(requested, size, strict=True)):
+        raise PlanError(
+            f"chunk size {_xyz(requested)} does not fit the volume size {_xyz(size)} (x,y,z)"
+        )
+    return tuple(int(c) for c in requested)  # type: ignore[return-value]
+
+
+def _epoch_shape(
+    shard_chunks: tuple[int, ...], raw_chunk: int, budget: int
+) -> tuple[int, int, int]:
+    """Largest sub-box of a shard (in chunks) whose raw bytes fit the epoch budget.
+
+    Splits z first, then y, then x: a C-order (z, y, x) source reads whole z-slabs
+    contiguously.
+    """
+    shape = list(shard_chunks)
+    for dim in (2, 1, 0):
+        while shape[dim] > 1 and math.prod(shape) * raw_chunk > budget:
+            shape[dim] = math.ceil(shape[dim] / 2)
+    return tuple(shape)  # type: ignore[return-value]
+
+
+def _sample_ratio(
+    src: Source, chunk: tuple[int, int, int], size: tuple[int, ...], encode: Any
+) -> float:
+    """Encoded/raw ratio over a few chunks spread through the volume (corners and centre)."""
+    grid = [math.ceil(s / c) for s, c in zip(size, chunk, strict=True)]
+    picks = {tuple(g // 2 for g in grid), (0, 0, 0), tuple(g - 1 for g in grid)}
+    rng = np.random.default_rng(0)
+    while len(picks) < min(SAMPLE_CHUNKS, math.prod(grid)):
+        picks.add(tuple(int(rng.integers(0, g)) for g in grid))
+    raw = encoded = 0
+    for cell in sorted(picks):
+        start = tuple(g * c for g, c in zip(cell, chunk, strict=True))
+        stop = tuple(min(a + c, s) for a, c, s in zip(start, chunk, size, strict=True))
+        block = src.read(start, stop)  # type: ignore[arg-type]
+        raw += block.nbytes
+        encoded += len(encode(block))
+    return max(encoded / max(raw, 1), 1e-3)
+
+
+def _scale_key(options: ConvertOptions, resolution: tuple[float, ...]) -> str:
+    if options.scale_key:
+        return options.scale_key
+    return "_".join(str(int(r)) if float(r).is_integer() else str(r) for r in resolution)
+
+
+def _plan_precomputed(
+    common: dict[str, Any], grid: tuple[int, ...], raw_chunk: int
+) -> ConversionPlan:
+    options: ConvertOptions = common["options"]
+    compression = options.compression or ("none" if options.encoding in ("jpeg", "png") else "gzip")
+    if compression not in ("none", "gzip"):
+        raise PlanError(f"precomputed supports --compression none or gzip, not {compression!r}")
+    encoding_options: dict[str, Any] = {}
+    block = None
+    if options.encoding == "compressed_segmentation":
+        block = options.compressed_segmentation_block_size
+        encoding_options["block_size"] = block
+    if options.encoding == "jpeg":
+        encoding_options["quality"] = options.jpeg_quality
+    encoding = chunk_encoding(options.encoding, **encoding_options)
+    encoding.check(common["dtype"], common["num_channels"], common["layer_type"])
+    gzip = byte_codec("gzip") if compression == "gzip" else None
+
+    def encode(block_xyzc: np.ndarray) -> bytes:
+        data = encoding.encode(block_xyzc)
+        return gzip.compress(data) if gzip else data
+
+    ratio = _sample_ratio(common["source"], common["chunk_size"], common["size"], encode)
+    spec, scattered, box = _choose_sharding(
+        options, grid, raw_chunk * ratio, "gzip" if gzip else "raw"
+    )
+    scale = PrecomputedScale(
+        key=_scale_key(options, common["resolution"]),
+        size=common["size"],
+        resolution=common["resolution"],
+        chunk_size=common["chunk_size"],
+        encoding=options.encoding,
+        voxel_offset=common["voxel_offset"],
+        compressed_segmentation_block_size=block,
+        sharding=spec,
+    )
+    info = PrecomputedInfo(
+        type=common["layer_type"],
+        data_type=common["dtype"].name,
+        num_channels=common["num_channels"],
+        scales=(scale,),
+    )
+    # Scattered shards are read chunk by chunk; box shards in epochs within the budget.
+    epoch = (1, 1, 1) if scattered else _epoch_shape(box, raw_chunk, options.memory_budget // 4)
+    return ConversionPlan(
+        **common,
+        encoded_ratio=ratio,
+        shard_shape_chunks=box,
+        scattered=scattered,
+        epoch_shape_chunks=epoch,
+        info=info,
+    )
+
+
+def _choose_sharding(
+    options: ConvertOptions, grid: tuple[int, ...], encoded_chunk: float, data_encoding: str
+) -> tuple[ShardingSpec, bool, tuple[int, int, int]]:
+    """Sharding spec, whether shards are scattered, and the shard box in chunks."""
+    try:
+        total = sum(grid_bits(grid))
+    except ValueError as exc:
+        raise PlanError(str(exc)) from exc
+    dims = morton_bit_dims(grid)
+    fit = int(math.floor(math.log2(max(options.target_shard_bytes / encoded_chunk, 1))))
+    parallel = total - math.ceil(math.log2(max(options.min_shards, 1)))
+    p = max(0, min(fit, parallel, total, MAX_PRESHIFT + MAX_MINISHARD))
+    preshift = min(MAX_PRESHIFT, p // 2)
+    minishard = p - preshift
+    if minishard > MAX_MINISHARD:
+        minishard, preshift = MAX_MINISHARD, p - MAX_MINISHARD
+    if options.preshift_bits is not None:
+        preshift = options.preshift_bits
+    if options.minishard_bits is not None:
+        minishard = options.minishard_bits
+    low = min(preshift + minishard, total) if min(preshift, minishard) >= 0 else 0
+    shard_bits = options.shard_bits if options.shard_bits is not None else total - low
+    hash_name = options.hash or "identity"
+    try:
+        spec = ShardingSpec(
+            preshift_bits=preshift,
+            hash=hash_name,
+            minishard_bits=minishard,
+            shard_bits=shard_bits,
+            minishard_index_encoding="gzip",
+            data_encoding=data_encoding,
+        )
+    except ValueError as exc:
+        raise PlanError(f"impossible sharding parameters: {exc}") from exc
+    scattered = hash_name != "identity" or shard_bits < total - low
+    box = [1, 1, 1]
+    for dim in dims[:low]:
+        box[dim] *= 2
+    box = [min(b, g) for b, g in zip(box, grid, strict=True)]
+    return spec, scattered, tuple(box)  # type: ignore[return-value]
+
+
+def _plan_zarr3(common: dict[str, Any], grid: tuple[int, ...], raw_chunk: int) -> ConversionPlan:
+    options: ConvertOptions = common["options"]
+    if options.encoding != "raw":
+        raise PlanError(
+            f"--encoding {options.encoding} is a precomputed chunk encoding; zarr3 "
+            "output stores raw chunks with --compression none|gzip|zstd|blosc"
+        )
+    compression = options.compression or "gzip"
+    chunk = common["chunk_size"]
+    src: Source = common["source"]
+    axes = _output_axes(src.axes, common["num_channels"])
+    compressor = _zarr_compressor(compression, options.compression_level)
+    codec = compressor.codec(common["dtype"].itemsize) if compressor else None
+
+    def encode(block_xyzc: np.ndarray) -> bytes:
+        data = (
+            to_zarr_order(block_xyzc, axes)
+            .astype(block_xyzc.dtype.newbyteorder("<"), copy=False)
+            .tobytes()
+        )
+        return codec.compress(data) if codec else data
+
+    ratio = _sample_ratio(src, chunk, common["size"], encode)
+    if options.shard_shape is not None:
+        shard = tuple(int(s) for s in options.shard_shape)
+        if len(shard) != 3 or any(s <= 0 or s % c for s, c in zip(shard, chunk, strict=True)):
+            raise PlanError(
+                f"--shard-shape {_xyz(shard)} must be a positive multiple of the "
+                f"chunk size {_xyz(chunk)} in every axis (x,y,z)"
+            )
+        box = tuple(s // c for s, c in zip(shard, chunk, strict=True))
+    else:
+        box_list = [1, 1, 1]
+        encoded_chunk = raw_chunk * ratio
+        grown = True
+        while grown:
+            grown = False
+            for dim in (0, 1, 2):
+                doubled = 2 * math.prod(box_list)
+                shards_after = math.prod(
+                    math.ceil(g / (b * (2 if d == dim else 1)))
+                    for d, (g, b) in enumerate(zip(grid, box_list, strict=True))
+                )
+                if (
+                    box_list[dim] < grid[dim]
+                    and doubled * encoded_chunk <= options.target_shard_bytes
+                    and shards_after >= options.min_shards
+                ):
+                    box_list[dim] *= 2
+                    grown = True
+        box = tuple(box_list)
+    shard_voxels = tuple(b * c for b, c in zip(box, chunk, strict=True))
+    lookup_shape = dict(zip("xyz", common["size"], strict=True), c=common["num_channels"])
+    lookup_chunk = dict(zip("xyz", chunk, strict=True), c=common["num_channels"])
+    lookup_shard = dict(zip("xyz", shard_voxels, strict=True), c=common["num_channels"])
+    try:
+        meta = ZarrArrayMetadata(
+            shape=tuple(lookup_shape[a] for a in axes),
+            data_type=common["dtype"].name,
+            shard_shape=tuple(lookup_shard[a] for a in axes),
+            chunk_shape=tuple(lookup_chunk[a] for a in axes),
+            fill_value=0,
+            dimension_names=tuple(axes),
+            compressor=compressor,
+        )
+    except ValueError as exc:
+        raise PlanError(f"cannot describe the zarr3 array: {exc}") from exc
+    epoch = _epoch_shape(box, raw_chunk, options.memory_budget // 4)
+    return ConversionPlan(
+        **common,
+        encoded_ratio=ratio,
+        shard_shape_chunks=box,
+        scattered=False,
+        epoch_shape_chunks=epoch,
+        zarr=meta,
+    )
+
+
+def _zarr_compressor(compression: str, level: int | None) -> Compressor | None:
+    try:
+        if compression == "none":
+            return None
+        if compression == "gzip":
+            return Compressor.gzip(6 if level is None else level)
+        if compression == "zstd":
+            return Compressor.zstd(3 if level is None else level)
+        return Compressor.blosc(clevel=5 if level is None else level)
+    except ValueError as exc:
+        raise PlanError(f"bad --compression-level for {compression}: {exc}") from exc
+
+
+def to_zarr_order(block_xyzc: np.ndarray, axes: str) -> np.ndarray:
+    """View an [x, y, z, c] block in the zarr output's axis order (c dropped when absent)."""
+    if "c" not in axes:
+        return np.transpose(block_xyzc[..., 0], tuple("xyz".index(a) for a in axes))
+    return np.transpose(block_xyzc, tuple("xyzc".index(a) for a in axes))

@@ -1,0 +1,228 @@
+"""Check a converted dataset: every shard against the manifest, and voxels against the source.
+
+Structure, size and crc32c of every shard listed in the manifest are always checked (through
+ranged reads). With a source, chunks are decoded from the shards and compared with the source's
+voxels: a seeded sample by default, every chunk with `full=True`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from shardwright.codecs import chunk_encoding
+from shardwright.formats import zarr3
+from shardwright.formats.precomputed_info import PrecomputedInfo
+from shardwright.formats.sharding import ShardedReader, ShardFormatError
+from shardwright.integrity import check_precomputed_shard, check_zarr3_shard, stream_crc32c
+from shardwright.manifest import read_manifest
+from shardwright.plan import to_zarr_order
+from shardwright.sources import Source, open_source
+from shardwright.store import Store
+
+DEFAULT_SAMPLE = 64
+JPEG_MEAN_ABS_TOLERANCE = 8.0
+
+
+@dataclass
+class VerifyReport:
+    dest: str
+    format: str
+    shards_checked: int = 0
+    chunks_compared: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        state = "OK" if self.ok else f"FAILED ({len(self.problems)} problem(s))"
+        lines = [
+            f"verify {self.dest} ({self.format}): {state}",
+            f"  shards checked   {self.shards_checked}",
+            f"  chunks compared  {self.chunks_compared}",
+        ]
+        lines += [f"  problem: {p}" for p in self.problems[:50]]
+        if len(self.problems) > 50:
+            lines.append(f"  ... and {len(self.problems) - 50} more")
+        return "\n".join(lines)
+
+
+def verify(
+    dest: str,
+    against: str | Source | None = None,
+    *,
+    full: bool = False,
+    sample: int = DEFAULT_SAMPLE,
+    source_axes: str | None = None,
+    source_scale: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> VerifyReport:
+    store = Store(dest, storage_options)
+    manifest = read_manifest(store)
+    if manifest is None:
+        report = VerifyReport(dest, "unknown")
+        report.problems.append(
+            "no manifest: the conversion did not complete (run it again with --resume)"
+        )
+        return report
+    report = VerifyReport(dest, manifest["format"])
+    if manifest["format"] == "precomputed":
+        info = PrecomputedInfo.from_json(json.loads(store.read("info")))
+        scale = info.scale(manifest["plan"]["scale_key"])
+        assert scale.sharding is not None
+        _check_shards(
+            report, store, manifest, lambda key: check_precomputed_shard(store, key, scale.sharding)
+        )
+    else:
+        meta = zarr3.ZarrArrayMetadata.from_json(json.loads(store.read("zarr.json")))
+        _check_shards(report, store, manifest, lambda key: check_zarr3_shard(store, key, meta))
+    if against is not None:
+        source = (
+            against
+            if not isinstance(against, str)
+            else open_source(against, axes=source_axes, scale_key=source_scale)
+        )
+        comparer = (
+            _PrecomputedComparer(store, info, scale.key)
+            if report.format == "precomputed"
+            else _ZarrComparer(store, meta, source.axes)
+        )
+        _compare(report, source, comparer, full, sample)
+    return report
+
+
+def _check_shards(report: VerifyReport, store: Store, manifest: dict[str, Any], check: Any) -> None:
+    for entry in manifest["shards"]:
+        key = entry["key"]
+        report.shards_checked += 1
+        try:
+            summary = check(key)
+        except FileNotFoundError:
+            report.problems.append(f"{key}: missing")
+            continue
+        except (ShardFormatError, ValueError) as exc:
+            report.problems.append(f"{key}: unreadable index: {exc}")
+            continue
+        if summary.size != entry["size"]:
+            report.problems.append(f"{key}: size {summary.size}, manifest says {entry['size']}")
+            continue
+        if summary.chunks != entry["chunks"]:
+            report.problems.append(
+                f"{key}: {summary.chunks} chunks, manifest says {entry['chunks']}"
+            )
+        crc = stream_crc32c(store, key, summary.size)
+        if crc != entry["crc32c"]:
+            report.problems.append(f"{key}: crc32c {crc:08x}, manifest says {entry['crc32c']:08x}")
+
+
+class _PrecomputedComparer:
+    def __init__(self, store: Store, info: PrecomputedInfo, key: str):
+        self.scale = info.scale(key)
+        self.dtype = np.dtype(info.data_type)
+        self.channels = info.num_channels
+        options: dict[str, Any] = {}
+        if self.scale.compressed_segmentation_block_size is not None:
+            options["block_size"] = self.scale.compressed_segmentation_block_size
+        self.encoding = chunk_encoding(self.scale.encoding, **options)
+        assert self.scale.sharding is not None
+        self.reader = ShardedReader(
+            self.scale.sharding,
+            lambda name, start, end: store.read_range(f"{key}/{name}", start, end),
+        )
+
+    @property
+    def lossy(self) -> bool:
+        return self.scale.encoding == "jpeg"
+
+    def read_chunk(
+        self, coord: tuple[int, int, int], shape_xyz: tuple[int, ...]
+    ) -> np.ndarray | None:
+        data = self.reader.read(int(self.scale.chunk_ids(np.array([coord]))[0]))
+        if data is None:
+            return None
+        return self.encoding.decode(data, (*shape_xyz, self.channels), self.dtype)  # type: ignore[arg-type]
+
+
+class _ZarrComparer:
+    lossy = False
+
+    def __init__(self, store: Store, meta: zarr3.ZarrArrayMetadata, axes: str):
+        self.store, self.meta, self.axes = store, meta, axes
+        self.dtype = np.dtype(meta.data_type).newbyteorder("<")
+        self.compressor = meta.compressor.codec(self.dtype.itemsize) if meta.compressor else None
+        self.lookup_chunk = dict(zip(axes, meta.chunk_shape, strict=True))
+        self.per_shard = dict(zip(axes, meta.chunks_per_shard, strict=True))
+
+    def read_chunk(
+        self, coord: tuple[int, int, int], shape_xyz: tuple[int, ...]
+    ) -> np.ndarray | None:
+        by_axis = dict(zip("xyz", coord, strict=True), c=0)
+        shard = tuple(by_axis[a] // self.per_shard[a] for a in self.axes)
+        inner = tuple(by_axis[a] % self.per_shard[a] for a in self.axes)
+        key = self.meta.chunk_key(shard)
+        size = self.store.size(key)
+        data = None
+        if size is not None:
+            reader = zarr3.ShardReader(
+                lambda s, e: self.store.read_range(key, s, e),
+                self.meta.chunks_per_shard,
+                self.meta.index_location,
+                object_size=size,
+            )
+            data = reader.read_chunk(inner)
+        if data is None:
+            block = np.full(self.meta.chunk_shape, self.meta.fill_value, dtype=self.dtype)
+        else:
+            if self.meta.checksum_inner:
+                data = zarr3.strip_crc32c(data)
+            if self.compressor is not None:
+                data = self.compressor.decompress(data)
+            block = np.frombuffer(data, dtype=self.dtype).reshape(self.meta.chunk_shape)
+        lookup = dict(zip("xyz", shape_xyz, strict=True), c=self.lookup_chunk.get("c", 1))
+        return block[tuple(slice(0, lookup[a]) for a in self.axes)]
+
+    def expected(self, voxels_xyzc: np.ndarray) -> np.ndarray:
+        return to_zarr_order(voxels_xyzc, self.axes)
+
+
+def _compare(report: VerifyReport, source: Source, comparer: Any, full: bool, sample: int) -> None:
+    chunk = (
+        comparer.scale.chunk_size
+        if isinstance(comparer, _PrecomputedComparer)
+        else tuple(comparer.lookup_chunk[a] for a in "xyz")
+    )
+    size = source.shape_xyz
+    grid = tuple(math.ceil(s / c) for s, c in zip(size, chunk, strict=True))
+    total = math.prod(grid)
+    if full or total <= sample:
+        flat = np.arange(total)
+    else:
+        flat = np.sort(np.random.default_rng(0).choice(total, size=sample, replace=False))
+    for index in flat.tolist():
+        coord = tuple(int(v) for v in np.unravel_index(index, grid, order="F"))
+        start = tuple(g * c for g, c in zip(coord, chunk, strict=True))
+        stop = tuple(min(a + c, s) for a, c, s in zip(start, chunk, size, strict=True))
+        shape = tuple(b - a for a, b in zip(start, stop, strict=True))
+        want = source.read(start, stop)
+        got = comparer.read_chunk(coord, shape)
+        report.chunks_compared += 1
+        if got is None:
+            report.problems.append(f"chunk {coord}: missing from the output")
+            continue
+        if isinstance(comparer, _ZarrComparer):
+            want = comparer.expected(want)
+        if comparer.lossy:
+            error = np.abs(got.astype(np.float64) - want.astype(np.float64)).mean()
+            if error > JPEG_MEAN_ABS_TOLERANCE:
+                report.problems.append(f"chunk {coord}: mean abs error {error:.2f} (jpeg)")
+        elif got.shape != want.shape or not np.array_equal(got, want):
+            report.problems.append(f"chunk {coord}: voxels differ from the source")
+
+
+__all__ = ["VerifyReport", "verify"]

@@ -1,0 +1,360 @@
+"""End-to-end conversions on a real multi-process LocalCluster, read back by TensorStore,
+CloudVolume and zarr-python; plus the scheduler modes, the lazy graph and verify."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+import h5py
+import numpy as np
+import pytest
+import tensorstore as ts
+import tifffile
+import zarr
+from cloudvolume import CloudVolume
+from dask.delayed import Delayed
+from distributed import Client, LocalCluster
+
+from shardwright import api
+from shardwright.cli import main as cli_main
+from shardwright.manifest import MANIFEST_KEY
+
+SIZE_XYZ = (45, 38, 21)  # not a multiple of any chunk size used below
+
+
+@pytest.fixture(scope="module")
+def client() -> Any:
+    cluster = LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40
+    )
+    with Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
+def _image(dtype: str = "uint8", channels: int = 1) -> np.ndarray:
+    """C-order (z, y, x) or (c, z, y, x) test image with structure and noise."""
+    x, y, z = SIZE_XYZ
+    rng = np.random.default_rng(3)
+    zz, yy, xx = np.meshgrid(np.arange(z), np.arange(y), np.arange(x), indexing="ij")
+    base = 100 + 60 * np.sin(xx / 4.0) * np.cos(yy / 5.0) + 3 * zz
+    vol = np.stack([base + 20 * c for c in range(channels)]) + rng.normal(
+        0, 4, (channels, *base.shape)
+    )
+    vol = np.clip(vol, 0, 250).astype(dtype)
+    return vol if channels > 1 else vol[0]
+
+
+def _labels(dtype: str = "uint64") -> np.ndarray:
+    x, y, z = SIZE_XYZ
+    zz, yy, xx = np.meshgrid(np.arange(z), np.arange(y), np.arange(x), indexing="ij")
+    cells = (xx // 7) + 10 * (yy // 9) + 100 * (zz // 5)
+    big = np.array(np.iinfo(dtype).max - 1000, dtype=dtype)  # labels near the top of the range
+    return np.where(cells % 11 == 0, 0, big - cells.astype(dtype)).astype(dtype)
+
+
+def _read_precomputed(dest: pathlib.Path) -> list[np.ndarray]:
+    """The volume as [x, y, z, c], read by TensorStore and by CloudVolume."""
+    via_ts = (
+        ts.open({"driver": "neuroglancer_precomputed", "kvstore": f"file://{dest}/"})
+        .result()
+        .read()
+        .result()
+    )
+    via_cv = np.asarray(CloudVolume(f"file://{dest}", progress=False)[:, :, :, :])
+    return [np.asarray(via_ts), via_cv]
+
+
+def _as_xyzc(czyx_or_zyx: np.ndarray) -> np.ndarray:
+    if czyx_or_zyx.ndim == 3:
+        return czyx_or_zyx.T[..., None]
+    return np.transpose(czyx_or_zyx, (3, 2, 1, 0))
+
+
+def _read_zarr3(dest: pathlib.Path) -> list[np.ndarray]:
+    via_ts = ts.open({"driver": "zarr3", "kvstore": f"file://{dest}/"}).result().read().result()
+    via_zarr = zarr.open_array(str(dest), mode="r")[...]
+    return [np.asarray(via_ts), np.asarray(via_zarr)]
+
+
+SMALL = dict(chunk_size=(16, 16, 8), target_shard_bytes=16 * 1024, memory_budget=64 * 1024**2)
+
+
+# -- sources --------------------------------------------------------------------------------------
+def _write_source(kind: str, root: pathlib.Path, vol: np.ndarray) -> str:
+    if kind == "npy":
+        np.save(root / "vol.npy", vol)
+        return str(root / "vol.npy")
+    if kind in ("zarr2", "zarr3"):
+        path = root / f"vol.{kind}"
+        arr = zarr.create_array(
+            str(path),
+            shape=vol.shape,
+            chunks=(8, 16, 16)[-vol.ndim :] if vol.ndim == 3 else (1, 8, 16, 16),
+            dtype=vol.dtype,
+            zarr_format=2 if kind == "zarr2" else 3,
+        )
+        arr[...] = vol
+        return str(path)
+    if kind == "tiff":
+        tifffile.imwrite(root / "vol.tif", vol)
+        return str(root / "vol.tif")
+    if kind == "tiff-slices":
+        (root / "slices").mkdir()
+        for z, plane in enumerate(vol):
+            tifffile.imwrite(root / "slices" / f"s_{z}.tif", plane)
+        return str(root / "slices")
+    if kind == "hdf5":
+        with h5py.File(root / "vol.h5", "w") as f:
+            f.create_dataset("em/raw", data=vol, chunks=True)
+        return f"{root / 'vol.h5'}#/em/raw"
+    if kind == "precomputed":
+        xyz = vol.T[..., None]
+        store = ts.open(
+            {
+                "driver": "neuroglancer_precomputed",
+                "kvstore": f"file://{root}/pc/",
+                "multiscale_metadata": {
+                    "type": "image",
+                    "data_type": str(vol.dtype),
+                    "num_channels": 1,
+                },
+                "scale_metadata": {
+                    "size": list(SIZE_XYZ),
+                    "resolution": [4, 4, 30],
+                    "chunk_size": [16, 16, 16],
+                    "encoding": "raw",
+                    "voxel_offset": [0, 0, 0],
+                },
+                "create": True,
+            }
+        ).result()
+        store.write(xyz).result()
+        return str(root / "pc")
+    raise AssertionError(kind)
+
+
+SOURCE_KINDS = ["npy", "zarr2", "zarr3", "tiff", "tiff-slices", "hdf5", "precomputed"]
+
+
+@pytest.mark.parametrize("kind", SOURCE_KINDS)
+@pytest.mark.parametrize("fmt", ["precomputed", "zarr3"])
+def test_every_source_kind_converts_to_both_formats(
+    tmp_path: pathlib.Path, client: Any, kind: str, fmt: str
+) -> None:
+    vol = _image()
+    source = _write_source(kind, tmp_path, vol)
+    dest = tmp_path / "out"
+    manifest = api.convert(source, str(dest), client=client, progress=False, format=fmt, **SMALL)
+    assert isinstance(manifest, dict)
+    assert manifest["totals"]["shards"] > 1
+    if fmt == "precomputed":
+        for got in _read_precomputed(dest):
+            np.testing.assert_array_equal(got, _as_xyzc(vol))
+    else:
+        # A precomputed source is x,y,z,c: zarr output keeps the source's own axis order.
+        want = vol.T[..., None] if kind == "precomputed" else vol
+        for got in _read_zarr3(dest):
+            np.testing.assert_array_equal(got, want)
+    assert api.verify(str(dest), source, full=True).ok
+
+
+ENCODING_CASES = [
+    # name, volume, options
+    ("raw-none", lambda: _image("uint16"), dict(compression="none")),
+    ("raw-gzip-3ch", lambda: _image("uint8", 3), dict(compression="gzip")),
+    ("float32", lambda: _image("float32"), dict()),
+    ("cseg-uint64", _labels, dict(encoding="compressed_segmentation")),
+    (
+        "cseg-uint32",
+        lambda: _labels("uint32"),
+        dict(encoding="compressed_segmentation", compressed_segmentation_block_size=(4, 8, 2)),
+    ),
+    ("png", _image, dict(encoding="png")),
+    ("jpeg", _image, dict(encoding="jpeg", jpeg_quality=95)),
+    (
+        "murmurhash",
+        _labels,
+        dict(
+            encoding="compressed_segmentation",
+            hash="murmurhash3_x86_128",
+            minishard_bits=2,
+            shard_bits=3,
+        ),
+    ),
+    ("explicit-identity-bits", _image, dict(preshift_bits=2, minishard_bits=1, shard_bits=5)),
+]
+
+
+@pytest.mark.parametrize("case", ENCODING_CASES, ids=[c[0] for c in ENCODING_CASES])
+def test_every_encoding_and_sharding(tmp_path: pathlib.Path, client: Any, case: tuple) -> None:
+    name, make, options = case
+    vol = make()
+    np.save(tmp_path / "vol.npy", vol)
+    dest = tmp_path / "out"
+    source = str(tmp_path / "vol.npy")
+    api.convert(source, str(dest), client=client, progress=False, **{**SMALL, **options})
+    info = json.loads((dest / "info").read_text())
+    spec = info["scales"][0]["sharding"]
+    if "hash" in options:
+        assert spec["hash"] == options["hash"] and spec["shard_bits"] == 3
+    for got in _read_precomputed(dest):
+        if name == "jpeg":
+            assert np.abs(got.astype(int) - _as_xyzc(vol).astype(int)).mean() < 3
+        else:
+            np.testing.assert_array_equal(got, _as_xyzc(vol))
+    assert api.verify(str(dest), source, full=True).ok
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip", "zstd", "blosc"])
+def test_zarr3_compressions_and_channels(
+    tmp_path: pathlib.Path, client: Any, compression: str
+) -> None:
+    vol = _image("uint16", 2)
+    np.save(tmp_path / "vol.npy", vol)
+    dest = tmp_path / "out.zarr"
+    api.convert(
+        str(tmp_path / "vol.npy"),
+        str(dest),
+        client=client,
+        progress=False,
+        format="zarr3",
+        compression=compression,
+        **SMALL,
+    )
+    meta = json.loads((dest / "zarr.json").read_text())
+    assert meta["dimension_names"] == ["c", "z", "y", "x"]
+    for got in _read_zarr3(dest):
+        np.testing.assert_array_equal(got, vol)
+
+
+def test_zarr3_omits_all_fill_chunks_and_shards(tmp_path: pathlib.Path) -> None:
+    vol = np.zeros(SIZE_XYZ[::-1], dtype=np.uint8)
+    vol[:4, :4, :4] = 7
+    np.save(tmp_path / "vol.npy", vol)
+    dest = tmp_path / "out.zarr"
+    manifest = api.convert(
+        str(tmp_path / "vol.npy"),
+        str(dest),
+        scheduler="sync",
+        progress=False,
+        format="zarr3",
+        **SMALL,
+    )
+    assert isinstance(manifest, dict)
+    assert manifest["totals"]["shards"] == 1 and manifest["totals"]["chunks"] == 1
+    assert manifest["totals"]["empty_shards_skipped"] > 0
+    for got in _read_zarr3(dest):
+        np.testing.assert_array_equal(got, vol)
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "sync"])
+def test_local_schedulers(tmp_path: pathlib.Path, scheduler: str) -> None:
+    vol = _image()
+    np.save(tmp_path / "vol.npy", vol)
+    api.convert(
+        str(tmp_path / "vol.npy"),
+        str(tmp_path / "out"),
+        scheduler=scheduler,
+        progress=False,
+        **SMALL,
+    )
+    for got in _read_precomputed(tmp_path / "out"):
+        np.testing.assert_array_equal(got, _as_xyzc(vol))
+
+
+def test_existing_scheduler_address_through_the_cli(tmp_path: pathlib.Path, client: Any) -> None:
+    vol = _image()
+    np.save(tmp_path / "vol.npy", vol)
+    dest = tmp_path / "out"
+    code = cli_main(
+        [
+            "convert",
+            str(tmp_path / "vol.npy"),
+            str(dest),
+            "--scheduler",
+            client.scheduler.address,
+            "--chunk-size",
+            "16,16,8",
+            "--target-shard-bytes",
+            "16K",
+            "--quiet",
+        ]
+    )
+    assert code == 0
+    assert cli_main(["verify", str(dest), "--against", str(tmp_path / "vol.npy"), "--full"]) == 0
+    for got in _read_precomputed(dest):
+        np.testing.assert_array_equal(got, _as_xyzc(vol))
+
+
+def test_memory_destination_with_threads(tmp_path: pathlib.Path) -> None:
+    vol = _image()
+    np.save(tmp_path / "vol.npy", vol)
+    manifest = api.convert(
+        str(tmp_path / "vol.npy"),
+        "memory://sw-test/out",
+        scheduler="threads",
+        progress=False,
+        **SMALL,
+    )
+    assert isinstance(manifest, dict) and manifest["totals"]["shards"] > 1
+    report = api.verify("memory://sw-test/out", str(tmp_path / "vol.npy"), full=True)
+    assert report.ok, report.summary()
+
+
+def test_compute_false_returns_a_lazy_graph(tmp_path: pathlib.Path, client: Any) -> None:
+    vol = _image()
+    np.save(tmp_path / "vol.npy", vol)
+    dest = tmp_path / "out"
+    lazy = api.convert(str(tmp_path / "vol.npy"), str(dest), compute=False, **SMALL)
+    assert isinstance(lazy, Delayed)
+    assert not dest.exists()  # nothing written until computed
+    manifest = client.compute(lazy).result()
+    assert (dest / MANIFEST_KEY).exists()
+    assert manifest["totals"]["chunks"] == 3 * 3 * 3
+
+
+def test_plan_command_prints_the_report_and_writes_nothing(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    np.save(tmp_path / "vol.npy", _image())
+    dest = tmp_path / "out"
+    assert (
+        cli_main(
+            [
+                "plan",
+                str(tmp_path / "vol.npy"),
+                str(dest),
+                "--chunk-size",
+                "16,16,8",
+                "--target-shard-bytes",
+                "16K",
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    for words in ("shards", "sharding", "shard index", "peak per task", "chunks"):
+        assert words in out
+    assert not dest.exists()
+    assert cli_main(["plan", str(tmp_path / "vol.npy"), str(dest), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["chunks"] == 1 and plan["shards"] == 1
+
+
+def test_verify_detects_a_corrupted_shard(tmp_path: pathlib.Path) -> None:
+    vol = _image()
+    np.save(tmp_path / "vol.npy", vol)
+    dest = tmp_path / "out"
+    api.convert(str(tmp_path / "vol.npy"), str(dest), scheduler="sync", progress=False, **SMALL)
+    assert api.verify(str(dest)).ok
+    shard = sorted((dest / "1_1_1").glob("*.shard"))[0]
+    data = bytearray(shard.read_bytes())
+    data[-30] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    report = api.verify(str(dest))
+    assert not report.ok
+    assert any(shard.name in p for p in report.problems)
+    assert cli_main(["verify", str(dest)]) == 1

@@ -1,0 +1,229 @@
+"""A killed job resumes writing only what is missing; memory stays near the budget; bad input
+is refused with one clear error before anything is written."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import tracemalloc
+
+import numpy as np
+import pytest
+import tensorstore as ts
+
+from shardwright import api
+from shardwright.engine import run_shard
+from shardwright.manifest import MANIFEST_KEY
+from shardwright.plan import PlanError
+from shardwright.store import Store
+
+SLOW_DRIVER = textwrap.dedent("""
+    import sys, time
+    import shardwright.graph as graph
+    from shardwright import api
+
+    original = graph.run_shard
+
+    def slow(*args, **kwargs):
+        time.sleep(0.15)
+        return original(*args, **kwargs)
+
+    graph.run_shard = slow
+    api.convert(sys.argv[1], sys.argv[2], scheduler="sync", progress=False, resume="--resume"
+                in sys.argv, chunk_size=(8, 8, 8), target_shard_bytes=1024)
+""")
+
+
+def _shard_files(dest: pathlib.Path) -> dict[str, tuple[int, int]]:
+    return {
+        p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in (dest / "1_1_1").glob("*.shard")
+    }
+
+
+def test_killed_job_resumes_writing_only_missing_shards(tmp_path: pathlib.Path) -> None:
+    vol = np.random.default_rng(0).integers(0, 255, (32, 40, 48), dtype=np.uint8)
+    np.save(tmp_path / "vol.npy", vol)
+    driver = tmp_path / "driver.py"
+    driver.write_text(SLOW_DRIVER)
+    dest = tmp_path / "out"
+    args = [sys.executable, str(driver), str(tmp_path / "vol.npy"), str(dest)]
+    proc = subprocess.Popen(args)
+    deadline = time.time() + 120
+    while len(_shard_files(dest) if dest.exists() else {}) < 5 and time.time() < deadline:
+        assert proc.poll() is None, "the conversion ended before it could be killed"
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = _shard_files(dest)
+    assert len(before) >= 5
+    assert not (dest / MANIFEST_KEY).exists()  # the job did not complete
+    plan = api.plan(
+        str(tmp_path / "vol.npy"), str(dest), chunk_size=(8, 8, 8), target_shard_bytes=1024
+    )
+    expected = {task.key.split("/")[-1] for task in plan.shards()}
+    assert len(before) < len(expected)
+
+    with pytest.raises(PlanError, match="not empty"):
+        api.convert(plan, scheduler="sync", progress=False)
+    subprocess.run([*args, "--resume"], check=True)
+
+    after = _shard_files(dest)
+    assert set(after) == expected
+    assert all(after[name] == stamp for name, stamp in before.items())  # untouched
+    manifest = json.loads((dest / MANIFEST_KEY).read_text())
+    assert manifest["totals"]["resumed_shards"] == len(before)
+    assert manifest["totals"]["shards"] == len(expected)
+    assert not list(dest.rglob(".shardwright-tmp-*"))
+    got = (
+        ts.open({"driver": "neuroglancer_precomputed", "kvstore": f"file://{dest}/"})
+        .result()
+        .read()
+        .result()
+    )
+    np.testing.assert_array_equal(np.asarray(got)[..., 0], vol.T)
+    assert api.verify(str(dest), str(tmp_path / "vol.npy"), full=True).ok
+
+
+def test_resume_rewrites_a_torn_shard(tmp_path: pathlib.Path) -> None:
+    vol = np.random.default_rng(1).integers(0, 255, (16, 16, 32), dtype=np.uint8)
+    np.save(tmp_path / "vol.npy", vol)
+    dest = tmp_path / "out"
+    options = dict(chunk_size=(8, 8, 8), target_shard_bytes=1024)
+    api.convert(str(tmp_path / "vol.npy"), str(dest), scheduler="sync", progress=False, **options)
+    victim = sorted((dest / "1_1_1").glob("*.shard"))[1]
+    victim.write_bytes(victim.read_bytes()[:100])
+    (dest / MANIFEST_KEY).unlink()
+    manifest = api.convert(
+        str(tmp_path / "vol.npy"),
+        str(dest),
+        scheduler="sync",
+        progress=False,
+        resume=True,
+        **options,
+    )
+    assert isinstance(manifest, dict)
+    assert manifest["totals"]["resumed_shards"] == manifest["totals"]["shards"] - 1
+    assert api.verify(str(dest), str(tmp_path / "vol.npy"), full=True).ok
+
+
+def test_shard_task_memory_stays_near_the_budget(tmp_path: pathlib.Path) -> None:
+    """One shard of ~96 MiB encoded with a 16 MiB budget: the task spools, peak stays ~budget."""
+    budget = 16 * 1024**2
+    rng = np.random.default_rng(2)
+    vol = np.lib.format.open_memmap(
+        tmp_path / "noise.npy", mode="w+", dtype=np.uint8, shape=(192, 512, 1024)
+    )
+    for z in range(0, 192, 32):
+        vol[z : z + 32] = rng.integers(0, 255, (32, 512, 1024), dtype=np.uint8)
+    vol.flush()
+    del vol
+    plan = api.plan(
+        str(tmp_path / "noise.npy"),
+        str(tmp_path / "out"),
+        chunk_size=(64, 64, 64),
+        compression="none",
+        memory_budget=budget,
+        target_shard_bytes=2 * 1024**3,
+        min_shards=1,
+    )
+    (task,) = list(plan.shards())
+    assert plan.estimated_shard_bytes >= 5 * budget
+    tracemalloc.start()
+    receipt = run_shard(plan, task, Store(str(tmp_path / "out")), spool_dir=str(tmp_path))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert receipt["size"] >= 5 * budget
+    assert peak < 1.25 * budget, f"peak {peak / 2**20:.1f} MiB for a {budget / 2**20} MiB budget"
+
+
+def _npy(tmp_path: pathlib.Path, dtype: str = "uint8") -> str:
+    np.save(tmp_path / "vol.npy", np.zeros((20, 30, 40), dtype=dtype))
+    return str(tmp_path / "vol.npy")
+
+
+BAD_INPUTS = [
+    ("missing source", lambda t: (str(t / "nope.npy"), {}), "nope.npy"),
+    (
+        "unknown source format",
+        lambda t: ((t / "notes.txt").write_text("hi") and str(t / "notes.txt"), {}),
+        "notes.txt",
+    ),
+    ("unknown output format", lambda t: (_npy(t), {"format": "n5"}), "output format"),
+    ("jpeg on uint64", lambda t: (_npy(t, "uint64"), {"encoding": "jpeg"}), "jpeg"),
+    (
+        "cseg on float32",
+        lambda t: (_npy(t, "float32"), {"encoding": "compressed_segmentation"}),
+        "compressed_segmentation",
+    ),
+    (
+        "chunk larger than volume",
+        lambda t: (_npy(t), {"chunk_size": (64, 64, 64)}),
+        "does not fit the volume",
+    ),
+    (
+        "impossible sharding bits",
+        lambda t: (_npy(t), {"preshift_bits": 40, "minishard_bits": 20, "shard_bits": 10}),
+        "<= 64",
+    ),
+    (
+        "zarr3 shard not a multiple",
+        lambda t: (
+            _npy(t),
+            {"format": "zarr3", "chunk_size": (8, 8, 8), "shard_shape": (12, 8, 8)},
+        ),
+        "multiple of the chunk size",
+    ),
+    ("zstd for precomputed", lambda t: (_npy(t), {"compression": "zstd"}), "none or gzip"),
+    (
+        "key escaping the root",
+        lambda t: (_npy(t), {"scale_key": "../../elsewhere"}),
+        "escapes the dataset root",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_is_refused_before_anything_is_written(
+    tmp_path: pathlib.Path, case: tuple
+) -> None:
+    _, make, message = case
+    source, options = make(tmp_path)
+    dest = tmp_path / "out"
+    with pytest.raises(ValueError, match=message):
+        api.convert(source, str(dest), scheduler="sync", progress=False, **options)
+    assert not dest.exists()
+
+
+def test_non_empty_destination_is_refused(tmp_path: pathlib.Path) -> None:
+    dest = tmp_path / "out"
+    dest.mkdir()
+    (dest / "precious.txt").write_text("keep me")
+    with pytest.raises(PlanError, match="not empty"):
+        api.convert(_npy(tmp_path), str(dest), scheduler="sync", progress=False)
+    assert (dest / "precious.txt").read_text() == "keep me"
+
+
+def test_resume_into_a_different_plan_is_refused(tmp_path: pathlib.Path) -> None:
+    source = _npy(tmp_path)
+    dest = str(tmp_path / "out")
+    api.convert(source, dest, scheduler="sync", progress=False, chunk_size=(8, 8, 8))
+    with pytest.raises(PlanError, match="differs from this plan"):
+        api.convert(
+            source, dest, scheduler="sync", progress=False, chunk_size=(16, 16, 16), resume=True
+        )
+
+
+def test_cli_reports_bad_input_as_one_line(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from shardwright.cli import main
+
+    assert main(["convert", str(tmp_path / "missing.npy"), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "missing.npy" in err[0]
