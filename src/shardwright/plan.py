@@ -10,6 +10,7 @@ million shards holds a few numbers, not a million objects.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.codecs import byte_codec, chunk_encoding
+from shardwright.codecs import byte_codec
 from shardwright.formats.morton import compressed_morton_code, grid_bits, morton_bit_dims
 from shardwright.formats.precomputed_info import PrecomputedInfo, PrecomputedScale
 from shardwright.formats.sharding import ShardingSpec
@@ -484,14 +485,22 @@ def _plan_precomputed(
     compression = options.compression or ("none" if options.encoding in ("jpeg", "png") else "gzip")
     if compression not in ("none", "gzip"):
         raise PlanError(f"precomputed supports --compression none or gzip, not {compression!r}")
-    encoding_options: dict[str, Any] = {}
     block = None
     if options.encoding == "compressed_segmentation":
         block = options.compressed_segmentation_block_size
-        encoding_options["block_size"] = block
-    if options.encoding == "jpeg":
-        encoding_options["quality"] = options.jpeg_quality
-    encoding = chunk_encoding(options.encoding, **encoding_options)
+    try:
+        scale = PrecomputedScale(
+            key=_scale_key(options, common["resolution"]),
+            size=common["size"],
+            resolution=common["resolution"],
+            chunk_size=common["chunk_size"],
+            encoding=options.encoding,
+            voxel_offset=common["voxel_offset"],
+            compressed_segmentation_block_size=block,
+        )
+    except (ValueError, TypeError) as exc:
+        raise PlanError(str(exc)) from exc
+    encoding = scale.chunk_encoding(options.jpeg_quality)
     encoding.check(common["dtype"], common["num_channels"], common["layer_type"])
     gzip = byte_codec("gzip") if compression == "gzip" else None
 
@@ -503,16 +512,7 @@ def _plan_precomputed(
     spec, scattered, box = _choose_sharding(
         options, grid, raw_chunk * ratio, "gzip" if gzip else "raw"
     )
-    scale = PrecomputedScale(
-        key=_scale_key(options, common["resolution"]),
-        size=common["size"],
-        resolution=common["resolution"],
-        chunk_size=common["chunk_size"],
-        encoding=options.encoding,
-        voxel_offset=common["voxel_offset"],
-        compressed_segmentation_block_size=block,
-        sharding=spec,
-    )
+    scale = dataclasses.replace(scale, sharding=spec)
     info = PrecomputedInfo(
         type=common["layer_type"],
         data_type=common["dtype"].name,

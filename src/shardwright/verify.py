@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.codecs import chunk_encoding
 from shardwright.formats import zarr3
 from shardwright.formats.precomputed_info import PrecomputedInfo
 from shardwright.formats.sharding import ShardedReader, ShardFormatError
@@ -126,10 +125,7 @@ class _PrecomputedComparer:
         self.scale = info.scale(key)
         self.dtype = np.dtype(info.data_type)
         self.channels = info.num_channels
-        options: dict[str, Any] = {}
-        if self.scale.compressed_segmentation_block_size is not None:
-            options["block_size"] = self.scale.compressed_segmentation_block_size
-        self.encoding = chunk_encoding(self.scale.encoding, **options)
+        self.encoding = self.scale.chunk_encoding()
         assert self.scale.sharding is not None
         self.reader = ShardedReader(
             self.scale.sharding,

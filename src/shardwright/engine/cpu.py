@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.codecs import chunk_encoding
 from shardwright.formats import zarr3
 from shardwright.formats.shardfile import ShardFile
 from shardwright.integrity import existing_shard_receipt
@@ -104,19 +103,30 @@ def _assemble_precomputed(
     plan: ConversionPlan, task: ShardTask, spool_dir: str | None
 ) -> ShardFile:
     scale = plan.scale
-    options: dict[str, Any] = {}
-    if scale.compressed_segmentation_block_size is not None:
-        options["block_size"] = scale.compressed_segmentation_block_size
-    if scale.encoding == "jpeg":
-        options["quality"] = plan.options.jpeg_quality
-    encoding = chunk_encoding(scale.encoding, **options)
+    encoding = scale.chunk_encoding(plan.options.jpeg_quality)
     builder = plan.sharding.builder(
         task.shard_number, memory_budget=plan.spool_budget, spool_dir=spool_dir
     )
+    chunk_id = _chunk_id_lookup(plan, task)
     for coord, voxels in iter_chunks(plan, task):
-        chunk_id = int(scale.chunk_ids(np.array([coord]))[0])
-        builder.add(chunk_id, encoding.encode(voxels))
+        builder.add(chunk_id(coord), encoding.encode(voxels))
     return builder.finish()
+
+
+def _chunk_id_lookup(plan: ConversionPlan, task: ShardTask) -> Callable[[tuple[int, ...]], int]:
+    """Chunk id of a grid coordinate, from ids computed once, vectorized, for the whole shard."""
+    if task.scattered:
+        assert task.shard_number is not None
+        coords = plan.scattered_chunk_coords(task.shard_number)
+        table = dict(
+            zip(map(tuple, coords.tolist()), plan.scale.chunk_ids(coords).tolist(), strict=True)
+        )
+        return table.__getitem__
+    axes = [np.arange(a, b) for a, b in zip(task.chunk_start, task.chunk_stop, strict=True)]
+    coords = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
+    ids = plan.scale.chunk_ids(coords).reshape([len(a) for a in axes])
+    x0, y0, z0 = task.chunk_start
+    return lambda coord: int(ids[coord[0] - x0, coord[1] - y0, coord[2] - z0])
 
 
 # -- zarr3 --------------------------------------------------------------------------------------

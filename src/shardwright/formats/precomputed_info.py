@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from shardwright.codecs import chunk_encoding
+from shardwright.codecs import ChunkEncoding, chunk_encoding
 from shardwright.formats.morton import compressed_morton_code
 from shardwright.formats.sharding import ShardingSpec
 
@@ -94,6 +94,15 @@ class PrecomputedScale:
                     positive=True,
                 ),
             )
+
+    def chunk_encoding(self, jpeg_quality: int = 85) -> ChunkEncoding:
+        """The codec of this scale's chunks (jpeg quality is not recorded in `info`)."""
+        options: dict[str, Any] = {}
+        if self.compressed_segmentation_block_size is not None:
+            options["block_size"] = self.compressed_segmentation_block_size
+        if self.encoding == "jpeg":
+            options["quality"] = jpeg_quality
+        return chunk_encoding(self.encoding, **options)
 
     @property
     def grid_shape(self) -> tuple[int, int, int]:
@@ -191,15 +200,7 @@ class PrecomputedInfo:
         if len(set(keys)) != len(keys):
             raise InfoError(f"scale keys must be unique, got {keys}")
         for scale in self.scales:
-            chunk_encoding(scale.encoding, **self._encoding_options(scale)).check(
-                np.dtype(self.data_type), self.num_channels, self.type
-            )
-
-    @staticmethod
-    def _encoding_options(scale: PrecomputedScale) -> dict[str, Any]:
-        if scale.compressed_segmentation_block_size is None:
-            return {}
-        return {"block_size": scale.compressed_segmentation_block_size}
+            scale.chunk_encoding().check(np.dtype(self.data_type), self.num_channels, self.type)
 
     def scale(self, key: str) -> PrecomputedScale:
         for scale in self.scales:
