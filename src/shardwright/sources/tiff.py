@@ -50,6 +50,26 @@ class TiffFileSource(ArraySource):
         return data[(slice(None), *slices[1:])]
 
 
+def _check_slices(files: list[str]) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype shared by every slice, from their headers (no pixel data is read)."""
+    expected: tuple[tuple[int, ...], np.dtype] | None = None
+    for path in files:
+        try:
+            with tifffile.TiffFile(path) as tif:
+                found = (tuple(tif.series[0].shape), np.dtype(tif.series[0].dtype))
+        except (tifffile.TiffFileError, OSError) as exc:
+            raise SourceError(f"{path}: not a readable TIFF slice ({exc})") from exc
+        if expected is None:
+            expected = found
+        elif found != expected:
+            raise SourceError(
+                f"{path}: slice is {found[0]} {found[1]}, expected "
+                f"{expected[0]} {expected[1]} like {files[0]}"
+            )
+    assert expected is not None
+    return expected
+
+
 class TiffSlicesSource(ArraySource):
     """A directory or glob of 2-D TIFF slices, one per z, in natural name order."""
 
@@ -65,9 +85,7 @@ class TiffSlicesSource(ArraySource):
         if not files:
             raise SourceError(f"{pattern}: no TIFF slices found")
         self.files = sorted(files, key=natural_key)
-        first = tifffile.TiffFile(self.files[0])
-        with first:
-            plane_shape, dtype = tuple(first.series[0].shape), first.series[0].dtype
+        plane_shape, dtype = _check_slices(self.files)
         if len(plane_shape) not in (2, 3):
             raise SourceError(f"{self.files[0]}: slices must be 2-D (y, x) or (y, x, c)")
         shape = (len(self.files), *plane_shape)
