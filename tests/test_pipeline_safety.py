@@ -227,3 +227,10 @@ def test_cli_reports_bad_input_as_one_line(
     assert main(["convert", str(tmp_path / "missing.npy"), str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "missing.npy" in err[0]
+
+
+def test_memory_destination_with_worker_processes_is_refused(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(PlanError, match="lives in this process"):
+        api.convert(
+            _npy(tmp_path), "memory://sw-refused/out", scheduler="processes", progress=False
+        )

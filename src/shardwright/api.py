@@ -51,7 +51,9 @@ def convert(
         store,
         resume=resume,
         overwrite=overwrite,
-        distributed=client is not None or scheduler not in ("threads", "sync", "synchronous"),
+        other_processes=client is not None
+        or scheduler == "processes"
+        or scheduler_address(scheduler) is not None,
     )
     if overwrite:
         store.clear()
@@ -65,21 +67,20 @@ def convert(
         scheduler=scheduler,
         workers=workers,
         client=client,
-        memory_budget=the_plan.options.memory_budget,
         progress=progress,
     )
 
 
 def check_destination(
-    plan: ConversionPlan, store: Store, *, resume: bool, overwrite: bool, distributed: bool
+    plan: ConversionPlan, store: Store, *, resume: bool, overwrite: bool, other_processes: bool
 ) -> None:
     """Refuse, before writing anything, destinations this run must not touch."""
     if resume and overwrite:
         raise PlanError("--resume and --overwrite contradict each other; pass one")
-    if store.is_process_local and (distributed or scheduler_address(None) is not None):
+    if store.is_process_local and other_processes:
         raise PlanError(
-            f"{store.url} lives in one process; use --scheduler threads or sync "
-            "with memory:// destinations"
+            f"{store.url} lives in this process; workers in other processes cannot write "
+            "it: use --scheduler local, threads or sync with memory:// destinations"
         )
     if store.is_empty():
         return

@@ -136,14 +136,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_conversion_options(c)
     c.add_argument(
         "--scheduler",
-        help="ADDRESS | local | threads | sync (default: a local "
-        "distributed cluster, or $DASK_SCHEDULER_ADDRESS)",
+        help="ADDRESS | local | processes | threads | sync (default: local, a distributed "
+        "cluster of worker threads in this process; processes: one worker process per "
+        "core; or $DASK_SCHEDULER_ADDRESS)",
     )
     c.add_argument("--workers", type=int, help="worker processes (threads) to start")
     c.add_argument("--resume", action="store_true", help="keep sound shards of an earlier run")
     c.add_argument("--overwrite", action="store_true", help="replace what DEST holds")
     c.add_argument("--dry-run", action="store_true", help="same as `plan`")
-    c.add_argument("--quiet", action="store_true", help="no progress bar or plan report")
+    c.add_argument("--quiet", action="store_true", help="no progress bar, plan report or dashboard")
 
     v = sub.add_parser("verify", help="check DEST's shards (and voxels against a source)")
     v.add_argument("dest")
