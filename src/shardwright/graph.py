@@ -7,6 +7,7 @@ One task per shard (the only writer of that object), after a coordinator task th
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -106,7 +107,11 @@ def _client(scheduler: str | None, workers: int | None, quiet: bool) -> Iterator
     else:
         options = dict(n_workers=1, threads_per_worker=cores, processes=False)
     # The dashboard (bokeh) costs a few tenths of a second to start: only when someone looks.
-    cluster = LocalCluster(**options, dashboard_address=None if quiet else ":0", silence_logs=40)
+    # Task errors reach the caller through the manifest future; the cluster's own log would
+    # only add noise (e.g. the progress feed cancelled as the cluster closes).
+    cluster = LocalCluster(
+        **options, dashboard_address=None if quiet else ":0", silence_logs=logging.CRITICAL
+    )
     try:
         with Client(cluster) as client:
             if not quiet:
