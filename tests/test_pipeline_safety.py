@@ -234,3 +234,46 @@ def test_memory_destination_with_worker_processes_is_refused(tmp_path: pathlib.P
         api.convert(
             _npy(tmp_path), "memory://sw-refused/out", scheduler="processes", progress=False
         )
+
+
+class _SyntheticSource:
+    """A huge volume that exists only as a formula: for planning at scale without data."""
+
+    url = "synthetic://ramp"
+    axes = "zyx"
+    num_channels = 1
+    dtype = np.dtype("uint8")
+
+    def __init__(self, shape_xyz: tuple[int, int, int]):
+        from shardwright.sources import SourceHints
+
+        self.shape_xyz = shape_xyz
+        self.hints = SourceHints()
+
+    def read(self, start: tuple[int, ...], stop: tuple[int, ...]) -> np.ndarray:
+        shape = tuple(b - a for a, b in zip(start, stop, strict=True))
+        return np.full((*shape, 1), (start[0] + start[1]) % 251, dtype=np.uint8)
+
+    def read_native(self, start: tuple[int, ...], stop: tuple[int, ...]) -> np.ndarray:
+        return self.read(start, stop)[..., 0].T
+
+
+def test_a_million_shard_plan_stays_small_and_lazy(tmp_path: pathlib.Path) -> None:
+    source = _SyntheticSource((800, 800, 800))  # 100^3 chunks of 8^3, one chunk per shard
+    tracemalloc.start()
+    plan = api.plan(
+        source,
+        str(tmp_path / "out"),
+        chunk_size=(8, 8, 8),
+        compression="none",
+        target_shard_bytes=512,
+    )
+    report = plan.report()
+    shards = plan.shards()
+    first = [next(shards) for _ in range(3)]
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert plan.shard_count == 10**6 and "1,000,000 shards" in report
+    assert peak < 8 * 1024**2, f"planning a million shards took {peak / 2**20:.1f} MiB"
+    assert [t.chunk_start for t in first] == [(0, 0, 0), (1, 0, 0), (2, 0, 0)]
+    assert len({t.key for t in first}) == 3
