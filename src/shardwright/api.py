@@ -55,11 +55,15 @@ def convert(
         or scheduler == "processes"
         or scheduler_address(scheduler) is not None,
     )
+    before = store.requests.snapshot()
+    store.check_writable()
     if overwrite:
         store.clear()
     if resume:
         store.remove_stale_temporaries()
-    graph = build_graph(the_plan, store, resume=resume)
+    graph = build_graph(
+        the_plan, store, resume=resume, preflight_requests=store.requests.since(before)
+    )
     if not compute:
         return graph
     return execute(

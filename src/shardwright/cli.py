@@ -83,6 +83,12 @@ def _add_conversion_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shard-bits", type=int)
     p.add_argument("--hash", choices=("identity", "murmurhash3_x86_128"))
     p.add_argument("--shard-shape", type=_xyz(int), metavar="X,Y,Z", help="zarr3 shard shape")
+    p.add_argument(
+        "--index-location",
+        choices=("end", "start"),
+        default="end",
+        help="zarr3 shard index position (start suits stores without suffix range reads)",
+    )
     p.add_argument("--source-axes", help="axis order of an array source, e.g. zyx, xyz, czyx")
     p.add_argument("--source-scale", help="scale key of a precomputed source")
     p.add_argument(
@@ -90,7 +96,14 @@ def _add_conversion_options(p: argparse.ArgumentParser) -> None:
         type=json.loads,
         default={},
         metavar="JSON",
-        help="fsspec options for the destination",
+        help="fsspec options for the destination (credentials, endpoint_url, ...)",
+    )
+    p.add_argument(
+        "--source-storage-options",
+        type=json.loads,
+        default={},
+        metavar="JSON",
+        help="options for a gs:// or s3:// source (e.g. an endpoint_url)",
     )
 
 
@@ -115,9 +128,11 @@ def _options(args: argparse.Namespace) -> ConvertOptions:
         shard_bits=args.shard_bits,
         hash=args.hash,
         shard_shape=args.shard_shape,
+        index_location=args.index_location,
         source_axes=args.source_axes,
         source_scale=args.source_scale,
         storage_options=args.storage_options,
+        source_storage_options=args.source_storage_options,
     )
 
 
@@ -153,6 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--sample", type=int, default=64, help="chunks to compare (default 64)")
     v.add_argument("--source-axes")
     v.add_argument("--source-scale")
+    v.add_argument("--storage-options", type=json.loads, default={}, metavar="JSON")
+    v.add_argument("--source-storage-options", type=json.loads, default={}, metavar="JSON")
 
     s = sub.add_parser("serve", help="serve a directory over HTTP with CORS and Range support")
     s.add_argument("directory")
@@ -214,6 +231,8 @@ def _run(args: argparse.Namespace) -> int:
             sample=args.sample,
             source_axes=args.source_axes,
             source_scale=args.source_scale,
+            storage_options=args.storage_options,
+            source_storage_options=args.source_storage_options,
         )
         print(report.summary())
         return 0 if report.ok else 1

@@ -27,29 +27,49 @@ from shardwright.store import Store
 TASK_RETRIES = 3  # a shard lost with its worker is recomputed elsewhere
 
 
-def write_metadata(plan: ConversionPlan, store: Store) -> str:
-    """Coordinator, first step: the dataset's metadata object (`info` or `zarr.json`)."""
+def write_metadata(plan: ConversionPlan, store: Store) -> dict[str, int]:
+    """Coordinator, first step: the dataset's metadata object (`info` or `zarr.json`).
+
+    Returns the requests it made, for the manifest's totals.
+    """
+    before = store.requests.snapshot()
     key, document = plan.metadata_document()
     store.write_text(key, json.dumps(document, indent=1) + "\n")
-    return key
+    return store.requests.since(before)
 
 
 def _shard(
-    plan: ConversionPlan, task: ShardTask, store: Store, resume: bool, metadata_written: str
+    plan: ConversionPlan,
+    task: ShardTask,
+    store: Store,
+    resume: bool,
+    metadata_requests: dict[str, int],
 ) -> dict[str, Any]:
     return run_shard(plan, task, store, resume=resume)
 
 
 def _finish(
-    plan_description: dict[str, Any], store: Store, started: float, *receipts: dict[str, Any]
+    plan_description: dict[str, Any],
+    store: Store,
+    started: float,
+    coordinator_requests: list[dict[str, int]],
+    *receipts: dict[str, Any],
 ) -> dict[str, Any]:
     """Coordinator, last step: the manifest, written only once every shard is stored."""
-    manifest = build_manifest(plan_description, receipts, time.time() - started)
+    manifest = build_manifest(
+        plan_description, receipts, time.time() - started, coordinator_requests
+    )
     write_manifest(store, manifest)
     return manifest
 
 
-def build_graph(plan: ConversionPlan, store: Store, *, resume: bool = False) -> Delayed:
+def build_graph(
+    plan: ConversionPlan,
+    store: Store,
+    *,
+    resume: bool = False,
+    preflight_requests: dict[str, int] | None = None,
+) -> Delayed:
     """A lazy Dask object whose result is the manifest."""
     token = uuid.uuid4().hex[:8]
     plan_node = delayed(plan, name=f"plan-{token}", pure=True)
@@ -69,8 +89,14 @@ def build_graph(plan: ConversionPlan, store: Store, *, resume: bool = False) -> 
             )
             for task in plan.shards()
         ]
+    coordinator = [preflight_requests or {}, metadata]
     return delayed(_finish, pure=False)(
-        plan.describe(), store_node, time.time(), *receipts, dask_key_name=f"manifest-{token}"
+        plan.describe(),
+        store_node,
+        time.time(),
+        coordinator,
+        *receipts,
+        dask_key_name=f"manifest-{token}",
     )
 
 

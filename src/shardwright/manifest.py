@@ -21,7 +21,10 @@ def build_manifest(
     plan_description: dict[str, Any],
     receipts: Iterable[dict[str, Any]],
     seconds: float | None = None,
+    coordinator_requests: Iterable[dict[str, int]] = (),
 ) -> dict[str, Any]:
+    """The manifest from the shard receipts; request totals also count the coordinator's
+    (preflight probe, metadata), all but the manifest's own single PUT."""
     receipts = list(receipts)
     written = sorted((r for r in receipts if not r["empty"]), key=lambda r: r["key"])
     return {
@@ -36,12 +39,24 @@ def build_manifest(
             "resumed_shards": sum(1 for r in written if r["resumed"]),
             "empty_shards_skipped": sum(1 for r in receipts if r["empty"]),
             "seconds": None if seconds is None else round(seconds, 3),
+            "requests": _sum_requests(
+                [*receipts, *({"requests": r} for r in coordinator_requests)]
+            ),
         },
         "shards": [
             {"key": r["key"], "size": r["size"], "crc32c": r["crc32c"], "chunks": r["chunks"]}
             for r in written
         ],
     }
+
+
+def _sum_requests(receipts: list[dict[str, Any]]) -> dict[str, int]:
+    """Object-store requests (puts, gets, heads) and retries made by all shard tasks."""
+    total: dict[str, int] = {}
+    for receipt in receipts:
+        for kind, n in receipt.get("requests", {}).items():
+            total[kind] = total.get(kind, 0) + n
+    return total
 
 
 def write_manifest(store: Store, manifest: dict[str, Any]) -> None:

@@ -35,9 +35,12 @@ class ConvertOptions:
     shard_bits: int | None = None
     hash: str | None = None
     shard_shape: tuple[int, int, int] | None = None
+    index_location: str = "end"  # zarr3 shard index: "end", or "start" for stores without
+    # suffix range reads
     source_axes: str | None = None
     source_scale: str | None = None
-    storage_options: dict[str, Any] = field(default_factory=dict)
+    storage_options: dict[str, Any] = field(default_factory=dict)  # destination (fsspec)
+    source_storage_options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:

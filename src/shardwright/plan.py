@@ -386,7 +386,7 @@ def make_plan(
             source,
             axes=options.source_axes,
             scale_key=options.source_scale,
-            storage_options=options.storage_options,
+            storage_options=options.source_storage_options,
         )
     )
     size = tuple(int(s) for s in src.shape_xyz)
@@ -637,6 +637,7 @@ def _plan_zarr3(common: dict[str, Any], grid: tuple[int, ...], raw_chunk: int) -
             fill_value=0,
             dimension_names=tuple(axes),
             compressor=compressor,
+            index_location=options.index_location,
         )
     except ValueError as exc:
         raise PlanError(f"cannot describe the zarr3 array: {exc}") from exc

@@ -1,31 +1,41 @@
-"""Whole-object writes and ranged reads on a destination (local disk, memory://, and fsspec URLs).
+"""Whole-object writes and ranged reads on a destination: local disk, memory://, gs://, s3://.
 
 Every object is written once and whole (ARCHITECTURE invariant 1). On local disk an object is
 written under a temporary name in its own directory and renamed into place, so a killed job
-never leaves a torn object at a shard's key; object stores make a single PUT visible atomically.
+never leaves a torn object at a shard's key; object stores make an upload (single PUT, or
+multipart / resumable for large shards, streamed from the spool) visible only when complete.
+Requests to object stores are retried on transient failures and counted per thread.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import uuid
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import fsspec
 import google_crc32c
 
 from shardwright.formats.shardfile import Piece
+from shardwright.retry import RequestCounter, StoreError, call_with_retries
 
 TMP_MARKER = ".shardwright-tmp-"
+PROBE_MARKER = ".shardwright-probe-"
+T = TypeVar("T")
+
+__all__ = ["Store", "StoreError"]
 
 
-class StoreError(OSError):
-    """A destination that cannot be used, with the URL (never credentials) in the message."""
-
-
-def _as_bytes(piece: Piece) -> bytes:
-    return piece if isinstance(piece, bytes) else bytes(piece)
+def _copy(pieces: Iterable[Piece], out: Any) -> tuple[int, int]:
+    """Write pieces to a file object; returns (size, crc32c) of what was written."""
+    size = crc = 0
+    for piece in pieces:
+        out.write(piece)
+        size += len(piece)
+        crc = google_crc32c.extend(crc, piece if isinstance(piece, bytes) else bytes(piece))
+    return size, crc
 
 
 class Store:
@@ -36,6 +46,7 @@ class Store:
         self.storage_options = dict(storage_options or {})
         self._fs: fsspec.AbstractFileSystem | None = None
         self._root: str | None = None
+        self.requests = RequestCounter()
 
     def __getstate__(self) -> dict[str, Any]:
         return {"url": self.url, "storage_options": self.storage_options}
@@ -49,7 +60,19 @@ class Store:
     @property
     def fs(self) -> fsspec.AbstractFileSystem:
         if self._fs is None:
-            self._fs, self._root = fsspec.core.url_to_fs(self.url, **self.storage_options)
+            options = copy.deepcopy(self.storage_options)  # botocore edits its config dicts
+            if self.url.startswith("s3://"):
+                # Retry in one place (ours: backoff with jitter, bounded, counted), not also
+                # inside botocore and s3fs, whose silent retries would hide failures from the
+                # manifest. A user's own retry configuration is kept.
+                config = dict(options.get("config_kwargs", {}))
+                config.setdefault("retries", {"total_max_attempts": 1})
+                options["config_kwargs"] = config
+            self._fs, self._root = fsspec.core.url_to_fs(self.url, **options)
+            if "s3" in _protocols(self._fs) and "retries" not in self.storage_options.get(
+                "config_kwargs", {}
+            ):
+                self._fs.retries = 1
         return self._fs
 
     @property
@@ -71,77 +94,140 @@ class Store:
         return f"{self.root}/{key}" if key else self.root
 
     # -- writes -----------------------------------------------------------------------------
-    def write_object(self, key: str, data: bytes | Iterable[Piece]) -> tuple[int, int]:
-        """Write one whole object; returns (size, crc32c). Never leaves a partial object at key."""
-        pieces: Iterable[Piece] = (
-            [data] if isinstance(data, bytes | bytearray | memoryview) else data
-        )
+    def write_object(
+        self, key: str, data: bytes | bytearray | memoryview | Callable[[], Iterable[Piece]]
+    ) -> tuple[int, int]:
+        """Write one whole object; returns (size, crc32c). Never leaves a partial object at key.
+
+        `data` is the bytes, or a function returning the pieces in order (called again if an
+        upload must be retried, so a spooled shard is streamed, never held whole in memory).
+        """
+        pieces = data if callable(data) else (lambda: [data])
         path = self.path(key)
-        size = crc = 0
         if self.is_local:
             directory = os.path.dirname(path)
             os.makedirs(directory, exist_ok=True)
             tmp = os.path.join(directory, f"{TMP_MARKER}{uuid.uuid4().hex}")
             try:
                 with open(tmp, "wb") as out:
-                    for piece in pieces:
-                        out.write(piece)
-                        size += len(piece)
-                        crc = google_crc32c.extend(crc, _as_bytes(piece))
+                    written = _copy(pieces(), out)
                 os.replace(tmp, path)
             except BaseException:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
                 raise
-            return size, crc
-        with self.fs.open(path, "wb") as out:
-            for piece in pieces:
-                out.write(piece)
-                size += len(piece)
-                crc = google_crc32c.extend(crc, _as_bytes(piece))
-        return size, crc
+            return written
+
+        def upload() -> tuple[int, int]:
+            with self.fs.open(path, "wb") as out:
+                return _copy(pieces(), out)
+
+        self.requests.add("puts")
+        return self._retry(upload, f"writing {self._describe(key)}")
 
     def write_text(self, key: str, text: str) -> None:
         self.write_object(key, text.encode())
 
     # -- reads ------------------------------------------------------------------------------
     def read(self, key: str) -> bytes:
-        return bytes(self.fs.cat_file(self.path(key)))
+        self.requests.add("gets")
+        return self._retry(
+            lambda: bytes(self.fs.cat_file(self.path(key))), f"reading {self._describe(key)}"
+        )
 
     def read_range(self, key: str, start: int, end: int) -> bytes:
         """Bytes [start, end) of an object; FileNotFoundError if it does not exist."""
         if end <= start:
             return b""
-        return bytes(self.fs.cat_file(self.path(key), start=start, end=end))
+        self.requests.add("gets")
+        return self._retry(
+            lambda: bytes(self.fs.cat_file(self.path(key), start=start, end=end)),
+            f"reading bytes {start}-{end} of {self._describe(key)}",
+        )
 
     def size(self, key: str) -> int | None:
+        self.requests.add("heads")
         try:
-            return int(self.fs.size(self.path(key)))
+            return int(
+                self._retry(lambda: self.fs.size(self.path(key)), f"sizing {self._describe(key)}")
+            )
         except FileNotFoundError:
             return None
 
     def exists(self, key: str) -> bool:
-        return bool(self.fs.exists(self.path(key)))
+        return self._exists(self.path(key))
+
+    def _exists(self, path: str) -> bool:
+        """Existence through `info`, retried: fsspec's `exists` turns every error into False,
+        which under a transient failure would make a full destination look empty."""
+        self.requests.add("heads")
+        try:
+            self._retry(lambda: self.fs.info(path), f"looking up {path}")
+        except FileNotFoundError:
+            return False
+        return True
+
+    # -- failure handling -------------------------------------------------------------------
+    def _describe(self, key: str) -> str:
+        return f"{self.url}/{key}" if key else self.url
+
+    def _secrets(self) -> list[str]:
+        """Strings of the storage options that must never appear in a message."""
+        found: list[str] = []
+
+        def walk(value: Any) -> None:
+            if isinstance(value, dict):
+                for v in value.values():
+                    walk(v)
+            elif isinstance(value, str) and not value.startswith(("http://", "https://")):
+                found.append(value)
+
+        walk(self.storage_options)
+        return found
+
+    def _retry(self, fn: Callable[[], T], what: str) -> T:
+        if self.is_local:
+            return fn()
+        return call_with_retries(fn, what, counter=self.requests, secrets=self._secrets())
+
+    def check_writable(self) -> None:
+        """Fail before any shard is written if the destination cannot take objects.
+
+        Writes and deletes one small probe object: a missing bucket, bad credentials or a
+        read-only bucket each surface here as one StoreError naming the destination.
+        """
+        if self.is_local or self.is_process_local:
+            return
+        key = f"{PROBE_MARKER}{uuid.uuid4().hex}"
+        try:
+            self.write_object(key, b"")
+            self._retry(lambda: self.fs.rm_file(self.path(key)), f"deleting {key}")
+        except FileNotFoundError as exc:
+            raise StoreError(
+                f"cannot write to {self.url}: the bucket does not exist ({exc})"
+            ) from None
+        except StoreError as exc:
+            raise StoreError(f"cannot write to {self.url}: {exc}") from None
 
     def list_keys(self, prefix: str = "") -> list[str]:
         """Every object key below `prefix` (recursive), relative to the root."""
         base = self.path(prefix).rstrip("/")
-        if not self.fs.exists(base):
+        if not self._exists(base):
             return []
         root = self.root + "/"
+        self.requests.add("lists")
+        found = self._retry(lambda: self.fs.find(base), f"listing {self._describe(prefix)}")
         return sorted(
-            p[len(root) :] if p.startswith(root) else p
-            for p in self.fs.find(base)
-            if TMP_MARKER not in p
+            p[len(root) :] if p.startswith(root) else p for p in found if TMP_MARKER not in p
         )
 
     def is_empty(self) -> bool:
-        return not self.fs.exists(self.root) or not self.list_keys()
+        return not self.list_keys()
 
     def clear(self) -> None:
         """Remove everything below the root (used by --overwrite, after validation)."""
-        if self.fs.exists(self.root):
-            self.fs.rm(self.root, recursive=True)
+        if self._exists(self.root):
+            self._retry(lambda: self.fs.rm(self.root, recursive=True), f"clearing {self.url}")
 
     def remove_stale_temporaries(self) -> int:
         """Delete temporary files a killed job left behind; returns how many."""

@@ -61,6 +61,7 @@ def verify(
     source_axes: str | None = None,
     source_scale: str | None = None,
     storage_options: dict[str, Any] | None = None,
+    source_storage_options: dict[str, Any] | None = None,
 ) -> VerifyReport:
     store = Store(dest, storage_options)
     manifest = read_manifest(store)
@@ -85,7 +86,12 @@ def verify(
         source = (
             against
             if not isinstance(against, str)
-            else open_source(against, axes=source_axes, scale_key=source_scale)
+            else open_source(
+                against,
+                axes=source_axes,
+                scale_key=source_scale,
+                storage_options=source_storage_options,
+            )
         )
         comparer = (
             _PrecomputedComparer(store, info, scale.key)

@@ -33,6 +33,23 @@ def run_shard(
 ) -> Receipt:
     """Produce one shard object (or confirm a valid one exists, when resuming)."""
     started = time.perf_counter()
+    requests_before = store.requests.snapshot()
+    receipt = _produce(plan, task, store, resume, spool_dir, started)
+    after = store.requests.snapshot()
+    receipt["requests"] = {
+        k: v - requests_before.get(k, 0) for k, v in after.items() if v - requests_before.get(k, 0)
+    }
+    return receipt
+
+
+def _produce(
+    plan: ConversionPlan,
+    task: ShardTask,
+    store: Store,
+    resume: bool,
+    spool_dir: str | None,
+    started: float,
+) -> Receipt:
     if resume:
         receipt = existing_shard_receipt(plan, task, store)
         if receipt is not None:
@@ -45,7 +62,7 @@ def run_shard(
     if shard is None:  # every chunk was fill: zarr stores no shard at all
         return _receipt(task, 0, 0, 0, started, empty=True)
     try:
-        size, crc = store.write_object(task.key, shard.pieces())
+        size, crc = store.write_object(task.key, shard.pieces)
     finally:
         shard.close()
     return _receipt(task, size, crc, shard.chunk_count, started)

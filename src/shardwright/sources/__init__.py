@@ -41,7 +41,7 @@ def open_source(
     """Open a volume by URL: .npy, zarr (v2, v3, OME-Zarr), precomputed, TIFF, HDF5."""
     scheme = urlparse(url).scheme
     if scheme in ("gs", "s3"):
-        return _open_directory_like(url, axes, scale_key)
+        return _open_directory_like(url, axes, scale_key, storage_options)
     path = url[len("file://") :] if scheme == "file" else url
     file_part = path.partition("#")[0]
     if file_part.lower().endswith(HDF5_SUFFIXES):
@@ -67,18 +67,23 @@ def open_source(
         for marker in ("info", "zarr.json", ".zarray", ".zgroup")
     ):
         return TiffSlicesSource(path, axes)
-    return _open_directory_like(path, axes, scale_key)
+    return _open_directory_like(path, axes, scale_key, storage_options)
 
 
-def _open_directory_like(url: str, axes: str | None, scale_key: str | None) -> Source:
-    if read_json(url, "info") is not None:
+def _open_directory_like(
+    url: str, axes: str | None, scale_key: str | None, storage_options: dict[str, Any] | None
+) -> Source:
+    if read_json(url, "info", storage_options) is not None:
         if axes not in (None, "xyzc"):
             raise SourceError(
                 f"{url}: a precomputed volume is x,y,z,c; --source-axes does not apply"
             )
-        return open_precomputed(url, scale_key)
-    if any(read_json(url, key) is not None for key in ("zarr.json", ".zarray", ".zgroup")):
-        return open_zarr(url, axes, scale_key)
+        return open_precomputed(url, scale_key, storage_options)
+    if any(
+        read_json(url, key, storage_options) is not None
+        for key in ("zarr.json", ".zarray", ".zgroup")
+    ):
+        return open_zarr(url, axes, scale_key, storage_options=storage_options)
     raise SourceError(
         f"{url}: unknown source format (no precomputed info, zarr.json, .zarray "
         "or TIFF slices found)"

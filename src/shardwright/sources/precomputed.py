@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from shardwright.sources.base import SourceError, SourceHints
 from shardwright.sources.tensorstore_array import TensorStoreSource, kvstore_spec, read_json
 
 
-def open_precomputed(url: str, scale_key: str | None = None) -> TensorStoreSource:
-    info = read_json(url, "info")
+def open_precomputed(
+    url: str, scale_key: str | None = None, storage_options: dict[str, Any] | None = None
+) -> TensorStoreSource:
+    info = read_json(url, "info", storage_options)
     if info is None:
         raise SourceError(f"{url}: no precomputed info file")
     scales = info.get("scales", [])
@@ -23,8 +27,10 @@ def open_precomputed(url: str, scale_key: str | None = None) -> TensorStoreSourc
     )
     spec = {
         "driver": "neuroglancer_precomputed",
-        "kvstore": kvstore_spec(url),
+        "kvstore": kvstore_spec(url, storage_options),
         "scale_index": index,
     }
     # TensorStore's domain starts at the voxel offset; reads here are relative to it.
-    return TensorStoreSource(url, spec, "xyzc", hints, translate=True)
+    return TensorStoreSource(
+        url, spec, "xyzc", hints, translate=True, storage_options=storage_options
+    )

@@ -13,21 +13,43 @@ import tensorstore as ts
 from shardwright.sources.base import ArraySource, SourceError, SourceHints
 
 
-def kvstore_spec(url: str) -> dict[str, Any]:
-    """TensorStore kvstore spec for a local path, file://, gs:// or s3:// URL (a directory)."""
+def endpoint_url(storage_options: dict[str, Any] | None) -> str | None:
+    """A custom endpoint (MinIO, Ceph, an emulator) given fsspec-style."""
+    options = storage_options or {}
+    return options.get("endpoint_url") or options.get("client_kwargs", {}).get("endpoint_url")
+
+
+def kvstore_spec(url: str, storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """TensorStore kvstore spec for a local path, file://, gs:// or s3:// URL (a directory).
+
+    Credentials come from the standard chains (environment, profiles, workload identity /
+    IRSA); a custom endpoint from the fsspec-style storage options. TensorStore's GCS driver
+    takes its endpoint only from $TENSORSTORE_GCS_HTTP_URL, which is set for it here.
+    """
     parsed = urlparse(url)
     path = parsed.path.strip("/") + "/"
+    endpoint = endpoint_url(storage_options)
     if parsed.scheme == "gs":
+        if endpoint:
+            os.environ["TENSORSTORE_GCS_HTTP_URL"] = endpoint
         return {"driver": "gcs", "bucket": parsed.netloc, "path": path}
     if parsed.scheme == "s3":
-        return {"driver": "s3", "bucket": parsed.netloc, "path": path}
+        spec: dict[str, Any] = {"driver": "s3", "bucket": parsed.netloc, "path": path}
+        if endpoint:
+            spec["endpoint"] = endpoint
+        region = (storage_options or {}).get("client_kwargs", {}).get("region_name")
+        if region or endpoint:
+            spec["aws_region"] = region or os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
+        return spec
     local = parsed.path if parsed.scheme == "file" else url
     return {"driver": "file", "path": os.path.abspath(local) + "/"}
 
 
-def read_json(url: str, key: str) -> dict[str, Any] | None:
+def read_json(
+    url: str, key: str, storage_options: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
     """A small JSON object next to the data (`info`, `zarr.json`, `.zarray`), or None."""
-    kv = ts.KvStore.open(kvstore_spec(url)).result()
+    kv = ts.KvStore.open(kvstore_spec(url, storage_options)).result()
     result = kv.read(key).result()
     if result.state != "value":
         return None
@@ -47,8 +69,13 @@ class TensorStoreSource(ArraySource):
         axes: str | None,
         hints: SourceHints | None = None,
         translate: bool = False,
+        storage_options: dict[str, Any] | None = None,
     ):
         self.spec = spec
+        # Kept for worker processes: TensorStore reads a GCS endpoint from the environment.
+        self._gcs_endpoint = (
+            endpoint_url(storage_options) if spec["kvstore"]["driver"] == "gcs" else None
+        )
         self._translate = translate
         self._store: Any = None
         try:
@@ -59,6 +86,8 @@ class TensorStoreSource(ArraySource):
 
     def _open(self) -> Any:
         if self._store is None:
+            if self._gcs_endpoint:
+                os.environ["TENSORSTORE_GCS_HTTP_URL"] = self._gcs_endpoint
             store = ts.open(
                 self.spec, read=True, context=ts.Context({"cache_pool": {"total_bytes_limit": 0}})
             ).result()

@@ -25,24 +25,31 @@ def open_zarr(
     axes: str | None = None,
     scale_key: str | None = None,
     hints: SourceHints | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> TensorStoreSource:
-    meta = read_json(url, "zarr.json")
+    so = storage_options
+    meta = read_json(url, "zarr.json", so)
     if meta is not None:
         if meta.get("node_type") == "group":
-            return _open_multiscale(url, meta.get("attributes", {}), axes, scale_key)
+            return _open_multiscale(url, meta.get("attributes", {}), axes, scale_key, so)
         names, driver = meta.get("dimension_names"), "zarr3"
     else:
-        if read_json(url, ".zarray") is None:
-            if read_json(url, ".zgroup") is not None:
-                return _open_multiscale(url, read_json(url, ".zattrs") or {}, axes, scale_key)
+        if read_json(url, ".zarray", so) is None:
+            if read_json(url, ".zgroup", so) is not None:
+                attrs = read_json(url, ".zattrs", so) or {}
+                return _open_multiscale(url, attrs, axes, scale_key, so)
             raise SourceError(f"{url}: neither a zarr array nor a zarr group")
-        names, driver = (read_json(url, ".zattrs") or {}).get("_ARRAY_DIMENSIONS"), "zarr"
-    spec = {"driver": driver, "kvstore": kvstore_spec(url)}
-    return TensorStoreSource(url, spec, axes or _axes_from_names(names), hints)
+        names, driver = (read_json(url, ".zattrs", so) or {}).get("_ARRAY_DIMENSIONS"), "zarr"
+    spec = {"driver": driver, "kvstore": kvstore_spec(url, so)}
+    return TensorStoreSource(url, spec, axes or _axes_from_names(names), hints, storage_options=so)
 
 
 def _open_multiscale(
-    url: str, attributes: dict[str, Any], axes: str | None, scale_key: str | None
+    url: str,
+    attributes: dict[str, Any],
+    axes: str | None,
+    scale_key: str | None,
+    storage_options: dict[str, Any] | None,
 ) -> TensorStoreSource:
     multiscales = attributes.get("ome", {}).get("multiscales") or attributes.get("multiscales")
     if not multiscales:
@@ -78,4 +85,6 @@ def _open_multiscale(
         if all(by_axis[a] is not None for a in "xyz"):
             resolution = tuple(float(by_axis[a]) for a in "xyz")  # type: ignore[arg-type]
     hints = SourceHints(resolution=resolution)  # type: ignore[arg-type]
-    return open_zarr(f"{url.rstrip('/')}/{chosen['path']}", axes or group_axes, None, hints)
+    return open_zarr(
+        f"{url.rstrip('/')}/{chosen['path']}", axes or group_axes, None, hints, storage_options
+    )
