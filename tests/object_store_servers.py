@@ -42,7 +42,9 @@ class S3Server:
     def make_bucket(self, name: str) -> None:
         import s3fs
 
-        s3fs.S3FileSystem(**self.options(), skip_instance_cache=True).mkdir(name)
+        fs = s3fs.S3FileSystem(**self.options(), skip_instance_cache=True)
+        if not fs.exists(name):
+            fs.mkdir(name)
 
     def stop(self) -> None:
         self._server.stop()
@@ -74,7 +76,12 @@ class FaultyProxy:
     a 503, a connection reset before any response, or a stall before forwarding."""
 
     def __init__(
-        self, upstream: str, fault_rate: float = 0.15, seed: int = 1, stall_seconds: float = 0.3
+        self,
+        upstream: str,
+        fault_rate: float = 0.15,
+        seed: int = 1,
+        stall_seconds: float = 0.3,
+        deny: tuple[str, ...] = (),
     ):
         host, port = upstream.removeprefix("http://").split(":")
         self.upstream = (host, int(port))
@@ -82,6 +89,8 @@ class FaultyProxy:
         self.fault_rate = fault_rate
         self.stall_seconds = stall_seconds
         self.counts = {"requests": 0, "503": 0, "reset": 0, "stall": 0}
+        self.deny = deny  # HTTP methods answered 403 AccessDenied (bad keys, read-only bucket)
+        self.deny = deny  # HTTP methods answered 403 AccessDenied (bad keys, read-only bucket)
         self._lock = threading.Lock()
         proxy = self
 
@@ -94,6 +103,27 @@ class FaultyProxy:
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
+                if self.command in proxy.deny:
+                    payload = (
+                        b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
+                    )
+                    self.send_response(403)
+                    self.send_header("Content-Type", "application/xml")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
+                if self.command in proxy.deny:
+                    payload = (
+                        b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
+                    )
+                    self.send_response(403)
+                    self.send_header("Content-Type", "application/xml")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(payload)
+                    return
                 fault = proxy._draw()
                 if fault == "reset":
                     self.connection.setsockopt(

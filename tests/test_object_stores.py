@@ -218,3 +218,32 @@ def test_credentials_never_appear_in_errors(tmp_path: pathlib.Path, s3: S3Server
             **SMALL,
         )
     assert secret not in str(info.value) and "AKIDEXAMPLE" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("denied", "case"),
+    [
+        (("GET", "HEAD", "PUT", "POST", "DELETE"), "bad credentials"),
+        (("PUT", "POST", "DELETE"), "read-only bucket"),
+    ],
+)
+def test_unwritable_destinations_are_refused_before_any_shard(
+    tmp_path: pathlib.Path, s3: S3Server, denied: tuple[str, ...], case: str
+) -> None:
+    """The endpoint answers 403 AccessDenied, as S3 does for bad keys or a read-only policy."""
+    np.save(tmp_path / "vol.npy", _volume())
+    s3.make_bucket("guarded")
+    proxy = FaultyProxy(s3.endpoint, fault_rate=0.0, deny=denied)
+    try:
+        with pytest.raises(StoreError, match="access denied") as info:
+            api.convert(
+                str(tmp_path / "vol.npy"),
+                "s3://guarded/em",
+                progress=False,
+                storage_options={"client_kwargs": {"endpoint_url": proxy.endpoint}},
+                **SMALL,
+            )
+    finally:
+        proxy.stop()
+    assert "s3://guarded/em" in str(info.value), case
+    assert Store("s3://guarded/em", s3.options()).is_empty()  # nothing was written

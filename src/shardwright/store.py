@@ -155,14 +155,11 @@ class Store:
             return None
 
     def exists(self, key: str) -> bool:
-        return self._exists(self.path(key))
-
-    def _exists(self, path: str) -> bool:
         """Existence through `info`, retried: fsspec's `exists` turns every error into False,
         which under a transient failure would make a full destination look empty."""
         self.requests.add("heads")
         try:
-            self._retry(lambda: self.fs.info(path), f"looking up {path}")
+            self._retry(lambda: self.fs.info(self.path(key)), f"looking up {self._describe(key)}")
         except FileNotFoundError:
             return False
         return True
@@ -212,7 +209,7 @@ class Store:
     def list_keys(self, prefix: str = "") -> list[str]:
         """Every object key below `prefix` (recursive), relative to the root."""
         base = self.path(prefix).rstrip("/")
-        if not self._exists(base):
+        if not self.exists(prefix.rstrip("/")):
             return []
         root = self.root + "/"
         self.requests.add("lists")
@@ -226,7 +223,7 @@ class Store:
 
     def clear(self) -> None:
         """Remove everything below the root (used by --overwrite, after validation)."""
-        if self._exists(self.root):
+        if self.exists(""):
             self._retry(lambda: self.fs.rm(self.root, recursive=True), f"clearing {self.url}")
 
     def remove_stale_temporaries(self) -> int:
