@@ -90,7 +90,7 @@ class FaultyProxy:
         self.stall_seconds = stall_seconds
         self.counts = {"requests": 0, "503": 0, "reset": 0, "stall": 0}
         self.deny = deny  # HTTP methods answered 403 AccessDenied (bad keys, read-only bucket)
-        self.deny = deny  # HTTP methods answered 403 AccessDenied (bad keys, read-only bucket)
+        self.log: list[str] = []  # "METHOD path?query" of every request
         self._lock = threading.Lock()
         proxy = self
 
@@ -101,18 +101,9 @@ class FaultyProxy:
                 pass
 
             def _handle(self) -> None:
+                proxy.log.append(f"{self.command} {self.path}")
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                if self.command in proxy.deny:
-                    payload = (
-                        b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
-                    )
-                    self.send_response(403)
-                    self.send_header("Content-Type", "application/xml")
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
-                    return
                 if self.command in proxy.deny:
                     payload = (
                         b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"

@@ -201,6 +201,39 @@ def test_missing_bucket_is_refused_before_anything_is_written(
         )
 
 
+def test_large_shards_upload_in_parts_streamed_from_the_spool(
+    tmp_path: pathlib.Path, s3: S3Server
+) -> None:
+    """A 16 MiB shard with 5 MiB parts and a 4 MiB spool budget: a multipart upload."""
+    vol = np.random.default_rng(3).integers(0, 255, (256, 256, 256), dtype=np.uint8)
+    np.save(tmp_path / "vol.npy", vol)
+    s3.make_bucket("parts")
+    proxy = FaultyProxy(s3.endpoint, fault_rate=0.0)
+    try:
+        options = {
+            "client_kwargs": {"endpoint_url": proxy.endpoint},
+            "default_block_size": 5 * 2**20,
+        }
+        manifest = api.convert(
+            str(tmp_path / "vol.npy"),
+            "s3://parts/em",
+            progress=False,
+            storage_options=options,
+            compression="none",
+            min_shards=1,
+            memory_budget=16 * 2**20,
+            target_shard_bytes=2**30,
+        )
+    finally:
+        proxy.stop()
+    assert isinstance(manifest, dict) and manifest["totals"]["shards"] == 1
+    uploads = [r for r in proxy.log if "uploadId=" in r and r.startswith("PUT")]
+    assert len(uploads) >= 3, proxy.log  # >= 16 MiB / 5 MiB parts
+    assert any(r.startswith("POST") and "uploads" in r for r in proxy.log)
+    got = _ts_read("neuroglancer_precomputed", _s3_kv(s3, "parts", "em"))
+    np.testing.assert_array_equal(got[..., 0], vol.T)
+
+
 def test_credentials_never_appear_in_errors(tmp_path: pathlib.Path, s3: S3Server) -> None:
     np.save(tmp_path / "vol.npy", _volume())
     secret = "sEcReT-kEy-1234567890"
@@ -218,6 +251,10 @@ def test_credentials_never_appear_in_errors(tmp_path: pathlib.Path, s3: S3Server
             **SMALL,
         )
     assert secret not in str(info.value) and "AKIDEXAMPLE" not in str(info.value)
+    plan = api.plan(
+        str(tmp_path / "vol.npy"), "s3://absent-bucket/em", storage_options=options, **SMALL
+    )
+    assert secret not in repr(plan) and secret not in json.dumps(plan.describe())
 
 
 @pytest.mark.parametrize(

@@ -39,8 +39,9 @@ class ConvertOptions:
     # suffix range reads
     source_axes: str | None = None
     source_scale: str | None = None
-    storage_options: dict[str, Any] = field(default_factory=dict)  # destination (fsspec)
-    source_storage_options: dict[str, Any] = field(default_factory=dict)
+    # fsspec options (credentials among them): never shown in reprs, logs or the dashboard.
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)  # destination
+    source_storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
