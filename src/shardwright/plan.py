@@ -11,10 +11,11 @@ million shards holds a few numbers, not a million objects.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,10 +29,10 @@ from shardwright.options import ConvertOptions
 from shardwright.sources import Source, open_source
 
 DEFAULT_CHUNK = (64, 64, 64)
-MAX_SHARD_INDEX_BYTES = 8 * 1024  # readers fetch these cheaply (ARCHITECTURE)
-MAX_MINISHARD_INDEX_BYTES = 32 * 1024
-MAX_PRESHIFT = 10  # 24 B * 2**10 chunks = 24 KiB minishard index
-MAX_MINISHARD = 9  # 16 B * 2**9 minishards = 8 KiB shard index
+# Index sizes readers fetch cheaply (ARCHITECTURE: minishard index <~ 32 KiB, shard index
+# <~ 8 KiB): at most 2**10 chunks per minishard (24 KiB) and 2**9 minishards (8 KiB).
+MAX_PRESHIFT = 10
+MAX_MINISHARD = 9
 SAMPLE_CHUNKS = 6
 
 
@@ -75,7 +76,6 @@ class ConversionPlan:
     epoch_shape_chunks: tuple[int, int, int]
     info: PrecomputedInfo | None = None
     zarr: ZarrArrayMetadata | None = None
-    notes: tuple[str, ...] = field(default=())
 
     # -- geometry -------------------------------------------------------------------------------
     @property
@@ -119,7 +119,7 @@ class ConversionPlan:
     @property
     def shard_count(self) -> int:
         if self.scattered:
-            return self._scattered_shard_count()
+            return len(self._scattered_shard_numbers_present)
         return math.prod(self.shard_grid_shape)
 
     @property
@@ -176,24 +176,24 @@ class ConversionPlan:
                         min(a + s, g)
                         for a, s, g in zip(start, self.shard_shape_chunks, grid, strict=True)
                     )
+                    number = self._box_shard_number(start)
                     yield ShardTask(
-                        self._box_key(start),
+                        self._box_key(start, number),
                         start,
                         stop,  # type: ignore[arg-type]
-                        shard_number=self._box_shard_number(start),
+                        shard_number=number,
                     )
 
     def _box_shard_number(self, start: tuple[int, int, int]) -> int | None:
+        """Precomputed: the shard number is the Morton code's bits above preshift+minishard."""
         if self.info is None:
             return None
         code = int(compressed_morton_code(np.array([start]), self.grid_shape)[0])
         spec = self.sharding
         return code >> (spec.preshift_bits + spec.minishard_bits)
 
-    def _box_key(self, start: tuple[int, int, int]) -> str:
-        if self.info is not None:
-            number = self._box_shard_number(start)
-            assert number is not None
+    def _box_key(self, start: tuple[int, int, int], number: int | None) -> str:
+        if number is not None:
             return self.scale_prefix + self.sharding.shard_filename(number)
         assert self.zarr is not None
         shard_xyz = [a // s for a, s in zip(start, self.shard_shape_chunks, strict=True)]
@@ -214,17 +214,16 @@ class ConversionPlan:
             shard, _ = self.sharding.locate(self.scale.chunk_ids(coords))
             yield shard
 
-    def _scattered_shard_count(self) -> int:
+    @functools.cached_property
+    def _scattered_shard_numbers_present(self) -> list[int]:
+        """The hashed shards that hold at least one chunk (one vectorized scan, then kept)."""
         seen: set[int] = set()
         for shard in self._scattered_shard_numbers():
             seen.update(np.unique(shard).tolist())
-        return len(seen)
+        return sorted(seen)
 
     def _scattered_shards(self) -> Iterator[ShardTask]:
-        seen: set[int] = set()
-        for shard in self._scattered_shard_numbers():
-            seen.update(np.unique(shard).tolist())
-        for number in sorted(seen):
+        for number in self._scattered_shard_numbers_present:
             yield ShardTask(
                 self.scale_prefix + self.sharding.shard_filename(number),
                 (0, 0, 0),
@@ -345,7 +344,6 @@ class ConversionPlan:
             f"{_bytes(d['estimated_peak_bytes_per_task'])} of "
             f"{_bytes(d['memory_budget_per_task'])} budget"
         )
-        lines.extend(f"note         {note}" for note in self.notes)
         return "\n".join(lines)
 
 
