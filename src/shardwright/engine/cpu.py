@@ -86,12 +86,17 @@ def _receipt(
 Cell = tuple[tuple[int, int, int], np.ndarray]  # (grid coordinate, [x, y, z, c] voxels)
 
 
-def iter_chunks(plan: ConversionPlan, task: ShardTask) -> Iterator[Cell]:
-    """Every chunk of a shard with its voxels (edge chunks truncated), epoch by epoch."""
+def iter_chunks(
+    plan: ConversionPlan, task: ShardTask, scattered_coords: np.ndarray | None = None
+) -> Iterator[Cell]:
+    """Every chunk of a shard with its voxels (edge chunks truncated), epoch by epoch.
+
+    A scattered shard's chunks (`scattered_coords`, found by the caller) are read one by one.
+    """
     chunk = plan.chunk_size
     if task.scattered:
-        assert task.shard_number is not None
-        for coord in plan.scattered_chunk_coords(task.shard_number).tolist():
+        assert scattered_coords is not None
+        for coord in scattered_coords.tolist():
             start = tuple(g * c for g, c in zip(coord, chunk, strict=True))
             stop = tuple(min(a + c, s) for a, c, s in zip(start, chunk, plan.size, strict=True))
             yield tuple(coord), plan.source.read(start, stop)
@@ -124,17 +129,21 @@ def _assemble_precomputed(
     builder = plan.sharding.builder(
         task.shard_number, memory_budget=plan.spool_budget, spool_dir=spool_dir
     )
-    chunk_id = _chunk_id_lookup(plan, task)
-    for coord, voxels in iter_chunks(plan, task):
+    coords = None
+    if task.scattered:
+        assert task.shard_number is not None
+        coords = plan.scattered_chunk_coords(task.shard_number)
+    chunk_id = _chunk_id_lookup(plan, task, coords)
+    for coord, voxels in iter_chunks(plan, task, coords):
         builder.add(chunk_id(coord), encoding.encode(voxels))
     return builder.finish()
 
 
-def _chunk_id_lookup(plan: ConversionPlan, task: ShardTask) -> Callable[[tuple[int, ...]], int]:
+def _chunk_id_lookup(
+    plan: ConversionPlan, task: ShardTask, coords: np.ndarray | None
+) -> Callable[[tuple[int, ...]], int]:
     """Chunk id of a grid coordinate, from ids computed once, vectorized, for the whole shard."""
-    if task.scattered:
-        assert task.shard_number is not None
-        coords = plan.scattered_chunk_coords(task.shard_number)
+    if coords is not None:
         table = dict(
             zip(map(tuple, coords.tolist()), plan.scale.chunk_ids(coords).tolist(), strict=True)
         )
@@ -194,13 +203,11 @@ def _assemble_zarr3(
         name=task.key,
     )
     encode = zarr_chunk_encoder(plan)
-    lookup = {"c": 0}
     for coord, voxels in iter_chunks(plan, task):
         stored = encode(voxels)
         if stored is None:
             continue
-        local = dict(
-            zip("xyz", (g - a for g, a in zip(coord, task.chunk_start, strict=True)), strict=True)
-        )
-        builder.add(tuple(local.get(a, lookup.get(a, 0)) for a in axes), stored)
+        # Inner-chunk position in the shard, in the output's axis order (one chunk spans c).
+        local = dict(zip("xyz", np.subtract(coord, task.chunk_start).tolist(), strict=True), c=0)
+        builder.add(tuple(local[a] for a in axes), stored)
     return builder.finish() if len(builder) else None
