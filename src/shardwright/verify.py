@@ -160,6 +160,7 @@ class _ZarrComparer:
         self.compressor = meta.compressor.codec(self.dtype.itemsize) if meta.compressor else None
         self.lookup_chunk = dict(zip(axes, meta.chunk_shape, strict=True))
         self.per_shard = dict(zip(axes, meta.chunks_per_shard, strict=True))
+        self._readers: dict[str, zarr3.ShardReader | None] = {}
 
     def read_chunk(
         self, coord: tuple[int, int, int], shape_xyz: tuple[int, ...]
@@ -167,17 +168,8 @@ class _ZarrComparer:
         by_axis = dict(zip("xyz", coord, strict=True), c=0)
         shard = tuple(by_axis[a] // self.per_shard[a] for a in self.axes)
         inner = tuple(by_axis[a] % self.per_shard[a] for a in self.axes)
-        key = self.meta.chunk_key(shard)
-        size = self.store.size(key)
-        data = None
-        if size is not None:
-            reader = zarr3.ShardReader(
-                lambda s, e: self.store.read_range(key, s, e),
-                self.meta.chunks_per_shard,
-                self.meta.index_location,
-                object_size=size,
-            )
-            data = reader.read_chunk(inner)
+        reader = self._reader(self.meta.chunk_key(shard))
+        data = reader.read_chunk(inner) if reader is not None else None
         if data is None:
             block = np.full(self.meta.chunk_shape, self.meta.fill_value, dtype=self.dtype)
         else:
@@ -191,6 +183,22 @@ class _ZarrComparer:
 
     def expected(self, voxels_xyzc: np.ndarray) -> np.ndarray:
         return to_zarr_order(voxels_xyzc, self.axes)
+
+    def _reader(self, key: str) -> zarr3.ShardReader | None:
+        """One reader per shard, so its index is fetched once; None for an absent shard."""
+        if key not in self._readers:
+            size = self.store.size(key)
+            self._readers[key] = (
+                None
+                if size is None
+                else zarr3.ShardReader(
+                    lambda s, e: self.store.read_range(key, s, e),
+                    self.meta.chunks_per_shard,
+                    self.meta.index_location,
+                    object_size=size,
+                )
+            )
+        return self._readers[key]
 
 
 def _compare(report: VerifyReport, source: Source, comparer: Any, full: bool, sample: int) -> None:
