@@ -284,3 +284,30 @@ def test_unwritable_destinations_are_refused_before_any_shard(
         proxy.stop()
     assert "s3://guarded/em" in str(info.value), case
     assert Store("s3://guarded/em", s3.options()).is_empty()  # nothing was written
+
+
+def test_gcs_conversion_through_a_faulty_endpoint_is_exact(
+    tmp_path: pathlib.Path, gcs: GcsServer
+) -> None:
+    """gcsfs retries some failures itself (there is no switch to hand them all to us): what
+    reaches shardwright is retried and counted, and the data must come out exact either way."""
+    vol = _volume()
+    np.save(tmp_path / "vol.npy", vol)
+    gcs.make_bucket("faulty-gcs")
+    proxy = FaultyProxy(gcs.endpoint, fault_rate=0.15, seed=3)
+    try:
+        manifest = api.convert(
+            str(tmp_path / "vol.npy"),
+            "gs://faulty-gcs/em",
+            progress=False,
+            storage_options=gcs.options(proxy.endpoint),
+            **SMALL,
+        )
+    finally:
+        proxy.stop()
+    assert isinstance(manifest, dict)
+    assert proxy.counts["503"] + proxy.counts["reset"] >= 1, proxy.counts
+    report = api.verify(
+        "gs://faulty-gcs/em", str(tmp_path / "vol.npy"), full=True, storage_options=gcs.options()
+    )
+    assert report.ok, report.summary()
