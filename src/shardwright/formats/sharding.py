@@ -326,53 +326,79 @@ class ShardBuilder:
             self.add(chunk_id, payload)
 
     def finish(self) -> ShardFile:
-        spec = self.spec
         ids = np.asarray(self._ids, dtype=np.uint64)
-        sizes = self._spool.sizes()
-        shards, minishards = spec.locate(ids)
-        shard_number = self.shard_number
-        if shard_number is None:
-            shard_number = int(shards[0]) if ids.size else 0
-        if ids.size and (shards != np.uint64(shard_number)).any():
-            stray = int(ids[np.flatnonzero(shards != np.uint64(shard_number))[0]])
-            raise ValueError(f"chunk id {stray} does not belong to shard {shard_number}")
-        order = np.lexsort((ids, minishards))
-        ids_sorted, mini_sorted, sizes_sorted = ids[order], minishards[order], sizes[order]
-        if ids.size > 1:
-            dup = np.flatnonzero(ids_sorted[1:] == ids_sorted[:-1])
-            if dup.size:
-                raise ValueError(f"chunk id {int(ids_sorted[dup[0]])} added twice")
-        starts = np.cumsum(sizes_sorted, dtype=np.uint64) - sizes_sorted
-        data_nbytes = int(sizes_sorted.sum(dtype=np.uint64))
-
-        shard_index = np.zeros((spec.num_minishards, 2), dtype=_U64)
-        minishard_blobs: list[bytes] = []
-        position = data_nbytes
-        present = np.unique(mini_sorted)
-        bounds = np.searchsorted(mini_sorted, present, side="left")
-        ends = np.append(bounds[1:], ids_sorted.size)
-        for minishard, lo, hi in zip(present.tolist(), bounds.tolist(), ends.tolist(), strict=True):
-            blob = encode_minishard_index(
-                spec, ids_sorted[lo:hi], starts[lo:hi], sizes_sorted[lo:hi]
-            )
-            shard_index[minishard] = (position, position + len(blob))
-            position += len(blob)
-            minishard_blobs.append(blob)
-        header = shard_index.tobytes()
+        layout = precomputed_layout(self.spec, ids, self._spool.sizes(), self.shard_number)
         spool = self._spool
 
         def pieces() -> Iterator[bytes]:
-            yield header
-            yield from spool.iter_in_order(order)
-            yield from minishard_blobs
+            yield layout.header
+            yield from spool.iter_in_order(layout.order)
+            yield from layout.index_blobs
 
         return ShardFile(
-            name=spec.shard_filename(shard_number),
-            nbytes=len(header) + position,
+            name=self.spec.shard_filename(layout.shard_number),
+            nbytes=layout.nbytes,
             chunk_count=int(ids.size),
             _pieces=pieces,
             _close=spool.close,
         )
+
+
+@dataclass(frozen=True)
+class ShardLayout:
+    """Where every chunk of a shard goes: the file is header, chunks in `order`, index blobs."""
+
+    shard_number: int
+    order: npt.NDArray[np.intp]  # input position of the chunk stored k-th
+    header: bytes  # the shard index
+    index_blobs: list[bytes]  # encoded minishard indices, after all chunk data
+    data_nbytes: int
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.header) + self.data_nbytes + sum(len(b) for b in self.index_blobs)
+
+
+def precomputed_layout(
+    spec: ShardingSpec,
+    chunk_ids: npt.NDArray[np.uint64],
+    sizes: npt.NDArray[np.uint64],
+    shard_number: int | None = None,
+) -> ShardLayout:
+    """Order chunks by (minishard, id) and build the shard and minishard indexes.
+
+    The host-side bookkeeping shared by every engine: the CPU builder streams its spool in
+    `order`; the GPU engine gathers its encoded buffer in the same order (engine/aggregate.py).
+    """
+    ids = np.asarray(chunk_ids, dtype=np.uint64)
+    sizes = np.asarray(sizes, dtype=np.uint64)
+    shards, minishards = spec.locate(ids)
+    if shard_number is None:
+        shard_number = int(shards[0]) if ids.size else 0
+    if ids.size and (shards != np.uint64(shard_number)).any():
+        stray = int(ids[np.flatnonzero(shards != np.uint64(shard_number))[0]])
+        raise ValueError(f"chunk id {stray} does not belong to shard {shard_number}")
+    order = np.lexsort((ids, minishards))
+    ids_sorted, mini_sorted, sizes_sorted = ids[order], minishards[order], sizes[order]
+    if ids.size > 1:
+        dup = np.flatnonzero(ids_sorted[1:] == ids_sorted[:-1])
+        if dup.size:
+            raise ValueError(f"chunk id {int(ids_sorted[dup[0]])} added twice")
+    starts = np.cumsum(sizes_sorted, dtype=np.uint64) - sizes_sorted
+    data_nbytes = int(sizes_sorted.sum(dtype=np.uint64))
+
+    shard_index = np.zeros((spec.num_minishards, 2), dtype=_U64)
+    blobs: list[bytes] = []
+    position = data_nbytes
+    present = np.unique(mini_sorted)
+    bounds = np.searchsorted(mini_sorted, present, side="left")
+    ends = np.append(bounds[1:], ids_sorted.size)
+    for minishard, lo, hi in zip(present.tolist(), bounds.tolist(), ends.tolist(), strict=True):
+        blob = encode_minishard_index(spec, ids_sorted[lo:hi], starts[lo:hi], sizes_sorted[lo:hi])
+        shard_index[minishard] = (position, position + len(blob))
+        position += len(blob)
+        blobs.append(blob)
+    return ShardLayout(shard_number, order, shard_index.tobytes(), blobs, data_nbytes)
 
 
 # -- ranged reads ----------------------------------------------------------------------------

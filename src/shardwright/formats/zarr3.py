@@ -278,13 +278,11 @@ class ShardBuilder:
             )
         self._finished = True
         present = np.flatnonzero(self._slot >= 0)
-        order = self._slot[present]
-        sizes = self._spool.sizes()[order]
-        head = index_nbytes(self.chunks_per_shard) if self.index_location == "start" else 0
-        table = np.full((self._slot.size, 2), MISSING, dtype=np.uint64)
-        table[present, 0] = np.cumsum(sizes, dtype=np.uint64) - sizes + np.uint64(head)
-        table[present, 1] = sizes
-        index = encode_index(table)
+        positions = np.empty(present.size, dtype=np.int64)
+        positions[self._slot[present]] = present  # C-order position of each spooled chunk
+        order, index = shard_layout(
+            self.chunks_per_shard, positions, self._spool.sizes(), self.index_location
+        )
         spool = self._spool
         at_start = self.index_location == "start"
 
@@ -302,6 +300,32 @@ class ShardBuilder:
             _pieces=pieces,
             _close=spool.close,
         )
+
+
+def shard_layout(
+    chunks_per_shard: Sequence[int],
+    positions: npt.ArrayLike,
+    sizes: npt.ArrayLike,
+    index_location: str = "end",
+) -> tuple[npt.NDArray[np.intp], bytes]:
+    """Blob order (C order of the inner-chunk grid) and the encoded index of a shard.
+
+    `positions` are the C-order linear positions of the present chunks, `sizes` their stored
+    sizes, both in any order. Shared by the streaming builder and the GPU engine, which gathers
+    its encoded buffer in `order` (engine/aggregate.py) so both write the same bytes.
+    """
+    grid = _grid(chunks_per_shard)
+    positions = np.asarray(positions, dtype=np.int64)
+    sizes = np.asarray(sizes, dtype=np.uint64)
+    order = np.argsort(positions, kind="stable")
+    sorted_sizes = sizes[order]
+    head = index_nbytes(grid) if _check_location(index_location) == "start" else 0
+    table = np.full((math.prod(grid), 2), MISSING, dtype=np.uint64)
+    table[positions[order], 0] = (
+        np.cumsum(sorted_sizes, dtype=np.uint64) - sorted_sizes + np.uint64(head)
+    )
+    table[positions[order], 1] = sorted_sizes
+    return order, encode_index(table)
 
 
 def encode_shard(
