@@ -82,6 +82,7 @@ class FaultyProxy:
         seed: int = 1,
         stall_seconds: float = 0.3,
         deny: tuple[str, ...] = (),
+        spare: tuple[str, ...] = (),
     ):
         host, port = upstream.removeprefix("http://").split(":")
         self.upstream = (host, int(port))
@@ -91,6 +92,7 @@ class FaultyProxy:
         self.counts = {"requests": 0, "503": 0, "reset": 0, "stall": 0}
         self.deny = deny  # HTTP methods answered 403 AccessDenied (bad keys, read-only bucket)
         self.log: list[str] = []  # "METHOD path?query" of every request
+        self.spare = spare  # path suffixes never faulted
         self._lock = threading.Lock()
         proxy = self
 
@@ -115,7 +117,8 @@ class FaultyProxy:
                     if self.command != "HEAD":
                         self.wfile.write(payload)
                     return
-                fault = proxy._draw()
+                spared = self.path.split("?")[0].endswith(proxy.spare) if proxy.spare else False
+                fault = None if spared else proxy._draw()
                 if fault == "reset":
                     self.connection.setsockopt(
                         socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00"

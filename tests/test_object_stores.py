@@ -156,7 +156,8 @@ def test_conversion_through_a_faulty_endpoint_is_exact(
     vol = _volume()
     np.save(tmp_path / "vol.npy", vol)
     s3.make_bucket("faulty")
-    proxy = FaultyProxy(s3.endpoint, fault_rate=0.15, seed=7)
+    # The manifest's own PUT is spared: its retries cannot be counted in the manifest itself.
+    proxy = FaultyProxy(s3.endpoint, fault_rate=0.15, seed=7, spare=(MANIFEST_KEY,))
     try:
         options = {"client_kwargs": {"endpoint_url": proxy.endpoint}}
         manifest = api.convert(
@@ -171,10 +172,11 @@ def test_conversion_through_a_faulty_endpoint_is_exact(
     assert isinstance(manifest, dict)
     faults = proxy.counts["503"] + proxy.counts["reset"] + proxy.counts["stall"]
     assert faults >= 0.1 * proxy.counts["requests"], proxy.counts  # at least 10% misbehave
-    # Failures reach shardwright's own retry layer (botocore's and s3fs' are off) and are
-    # counted; only a fault on the manifest's own PUT is not in the manifest.
-    failures = proxy.counts["503"] + proxy.counts["reset"]
-    assert failures - 1 <= manifest["totals"]["requests"].get("retries", 0) <= failures
+    # Failures reach shardwright's own retry layer (botocore's and s3fs' are off) and each
+    # costs one counted retry; only aiohttp may silently resend a request whose reused
+    # connection was reset, so resets are counted at most once each.
+    retries = manifest["totals"]["requests"].get("retries", 0)
+    assert proxy.counts["503"] <= retries <= proxy.counts["503"] + proxy.counts["reset"]
     got = _ts_read("neuroglancer_precomputed", _s3_kv(s3, "faulty", "em"))
     np.testing.assert_array_equal(got[..., 0], vol.T)
     report = api.verify(

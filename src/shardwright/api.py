@@ -46,6 +46,7 @@ def convert(
             raise PlanError("convert needs a destination")
         the_plan = make_plan(source, dest, _options(options, option_values))
     store = Store(the_plan.dest, the_plan.options.storage_options)
+    before = store.requests.snapshot()
     check_destination(
         the_plan,
         store,
@@ -55,7 +56,6 @@ def convert(
         or scheduler == "processes"
         or scheduler_address(scheduler) is not None,
     )
-    before = store.requests.snapshot()
     store.check_writable()
     if overwrite:
         store.clear()
