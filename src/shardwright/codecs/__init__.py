@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from shardwright.codecs.base import ByteCodec, ChunkEncoding, EncodingError
@@ -22,27 +23,40 @@ CHUNK_ENCODINGS: dict[str, type] = {
 }
 
 
+def _build(kind: str, name: str, cls: type, options: dict[str, Any]) -> Any:
+    """cls(**options), refusing unknown options by name instead of with a bare TypeError."""
+    known = [f.name for f in dataclasses.fields(cls) if f.init and not f.name.startswith("_")]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        takes = f"takes {', '.join(known)}" if known else "takes no options"
+        raise EncodingError(f"{kind} {name!r} {takes}; got {', '.join(unknown)}")
+    return cls(**options)
+
+
 def byte_codec(name: str | None, **options: Any) -> ByteCodec | None:
     """The bytes-to-bytes codec called `name` ("none"/"raw"/None: no codec)."""
     if name in (None, "none", "raw"):
         return None
     if name not in BYTE_CODECS:
         raise EncodingError(f"unknown compression {name!r}; choose none, {', '.join(BYTE_CODECS)}")
-    codec: ByteCodec = BYTE_CODECS[name](**options)
+    codec: ByteCodec = _build("compression", name, BYTE_CODECS[name], options)
     return codec
 
 
 def chunk_encoding(name: str, **options: Any) -> ChunkEncoding:
-    """The precomputed chunk encoding called `name`."""
+    """The precomputed chunk encoding called `name` (block_size for compressed_segmentation,
+    quality for jpeg, level for png)."""
     if name not in CHUNK_ENCODINGS:
         raise EncodingError(
             f"unknown precomputed encoding {name!r}; choose {', '.join(CHUNK_ENCODINGS)}"
         )
-    encoding: ChunkEncoding = CHUNK_ENCODINGS[name](**options)
+    encoding: ChunkEncoding = _build("encoding", name, CHUNK_ENCODINGS[name], options)
     return encoding
 
 
 __all__ = [
+    "BYTE_CODECS",
+    "CHUNK_ENCODINGS",
     "BloscCodec",
     "ByteCodec",
     "ChunkEncoding",

@@ -3,6 +3,7 @@
 A `ByteCodec` turns bytes into bytes (gzip, zstd, blosc: precomputed `data_encoding` and zarr3
 inner compressors). A `ChunkEncoding` turns one precomputed chunk, an array indexed
 ``[x, y, z, c]``, into the stored bytes and back (raw, compressed_segmentation, jpeg, png).
+A C-order ``(c, z, y, x)`` source block transposed is such an array, F-contiguous, at no cost.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 Buffer = bytes | bytearray | memoryview
 
@@ -20,6 +22,8 @@ class EncodingError(ValueError):
 
 @runtime_checkable
 class ByteCodec(Protocol):
+    """bytes -> bytes; `zarr_json` is the Zarr v3 codec entry that describes the output."""
+
     @property
     def name(self) -> str: ...
 
@@ -32,16 +36,18 @@ class ByteCodec(Protocol):
 
 @runtime_checkable
 class ChunkEncoding(Protocol):
+    """[x, y, z, c] array <-> precomputed chunk bytes; `name` is the info `encoding` string."""
+
     @property
     def name(self) -> str: ...
 
     def encode(self, chunk: np.ndarray) -> bytes: ...
 
     def decode(
-        self, data: Buffer, shape_xyzc: tuple[int, int, int, int], dtype: np.dtype
+        self, data: Buffer, shape_xyzc: tuple[int, int, int, int], dtype: DTypeLike
     ) -> np.ndarray: ...
 
-    def check(self, dtype: np.dtype, num_channels: int, layer_type: str) -> None: ...
+    def check(self, dtype: DTypeLike, num_channels: int, layer_type: str) -> None: ...
 
 
 def as_xyzc(chunk: np.ndarray) -> np.ndarray:
@@ -51,3 +57,18 @@ def as_xyzc(chunk: np.ndarray) -> np.ndarray:
     if chunk.ndim != 4:
         raise ValueError(f"a chunk is indexed [x, y, z, c]; got {chunk.ndim} dimensions")
     return chunk
+
+
+def check_dtype(encoding: str, dtype: DTypeLike, allowed: tuple[str, ...]) -> None:
+    """Refuse a data type the encoding (as TensorStore and Neuroglancer read it) cannot hold."""
+    name = np.dtype(dtype).name
+    if name not in allowed:
+        raise EncodingError(
+            f"{encoding} encoding cannot store {name} data (it takes {', '.join(allowed)})"
+        )
+
+
+def check_channels(encoding: str, num_channels: int, most: int | None = None) -> None:
+    if num_channels < 1 or (most is not None and num_channels > most):
+        limit = f"1 to {most}" if most is not None else "at least 1"
+        raise EncodingError(f"{encoding} encoding stores {limit} channels, got {num_channels}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from numcodecs import Blosc
 
@@ -14,12 +14,15 @@ CNAMES = ("blosclz", "lz4", "lz4hc", "zlib", "zstd")
 
 @dataclass(frozen=True)
 class BloscCodec:
+    """`typesize` is the element size in bytes the shuffle works on (zarr: the dtype's itemsize)."""
+
     cname: str = "zstd"
     clevel: int = 5
     shuffle: str = "shuffle"
     typesize: int = 1
     blocksize: int = 0
-    name: str = "blosc"
+    name: str = field(default="blosc", init=False, repr=False)
+    _codec: Blosc = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.cname not in CNAMES:
@@ -28,21 +31,28 @@ class BloscCodec:
             raise ValueError(
                 f"blosc shuffle must be one of {tuple(SHUFFLES)}, got {self.shuffle!r}"
             )
-
-    def _codec(self) -> Blosc:
-        return Blosc(
+        if not 0 <= self.clevel <= 9:
+            raise ValueError(f"blosc clevel must be in 0..9, got {self.clevel!r}")
+        if not 1 <= self.typesize <= 255:  # one byte in the blosc1 header
+            raise ValueError(f"blosc typesize must be in 1..255, got {self.typesize!r}")
+        if self.blocksize < 0:
+            raise ValueError(
+                f"blosc blocksize must be 0 (automatic) or more, got {self.blocksize!r}"
+            )
+        codec = Blosc(
             cname=self.cname,
             clevel=self.clevel,
             shuffle=SHUFFLES[self.shuffle],
             blocksize=self.blocksize,
             typesize=self.typesize,
         )
+        object.__setattr__(self, "_codec", codec)
 
     def compress(self, data: Buffer) -> bytes:
-        return bytes(self._codec().encode(data))
+        return bytes(self._codec.encode(data))
 
     def decompress(self, data: Buffer) -> bytes:
-        return bytes(self._codec().decode(data))
+        return bytes(self._codec.decode(data))
 
     def zarr_json(self) -> dict[str, object]:
         return {

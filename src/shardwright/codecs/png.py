@@ -1,47 +1,52 @@
-"""Precomputed `png`: the jpeg image layout (x across, y*z down), lossless.
+"""Precomputed `png`: the jpeg image layout (x across, y*z down, channels interleaved), lossless.
 
-uint8 with 1-4 channels or uint16 with 1-2 channels, as TensorStore and Neuroglancer accept.
+uint8 or uint16 with 1 to 4 channels (gray, gray+alpha, RGB, RGBA), exactly what TensorStore's
+neuroglancer_precomputed driver accepts; 16-bit samples are big-endian inside the PNG.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import imagecodecs
 import numpy as np
+from numpy.typing import DTypeLike
 
-from shardwright.codecs.base import Buffer, EncodingError, as_xyzc
+from shardwright.codecs.base import Buffer, as_xyzc, check_channels, check_dtype
 from shardwright.codecs.jpeg import from_image, to_image
-from shardwright.codecs.raw import check_dtype
 
-MAX_CHANNELS = {"uint8": 4, "uint16": 2}
+PNG_DTYPES = ("uint8", "uint16")
+PNG_MAX_CHANNELS = 4
 
 
 @dataclass(frozen=True)
 class PngEncoding:
+    """`level` is the zlib level inside the PNG (readers ignore it)."""
+
     level: int = 3
-    name: str = "png"
+    name: str = field(default="png", init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.level <= 9:
+            raise ValueError(f"png level must be in 0..9, got {self.level}")
 
     def encode(self, chunk: np.ndarray) -> bytes:
         data = as_xyzc(chunk)
+        check_dtype("png", data.dtype, PNG_DTYPES)
+        check_channels("png", data.shape[3], PNG_MAX_CHANNELS)
         image = to_image(data.astype(data.dtype.newbyteorder("="), copy=False))
         if image.shape[2] == 1:
             image = image[..., 0]
         return bytes(imagecodecs.png_encode(image, level=self.level))
 
     def decode(
-        self, data: Buffer, shape_xyzc: tuple[int, int, int, int], dtype: np.dtype
+        self, data: Buffer, shape_xyzc: tuple[int, int, int, int], dtype: DTypeLike
     ) -> np.ndarray:
-        image = np.asarray(imagecodecs.png_decode(bytes(data)))
+        image = np.asarray(imagecodecs.png_decode(data))  # type: ignore[arg-type]  # any buffer
         if image.dtype != np.dtype(dtype):
             raise ValueError(f"png chunk holds {image.dtype} pixels, expected {np.dtype(dtype)}")
-        return from_image(image, shape_xyzc)
+        return from_image(image, shape_xyzc, "png")
 
-    def check(self, dtype: np.dtype, num_channels: int, layer_type: str) -> None:
-        check_dtype("png", dtype, tuple(MAX_CHANNELS))
-        limit = MAX_CHANNELS[np.dtype(dtype).name]
-        if not 1 <= num_channels <= limit:
-            raise EncodingError(
-                f"png encoding stores 1 to {limit} channels of "
-                f"{np.dtype(dtype).name}, got {num_channels}"
-            )
+    def check(self, dtype: DTypeLike, num_channels: int, layer_type: str) -> None:
+        check_dtype("png", dtype, PNG_DTYPES)
+        check_channels("png", num_channels, PNG_MAX_CHANNELS)

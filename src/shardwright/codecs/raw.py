@@ -2,44 +2,43 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import DTypeLike
 
-from shardwright.codecs.base import Buffer, EncodingError, as_xyzc
+from shardwright.codecs.base import Buffer, as_xyzc, check_channels, check_dtype
 
-# What Neuroglancer and TensorStore read as precomputed data types.
+# The data types TensorStore's neuroglancer_precomputed driver accepts (no int64, no float64).
 RAW_DTYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "float32")
-
-
-def check_dtype(encoding: str, dtype: np.dtype, allowed: tuple[str, ...]) -> None:
-    if np.dtype(dtype).name not in allowed:
-        raise EncodingError(
-            f"{encoding} encoding cannot store {np.dtype(dtype).name} data "
-            f"(it takes {', '.join(allowed)})"
-        )
 
 
 @dataclass(frozen=True)
 class RawEncoding:
-    name: str = "raw"
+    name: str = field(default="raw", init=False, repr=False)
 
     def encode(self, chunk: np.ndarray) -> bytes:
         data = as_xyzc(chunk)
-        # One copy: tobytes(order="F") gathers a strided view straight into the output.
-        return data.astype(data.dtype.newbyteorder("<"), copy=False).tobytes(order="F")
+        little = data.dtype.newbyteorder("<")
+        if data.dtype != little:  # big-endian input, rare: swap, then gather
+            data = data.astype(little, order="F")
+        # One copy: tobytes(order="F") gathers any strided view straight into the output.
+        return data.tobytes(order="F")
 
     def decode(
-        self, data: Buffer, shape_xyzc: tuple[int, int, int, int], dtype: np.dtype
+        self, data: Buffer, shape_xyzc: tuple[int, int, int, int], dtype: DTypeLike
     ) -> np.ndarray:
+        """A read-only [x, y, z, c] view of `data` (no copy)."""
         little = np.dtype(dtype).newbyteorder("<")
         expected = int(np.prod(shape_xyzc)) * little.itemsize
-        if len(data) != expected:
+        nbytes = memoryview(data).nbytes
+        if nbytes != expected:
             raise ValueError(
-                f"raw chunk is {len(data)} bytes, expected {expected} for "
-                f"{shape_xyzc} {np.dtype(dtype).name}"
+                f"raw chunk is {nbytes} bytes, expected {expected} for "
+                f"{tuple(shape_xyzc)} {little.name}"
             )
         return np.frombuffer(data, dtype=little).reshape(shape_xyzc, order="F")
 
-    def check(self, dtype: np.dtype, num_channels: int, layer_type: str) -> None:
+    def check(self, dtype: DTypeLike, num_channels: int, layer_type: str) -> None:
         check_dtype("raw", dtype, RAW_DTYPES)
+        check_channels("raw", num_channels)

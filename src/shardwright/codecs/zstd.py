@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 import zstandard
 
@@ -13,20 +14,36 @@ from shardwright.codecs.base import Buffer
 @dataclass(frozen=True)
 class ZstdCodec:
     level: int = 3
-    name: str = "zstd"
-    _local: threading.local = field(default_factory=threading.local, compare=False, repr=False)
+    name: str = field(default="zstd", init=False, repr=False)
+    _local: threading.local = field(
+        default_factory=threading.local, init=False, compare=False, repr=False
+    )
 
-    def _compressor(self) -> zstandard.ZstdCompressor:
-        # Compressor objects are not thread-safe; keep one per thread.
-        if not hasattr(self._local, "c"):
-            self._local.c = zstandard.ZstdCompressor(level=self.level, write_checksum=False)
-        return self._local.c
+    def __post_init__(self) -> None:
+        if not -(1 << 17) <= self.level <= zstandard.MAX_COMPRESSION_LEVEL:
+            raise ValueError(
+                f"zstd level must be in -131072..{zstandard.MAX_COMPRESSION_LEVEL}, "
+                f"got {self.level!r}"
+            )
+
+    def _contexts(self) -> Any:
+        # Compressor objects are not thread-safe and cost a context allocation: one per thread.
+        local = self._local
+        if not hasattr(local, "c"):
+            local.c = zstandard.ZstdCompressor(level=self.level, write_checksum=False)
+            local.d = zstandard.ZstdDecompressor()
+        return local
 
     def compress(self, data: Buffer) -> bytes:
-        return self._compressor().compress(data)
+        return self._contexts().c.compress(data)
 
     def decompress(self, data: Buffer) -> bytes:
-        return zstandard.ZstdDecompressor().decompress(bytes(data))
+        decompressor = self._contexts().d
+        try:
+            return decompressor.decompress(data)
+        except zstandard.ZstdError:
+            # Frames written in streaming mode carry no content size; decode those as a stream.
+            return decompressor.decompressobj().decompress(data)
 
     def zarr_json(self) -> dict[str, object]:
         return {"name": "zstd", "configuration": {"level": self.level, "checksum": False}}
