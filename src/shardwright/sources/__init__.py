@@ -1,4 +1,8 @@
-"""Volume sources behind one protocol (`Source`): pick the reader from the URL and content."""
+"""Volume sources behind one protocol (`Source`): pick the reader from the URL and content.
+
+`open_source` validates everything it can (existence, format, axes, dataset, slice
+consistency) so a bad source fails the plan, before any byte is written.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +12,17 @@ from typing import Any
 from urllib.parse import urlparse
 
 from shardwright.sources.base import ArraySource, Source, SourceError, SourceHints
-from shardwright.sources.hdf5 import Hdf5Source
+from shardwright.sources.hdf5 import HDF5_SUFFIXES, Hdf5Source
 from shardwright.sources.npy import NpySource
 from shardwright.sources.precomputed import open_precomputed
-from shardwright.sources.tensorstore_array import TensorStoreSource, read_json
-from shardwright.sources.tiff import TIFF_SUFFIXES, TiffFileSource, TiffSlicesSource
+from shardwright.sources.tensorstore_array import REMOTE_SCHEMES, TensorStoreSource, read_json
+from shardwright.sources.tiff import (
+    TIFF_SUFFIXES,
+    TiffFileSource,
+    TiffSlicesSource,
+    is_tiff_name,
+)
 from shardwright.sources.zarr import open_zarr
-
-HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf")
 
 __all__ = [
     "ArraySource",
@@ -30,6 +37,16 @@ __all__ = [
     "open_source",
 ]
 
+FORMATS = (
+    "expected a .npy file, a .tif/.tiff stack, a directory or glob of TIFF slices, "
+    "file.h5#/dataset, a zarr array or OME-Zarr group, or a precomputed volume"
+)
+ZARR_MARKERS = ("zarr.json", ".zarray", ".zgroup")
+METADATA_FILES = ("info", *ZARR_MARKERS)
+# Leading bytes of the file formats read here, for files whose name does not say.
+MAGIC = {b"\x93NUMPY": "npy", b"II*\x00": "tiff", b"MM\x00*": "tiff", b"II+\x00": "tiff",
+         b"MM\x00+": "tiff", b"\x89HDF\r\n\x1a\n": "hdf5"}  # fmt: skip
+
 
 def open_source(
     url: str,
@@ -38,53 +55,105 @@ def open_source(
     scale_key: str | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> Source:
-    """Open a volume by URL: .npy, zarr (v2, v3, OME-Zarr), precomputed, TIFF, HDF5."""
+    """Open a volume by URL: .npy, zarr (v2, v3, OME-Zarr), precomputed, TIFF, HDF5.
+
+    `axes` gives the array's own axis order (default C-order z,y,x or c,z,y,x, or what the
+    metadata names); `scale_key` picks a precomputed scale or OME-Zarr dataset;
+    `storage_options` (fsspec-style: endpoint_url, ...) apply to gs:// and s3:// URLs.
+    """
     scheme = urlparse(url).scheme
-    if scheme in ("gs", "s3"):
+    if scheme in REMOTE_SCHEMES:
+        if url.partition("#")[0].lower().endswith((".npy", *TIFF_SUFFIXES, *HDF5_SUFFIXES)):
+            raise SourceError(
+                f"{url}: only zarr and precomputed sources can be read from {scheme}:// "
+                "(copy .npy, TIFF and HDF5 files to local disk first)"
+            )
         return _open_directory_like(url, axes, scale_key, storage_options)
+    if scheme not in ("", "file") and len(scheme) > 1:  # one letter: a Windows drive
+        raise SourceError(f"{url}: unsupported URL scheme {scheme}:// ({FORMATS})")
     path = url[len("file://") :] if scheme == "file" else url
-    file_part = path.partition("#")[0]
-    if file_part.lower().endswith(HDF5_SUFFIXES):
-        return Hdf5Source(path, axes)
+    if path.partition("#")[0].lower().endswith(HDF5_SUFFIXES):
+        _no_scales(url, scale_key, "an HDF5 dataset")
+        return Hdf5Source(url, axes)
     if any(ch in path for ch in "*?[") and not os.path.exists(path):
         if not glob.glob(path):
             raise SourceError(f"{url}: the pattern matches no files")
-        return TiffSlicesSource(path, axes)
+        _no_scales(url, scale_key, "TIFF slices")
+        return TiffSlicesSource(path, axes, url=url)
     if not os.path.exists(path):
         raise SourceError(f"{url}: source does not exist")
-    if os.path.isfile(path):
-        lower = path.lower()
-        if lower.endswith(".npy"):
-            return NpySource(path, axes)
-        if lower.endswith(TIFF_SUFFIXES):
-            return TiffFileSource(path, axes)
-        raise SourceError(
-            f"{url}: unknown source format (expected .npy, .tif/.tiff, "
-            ".h5#/dataset, a zarr array or a precomputed volume)"
-        )
-    if any(n.lower().endswith(TIFF_SUFFIXES) for n in os.listdir(path)) and not any(
-        os.path.exists(os.path.join(path, marker))
-        for marker in ("info", "zarr.json", ".zarray", ".zgroup")
-    ):
-        return TiffSlicesSource(path, axes)
-    return _open_directory_like(path, axes, scale_key, storage_options)
+    if os.path.isdir(path):
+        return _open_directory(url, path, axes, scale_key, storage_options)
+    if os.path.basename(path) in METADATA_FILES:  # the user named the metadata file itself
+        return _open_directory_like(os.path.dirname(path), axes, scale_key, storage_options)
+    kind = _file_kind(path)
+    if kind == "npy":
+        _no_scales(url, scale_key, "a .npy array")
+        return NpySource(path, axes, url=url)
+    if kind == "tiff":
+        _no_scales(url, scale_key, "a TIFF stack")
+        return TiffFileSource(path, axes, url=url)
+    if kind == "hdf5":
+        raise SourceError(f"{url}: an HDF5 file; name the dataset as {path}#/path/to/dataset")
+    raise SourceError(f"{url}: unknown source format ({FORMATS})")
+
+
+def _file_kind(path: str) -> str | None:
+    """npy / tiff / hdf5 by extension, else by the file's leading bytes."""
+    lower = path.lower()
+    if lower.endswith(".npy"):
+        return "npy"
+    if lower.endswith(TIFF_SUFFIXES):
+        return "tiff"
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot read ({exc})") from exc
+    return next((kind for magic, kind in MAGIC.items() if head.startswith(magic)), None)
+
+
+def _open_directory(
+    url: str,
+    path: str,
+    axes: str | None,
+    scale_key: str | None,
+    storage_options: dict[str, Any] | None,
+) -> Source:
+    """A local directory: precomputed, zarr, or a stack of TIFF slices."""
+    if any(os.path.exists(os.path.join(path, m)) for m in METADATA_FILES):
+        return _open_directory_like(url, axes, scale_key, storage_options)
+    names = os.listdir(path)
+    if any(is_tiff_name(n) for n in names):
+        _no_scales(url, scale_key, "TIFF slices")
+        return TiffSlicesSource(path, axes, url=url)
+    if not names:
+        raise SourceError(f"{url}: unknown source format: the directory is empty ({FORMATS})")
+    raise SourceError(
+        f"{url}: unknown source format: the directory holds neither a precomputed info, "
+        "zarr.json, .zarray nor .zgroup, nor TIFF slices"
+    )
 
 
 def _open_directory_like(
-    url: str, axes: str | None, scale_key: str | None, storage_options: dict[str, Any] | None
+    url: str,
+    axes: str | None,
+    scale_key: str | None,
+    storage_options: dict[str, Any] | None,
 ) -> Source:
+    """A precomputed volume or zarr node, local or in an object store."""
     if read_json(url, "info", storage_options) is not None:
-        if axes not in (None, "xyzc"):
-            raise SourceError(
-                f"{url}: a precomputed volume is x,y,z,c; --source-axes does not apply"
-            )
-        return open_precomputed(url, scale_key, storage_options)
-    if any(
-        read_json(url, key, storage_options) is not None
-        for key in ("zarr.json", ".zarray", ".zgroup")
-    ):
+        return open_precomputed(url, scale_key, storage_options, axes=axes)
+    if any(read_json(url, key, storage_options) is not None for key in ZARR_MARKERS):
         return open_zarr(url, axes, scale_key, storage_options=storage_options)
     raise SourceError(
-        f"{url}: unknown source format (no precomputed info, zarr.json, .zarray "
-        "or TIFF slices found)"
+        f"{url}: unknown source format: no precomputed info, zarr.json, .zarray or "
+        ".zgroup found there"
     )
+
+
+def _no_scales(url: str, scale_key: str | None, what: str) -> None:
+    if scale_key is not None:
+        raise SourceError(
+            f"{url}: {what} has no scales; scale_key applies to precomputed and OME-Zarr sources"
+        )

@@ -7,6 +7,7 @@ Sources are sent to Dask workers, so they hold paths, not open handles, when pic
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -21,7 +22,7 @@ class SourceError(ValueError):
 
 @dataclass(frozen=True)
 class SourceHints:
-    """Metadata a source may carry (None: unknown)."""
+    """Metadata a source may carry (None: unknown); explicit options override it."""
 
     resolution: tuple[float, float, float] | None = None
     voxel_offset: tuple[int, int, int] | None = None
@@ -30,6 +31,8 @@ class SourceHints:
 
 @runtime_checkable
 class Source(Protocol):
+    """A volume the converter can read box by box, on any worker."""
+
     url: str
     axes: str
     shape_xyz: tuple[int, int, int]
@@ -37,34 +40,66 @@ class Source(Protocol):
     dtype: np.dtype
     hints: SourceHints
 
-    def read(self, start_xyz: Box, stop_xyz: Box) -> np.ndarray: ...
+    def read(self, start_xyz: Box, stop_xyz: Box) -> np.ndarray:
+        """The box [start, stop) indexed [x, y, z, c]."""
+        ...
 
-    def read_native(self, start_xyz: Box, stop_xyz: Box) -> np.ndarray: ...
+    def read_native(self, start_xyz: Box, stop_xyz: Box) -> np.ndarray:
+        """The box [start, stop) in the source's own axis order."""
+        ...
+
+
+VALID_AXES = (sorted("xyz"), sorted("xyzc"))
 
 
 def check_axes(axes: str, ndim: int, url: str) -> str:
     """Axis letters must be x, y, z and at most one c, one per array dimension."""
-    letters = sorted(axes)
-    if letters not in (sorted("xyz"), sorted("xyzc")):
-        raise SourceError(f"{url}: axes {axes!r} must be a permutation of 'xyz' or 'xyzc'")
+    if sorted(axes) not in VALID_AXES:
+        raise SourceError(
+            f"{url}: axes {axes!r} must be a permutation of 'xyz' or 'xyzc' "
+            "(one letter per array dimension, e.g. 'zyx', 'czyx', 'zyxc')"
+        )
     if len(axes) != ndim:
         raise SourceError(f"{url}: axes {axes!r} name {len(axes)} dimensions, the array has {ndim}")
     return axes
 
 
 def default_axes(ndim: int, url: str) -> str:
+    """C-order z,y,x (c,z,y,x with channels): what numpy, zarr and HDF5 users write."""
     if ndim == 3:
         return "zyx"
     if ndim == 4:
         return "czyx"
     raise SourceError(
-        f"{url}: a {ndim}-D array is not a volume (3-D z,y,x or 4-D c,z,y,x); "
-        "pass --source-axes for other layouts"
+        f"{url}: a {ndim}-D array is not a volume (3-D z,y,x or 4-D c,z,y,x expected); "
+        "pass axes (--source-axes) for other layouts"
     )
 
 
+def axes_from_names(
+    names: Sequence[Any] | None, mapping: dict[str, str] | None = None
+) -> str | None:
+    """Dimension names usable as axes (each exactly x, y, z or c, after `mapping`), else None."""
+    if not isinstance(names, Sequence) or isinstance(names, str):
+        return None
+    letters = []
+    for name in names:
+        if not isinstance(name, str):
+            return None
+        letter = (mapping or {}).get(name, name.lower())
+        if letter not in ("x", "y", "z", "c"):
+            return None
+        letters.append(letter)
+    axes = "".join(letters)
+    return axes if sorted(axes) in VALID_AXES else None
+
+
 class ArraySource:
-    """A source over an array-like in its own axis order; subclasses implement `_read`."""
+    """A source over an array-like in its own axis order; subclasses implement `_read`.
+
+    The axis bookkeeping lives here once: validation, shape_xyz, box -> slices in native order,
+    and the transpose to [x, y, z, c]. Blocks come back in native byte order, as plain arrays.
+    """
 
     url: str
     axes: str
@@ -74,21 +109,30 @@ class ArraySource:
     def __init__(
         self,
         url: str,
-        native_shape: tuple[int, ...],
+        native_shape: Sequence[int],
         dtype: Any,
         axes: str | None,
         hints: SourceHints | None = None,
+        detected_axes: str | None = None,
     ):
-        if len(native_shape) < 3:
-            raise SourceError(f"{url}: a {len(native_shape)}-D array is not a volume")
+        ndim = len(native_shape)
+        if ndim < 3:
+            raise SourceError(
+                f"{url}: a {ndim}-D array (shape {tuple(native_shape)}) is not a volume; "
+                "3-D (z,y,x) or 4-D (c,z,y,x) expected"
+            )
         self.url = url
-        self.axes = (
-            check_axes(axes, len(native_shape), url)
-            if axes
-            else default_axes(len(native_shape), url)
-        )
+        if axes:
+            self.axes = check_axes(axes.lower(), ndim, url)
+        elif detected_axes and len(detected_axes) == ndim:
+            self.axes = check_axes(detected_axes, ndim, url)
+        else:
+            self.axes = default_axes(ndim, url)
         self.native_shape = tuple(int(n) for n in native_shape)
-        self.dtype = np.dtype(dtype)
+        self._stored_dtype = np.dtype(dtype)
+        if self._stored_dtype.hasobject or self._stored_dtype.fields is not None:
+            raise SourceError(f"{url}: dtype {self._stored_dtype} is not a voxel type")
+        self.dtype = self._stored_dtype.newbyteorder("=")
         self.hints = hints or SourceHints()
         size = dict(zip(self.axes, self.native_shape, strict=True))
         self.shape_xyz = (size["x"], size["y"], size["z"])
@@ -96,20 +140,23 @@ class ArraySource:
         self._to_xyzc = tuple(self.axes.index(a) for a in "xyzc" if a in self.axes)
 
     def _slices(self, start: Box, stop: Box) -> tuple[slice, ...]:
-        bounds = {"x": (start[0], stop[0]), "y": (start[1], stop[1]), "z": (start[2], stop[2])}
-        for axis, (lo, hi) in bounds.items():
-            size = self.shape_xyz["xyz".index(axis)]
-            if not 0 <= lo <= hi <= size:
+        bounds = {a: (int(start[i]), int(stop[i])) for i, a in enumerate("xyz")}
+        for i, (lo, hi) in enumerate(bounds.values()):
+            if not 0 <= lo <= hi <= self.shape_xyz[i]:
                 raise SourceError(
-                    f"{self.url}: box {start}-{stop} outside the volume {self.shape_xyz} (x,y,z)"
+                    f"{self.url}: box {tuple(start)}-{tuple(stop)} is outside the volume "
+                    f"[0, {self.shape_xyz}) (x,y,z)"
                 )
         return tuple(slice(*bounds[a]) if a in bounds else slice(None) for a in self.axes)
 
     def _read(self, slices: tuple[slice, ...]) -> np.ndarray:
+        """The native-order block for these slices, as an in-memory array."""
         raise NotImplementedError
 
     def read_native(self, start_xyz: Box, stop_xyz: Box) -> np.ndarray:
-        return np.asarray(self._read(self._slices(start_xyz, stop_xyz)))
+        block = np.asarray(self._read(self._slices(start_xyz, stop_xyz)))
+        # Big-endian files (TIFF 'MM', HDF5 '>u2') are swapped once here, not by every consumer.
+        return block if block.dtype == self.dtype else block.astype(self.dtype)
 
     def read(self, start_xyz: Box, stop_xyz: Box) -> np.ndarray:
         block = np.transpose(self.read_native(start_xyz, stop_xyz), self._to_xyzc)

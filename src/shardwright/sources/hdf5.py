@@ -8,27 +8,40 @@ from typing import Any
 import h5py
 import numpy as np
 
-from shardwright.sources.base import ArraySource, SourceError
+from shardwright.sources.base import ArraySource, SourceError, axes_from_names
+
+HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf")
 
 
 class Hdf5Source(ArraySource):
+    """One dataset; h5py slicing reads only the chunks (or rows) the box touches."""
+
     def __init__(self, url: str, axes: str | None = None):
         path, _, dataset = url.partition("#")
-        if not dataset:
-            raise SourceError(f"{url}: name the dataset as file.h5#/path/to/dataset")
-        if not os.path.isfile(path):
-            raise SourceError(f"{path}: HDF5 file does not exist")
+        if path.startswith("file://"):
+            path = path[len("file://") :]
+        if not os.path.exists(path):
+            raise SourceError(f"{url}: HDF5 file {path} does not exist")
+        if not dataset.strip("/"):
+            raise SourceError(
+                f"{url}: name the dataset inside the HDF5 file as {path}#/path/to/dataset"
+            )
         self.path, self.dataset = path, dataset
         self._file: h5py.File | None = None
         try:
             with h5py.File(path, "r") as f:
                 node = f.get(dataset)
                 if not isinstance(node, h5py.Dataset):
-                    raise SourceError(f"{url}: no dataset {dataset!r} in {path}")
+                    found = "a group" if isinstance(node, h5py.Group) else "nothing"
+                    raise SourceError(
+                        f"{url}: no dataset {dataset!r} in {path} ({found} at that path; "
+                        f"datasets: {', '.join(_datasets(f)[:10]) or 'none'})"
+                    )
                 shape, dtype = node.shape, node.dtype
+                labels = [dim.label for dim in node.dims]  # h5py dimension labels, if set
         except OSError as exc:
-            raise SourceError(f"{path}: not a readable HDF5 file ({exc})") from exc
-        super().__init__(url, shape, dtype, axes)
+            raise SourceError(f"{url}: not a readable HDF5 file ({exc})") from exc
+        super().__init__(url, shape, dtype, axes, detected_axes=axes_from_names(labels))
 
     def _read(self, slices: tuple[slice, ...]) -> np.ndarray:
         if self._file is None:
@@ -37,3 +50,15 @@ class Hdf5Source(ArraySource):
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_file": None}
+
+
+def _datasets(f: h5py.File) -> list[str]:
+    """Dataset paths in the file, to suggest one when the named one is missing."""
+    names: list[str] = []
+
+    def visit(name: str, node: Any) -> None:
+        if isinstance(node, h5py.Dataset):
+            names.append("/" + name)
+
+    f.visititems(visit)
+    return names

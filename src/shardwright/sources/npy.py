@@ -6,23 +6,32 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.sources.base import ArraySource
+from shardwright.sources.base import ArraySource, SourceError
 
 
 class NpySource(ArraySource):
-    def __init__(self, path: str, axes: str | None = None):
+    """A `.npy` array; the memory map is re-created on each worker, never pickled."""
+
+    def __init__(self, path: str, axes: str | None = None, url: str | None = None):
         self.path = path
         self._array: np.ndarray | None = None
-        array = self._open()
-        super().__init__(path, array.shape, array.dtype, axes)
+        try:
+            array = self._open()
+        except (ValueError, OSError, EOFError) as exc:
+            raise SourceError(f"{url or path}: not a readable .npy array ({exc})") from exc
+        super().__init__(url or path, array.shape, array.dtype, axes)
 
     def _open(self) -> np.ndarray:
         if self._array is None:
-            self._array = np.load(self.path, mmap_mode="r")
+            array = np.load(self.path, mmap_mode="r", allow_pickle=False)
+            if not isinstance(array, np.ndarray):
+                raise ValueError("not a single array")
+            self._array = array
         return self._array
 
     def _read(self, slices: tuple[slice, ...]) -> np.ndarray:
-        return self._open()[slices]
+        # A copy, so the read happens here and the block does not pin the memory map.
+        return np.array(self._open()[slices], order="C")
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_array": None}

@@ -1,4 +1,8 @@
-"""Neuroglancer precomputed volumes (sharded or not) read through TensorStore, one scale."""
+"""Neuroglancer precomputed volumes (sharded or not) read through TensorStore, one scale.
+
+Reads take coordinates relative to the scale's voxel offset ([0, size)); the offset itself
+travels as a hint, so an output keeps the source's placement.
+"""
 
 from __future__ import annotations
 
@@ -9,28 +13,53 @@ from shardwright.sources.tensorstore_array import TensorStoreSource, kvstore_spe
 
 
 def open_precomputed(
-    url: str, scale_key: str | None = None, storage_options: dict[str, Any] | None = None
+    url: str,
+    scale_key: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+    axes: str | None = None,
 ) -> TensorStoreSource:
+    """One scale (scale 0 unless `scale_key` names another) of the volume whose `info` is at url."""
+    if axes not in (None, "xyzc"):
+        raise SourceError(
+            f"{url}: a precomputed volume is x,y,z,c; axes {axes!r} (--source-axes) do not apply"
+        )
     info = read_json(url, "info", storage_options)
     if info is None:
         raise SourceError(f"{url}: no precomputed info file")
-    scales = info.get("scales", [])
-    keys = [s.get("key") for s in scales]
-    index = 0 if scale_key is None else (keys.index(scale_key) if scale_key in keys else -1)
-    if index < 0 or not scales:
-        raise SourceError(f"{url}: no scale {scale_key!r}; scales are {keys}")
+    if info.get("type") not in ("image", "segmentation"):
+        raise SourceError(
+            f"{url}: info type {info.get('type')!r} is not a volume (image or segmentation)"
+        )
+    scales = info.get("scales") or []
+    keys = [str(s.get("key")) for s in scales]
+    if not scales:
+        raise SourceError(f"{url}: info lists no scales")
+    if scale_key is None:
+        index = 0
+    elif scale_key.strip("/") in keys:
+        index = keys.index(scale_key.strip("/"))
+    else:
+        raise SourceError(f"{url}: no scale {scale_key!r}; scales are {', '.join(keys)}")
     scale = scales[index]
+    try:
+        resolution = tuple(float(r) for r in scale["resolution"])
+        offset = tuple(int(v) for v in scale.get("voxel_offset", (0, 0, 0)))
+        if len(resolution) != 3 or len(offset) != 3:
+            raise ValueError("resolution and voxel_offset need 3 values (x, y, z)")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SourceError(
+            f"{url}: scale {keys[index]!r} has a malformed info entry ({exc})"
+        ) from exc
     hints = SourceHints(
-        resolution=tuple(float(r) for r in scale["resolution"]),  # type: ignore[arg-type]
-        voxel_offset=tuple(int(v) for v in scale.get("voxel_offset", (0, 0, 0))),  # type: ignore[arg-type]
-        layer_type=info.get("type"),
+        resolution=(resolution[0], resolution[1], resolution[2]),
+        voxel_offset=(offset[0], offset[1], offset[2]),
+        layer_type=info["type"],
     )
     spec = {
         "driver": "neuroglancer_precomputed",
         "kvstore": kvstore_spec(url, storage_options),
         "scale_index": index,
     }
-    # TensorStore's domain starts at the voxel offset; reads here are relative to it.
     return TensorStoreSource(
         url, spec, "xyzc", hints, translate=True, storage_options=storage_options
     )

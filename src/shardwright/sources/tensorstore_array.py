@@ -1,4 +1,8 @@
-"""Arrays TensorStore opens (zarr v2/v3, precomputed) on local disk, GCS or S3."""
+"""Arrays TensorStore opens (zarr v2/v3, precomputed) on local disk, GCS, S3 or HTTP(S).
+
+Shared by the zarr and precomputed sources: the kvstore spec built from a URL, small JSON
+metadata reads, and the picklable TensorStore-backed source.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,8 @@ import tensorstore as ts
 
 from shardwright.sources.base import ArraySource, SourceError, SourceHints
 
+REMOTE_SCHEMES = ("gs", "gcs", "s3", "http", "https")
+
 
 def endpoint_url(storage_options: dict[str, Any] | None) -> str | None:
     """A custom endpoint (MinIO, Ceph, an emulator) given fsspec-style."""
@@ -20,7 +26,7 @@ def endpoint_url(storage_options: dict[str, Any] | None) -> str | None:
 
 
 def kvstore_spec(url: str, storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """TensorStore kvstore spec for a local path, file://, gs:// or s3:// URL (a directory).
+    """TensorStore kvstore spec for a local path, file://, gs://, s3:// or http(s):// directory.
 
     Credentials come from the standard chains (environment, profiles, workload identity /
     IRSA); a custom endpoint from the fsspec-style storage options. TensorStore's GCS driver
@@ -29,7 +35,7 @@ def kvstore_spec(url: str, storage_options: dict[str, Any] | None = None) -> dic
     parsed = urlparse(url)
     path = parsed.path.strip("/") + "/"
     endpoint = endpoint_url(storage_options)
-    if parsed.scheme == "gs":
+    if parsed.scheme in ("gs", "gcs"):
         if endpoint:
             os.environ["TENSORSTORE_GCS_HTTP_URL"] = endpoint
         return {"driver": "gcs", "bucket": parsed.netloc, "path": path}
@@ -41,6 +47,8 @@ def kvstore_spec(url: str, storage_options: dict[str, Any] | None = None) -> dic
         if region or endpoint:
             spec["aws_region"] = region or os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
         return spec
+    if parsed.scheme in ("http", "https"):
+        return {"driver": "http", "base_url": f"{parsed.scheme}://{parsed.netloc}", "path": path}
     local = parsed.path if parsed.scheme == "file" else url
     return {"driver": "file", "path": os.path.abspath(local) + "/"}
 
@@ -49,14 +57,20 @@ def read_json(
     url: str, key: str, storage_options: dict[str, Any] | None = None
 ) -> dict[str, Any] | None:
     """A small JSON object next to the data (`info`, `zarr.json`, `.zarray`), or None."""
-    kv = ts.KvStore.open(kvstore_spec(url, storage_options)).result()
-    result = kv.read(key).result()
+    try:
+        kv = ts.KvStore.open(kvstore_spec(url, storage_options)).result()
+        result = kv.read(key).result()
+    except ValueError as exc:
+        raise SourceError(f"{url}: cannot read {key} ({exc})") from exc
     if result.state != "value":
         return None
     try:
-        return json.loads(bytes(result.value))
+        value = json.loads(bytes(result.value))
     except ValueError as exc:
         raise SourceError(f"{url}/{key}: not valid JSON ({exc})") from exc
+    if not isinstance(value, dict):
+        raise SourceError(f"{url}/{key}: expected a JSON object, found {type(value).__name__}")
+    return value
 
 
 class TensorStoreSource(ArraySource):
@@ -70,6 +84,7 @@ class TensorStoreSource(ArraySource):
         hints: SourceHints | None = None,
         translate: bool = False,
         storage_options: dict[str, Any] | None = None,
+        detected_axes: str | None = None,
     ):
         self.spec = spec
         # Kept for worker processes: TensorStore reads a GCS endpoint from the environment.
@@ -82,7 +97,17 @@ class TensorStoreSource(ArraySource):
             store = self._open()
         except ValueError as exc:
             raise SourceError(f"{url}: cannot open ({exc})") from exc
-        super().__init__(url, tuple(store.shape), store.dtype.numpy_dtype, axes, hints)
+        super().__init__(
+            url,
+            tuple(store.shape),
+            store.dtype.numpy_dtype,
+            axes,
+            hints,
+            detected_axes=detected_axes,
+        )
+        # x-fastest storage (precomputed) reads straight into an F-order block, so the
+        # [x, y, z, c] result is F-contiguous like the transpose of a C-order z,y,x read.
+        self._order = "F" if self.axes in ("xyz", "xyzc") else "C"
 
     def _open(self) -> Any:
         if self._store is None:
@@ -91,11 +116,12 @@ class TensorStoreSource(ArraySource):
             store = ts.open(
                 self.spec, read=True, context=ts.Context({"cache_pool": {"total_bytes_limit": 0}})
             ).result()
+            # A domain that starts at the voxel offset is read from 0 here, like every source.
             self._store = store.translate_to[(0,) * store.rank] if self._translate else store
         return self._store
 
     def _read(self, slices: tuple[slice, ...]) -> np.ndarray:
-        return np.asarray(self._open()[slices].read().result())
+        return np.asarray(self._open()[slices].read(order=self._order).result())
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_store": None}

@@ -1,6 +1,8 @@
 """TIFF volumes: one multi-page file (pages are z) or a directory / glob of 2-D slices.
 
-A box read opens only the pages or slice files of its z range.
+A box read touches only what the box needs: pixels stored contiguously and uncompressed are
+memory-mapped; compressed ones go through tifffile's zarr view, which decodes only the pages and
+strips/tiles the box overlaps. A slice stack opens only the slice files of the box's z range.
 """
 
 from __future__ import annotations
@@ -8,14 +10,20 @@ from __future__ import annotations
 import glob
 import os
 import re
+import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 import tifffile
 
-from shardwright.sources.base import ArraySource, SourceError
+from shardwright.sources.base import ArraySource, SourceError, axes_from_names
 
 TIFF_SUFFIXES = (".tif", ".tiff")
+# tifffile's axis codes: S are samples (RGB, or contiguous extra channels), C channels, and
+# Q / I / T the unnamed page axis of a plain stack, which is z here.
+TIFF_AXES = {"X": "x", "Y": "y", "Z": "z", "C": "c", "S": "c", "Q": "z", "I": "z", "T": "z"}
 
 
 def natural_key(path: str) -> list[Any]:
@@ -23,86 +31,151 @@ def natural_key(path: str) -> list[Any]:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
 
 
+def is_tiff_name(name: str) -> bool:
+    """A TIFF by its name; dot files (macOS `._slice.tif` forks) are not slices."""
+    base = os.path.basename(name)
+    return base.lower().endswith(TIFF_SUFFIXES) and not base.startswith(".")
+
+
+def _open_tiff(path: str) -> tifffile.TiffFile:
+    """Every TIFF this module reads is opened here."""
+    return tifffile.TiffFile(path)
+
+
+def _tiff_axes(series_axes: str) -> str | None:
+    """Our axis letters for tifffile's, when they map one to one (else None: use defaults)."""
+    if "Z" in series_axes:  # a named z wins over an unnamed page axis
+        series_axes = series_axes.replace("Q", "?").replace("I", "?").replace("T", "?")
+    return axes_from_names(list(series_axes), TIFF_AXES)
+
+
+def _region_reader(tif: tifffile.TiffFile, path: str) -> Any:
+    """An array-like over the first series that reads only the regions it is sliced with."""
+    series = tif.series[0]
+    if series.dataoffset is not None:
+        dtype = np.dtype(tif.byteorder + series.dtype.char)
+        return np.memmap(path, dtype=dtype, mode="r", offset=series.dataoffset, shape=series.shape)
+    try:
+        import zarr
+    except ImportError as exc:  # pragma: no cover - zarr is installed wherever tests run
+        raise SourceError(f"{path}: reading a compressed TIFF by region needs zarr>=3") from exc
+    array = zarr.open_array(series.aszarr(), mode="r")
+    if tuple(array.shape) != tuple(series.shape):
+        raise SourceError(f"{path}: TIFF layout {series.axes} {series.shape} is not supported")
+    return array
+
+
+def _header(path: str) -> tuple[tuple[int, ...], np.dtype, str, bool]:
+    """Shape, dtype, tifffile axes and memory-mappability of a file's first series."""
+    try:
+        with _open_tiff(path) as tif:
+            series = tif.series[0]
+            return (
+                tuple(series.shape),
+                np.dtype(series.dtype),
+                series.axes,
+                (series.dataoffset is not None),
+            )
+    except (tifffile.TiffFileError, OSError, ValueError, IndexError) as exc:
+        raise SourceError(f"{path}: not a readable TIFF ({exc})") from exc
+
+
 class TiffFileSource(ArraySource):
     """A multi-page TIFF; pages are z slices of shape (y, x) or (y, x, c)."""
 
-    def __init__(self, path: str, axes: str | None = None):
+    def __init__(self, path: str, axes: str | None = None, url: str | None = None):
         self.path = path
-        try:
-            with tifffile.TiffFile(path) as tif:
-                series = tif.series[0]
-                shape, dtype = tuple(series.shape), series.dtype
-        except (tifffile.TiffFileError, OSError) as exc:
-            raise SourceError(f"{path}: not a readable TIFF file ({exc})") from exc
+        shape, dtype, series_axes, mappable = _header(path)
         if len(shape) == 2:
-            raise SourceError(f"{path}: a single 2-D image, not a volume")
-        self.pages = shape[0]
-        super().__init__(path, shape, dtype, axes or ("zyx" if len(shape) == 3 else "zyxc"))
-        if self.axes[0] != "z":
-            raise SourceError(f"{path}: TIFF pages are z; axes must start with 'z'")
+            raise SourceError(
+                f"{url or path}: a single 2-D image ({series_axes} {shape}), not a volume"
+            )
+        detected = _tiff_axes(series_axes)
+        if detected is None and axes is None and len(shape) != 3:
+            raise SourceError(
+                f"{url or path}: cannot tell the axes of TIFF layout {series_axes} {shape}; "
+                "pass axes (--source-axes)"
+            )
+        self._lock = threading.Lock()
+        self._reader: Any = None
+        self._closer: weakref.finalize | None = None
+        super().__init__(url or path, shape, dtype, axes, detected_axes=detected)
+        if not mappable:
+            self._open()  # fail now, not on a worker, if the compression cannot be decoded
+
+    def _open(self) -> Any:
+        with self._lock:
+            if self._reader is None:
+                tif = _open_tiff(self.path)
+                self._reader = _region_reader(tif, self.path)
+                if isinstance(self._reader, np.memmap):
+                    tif.close()
+                else:  # the zarr view decodes through the open file: close it with the source
+                    self._closer = weakref.finalize(self, tif.close)
+        return self._reader
 
     def _read(self, slices: tuple[slice, ...]) -> np.ndarray:
-        pages = range(*slices[0].indices(self.pages))
-        if not len(pages):
-            return np.empty((0, *self.native_shape[1:]), self.dtype)[(slice(None), *slices[1:])]
-        data = tifffile.imread(self.path, key=pages)
-        data = data.reshape(len(pages), *self.native_shape[1:])
-        return data[(slice(None), *slices[1:])]
+        return np.array(self._open()[slices], order="C")
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_reader": None, "_closer": None, "_lock": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
 
-def _check_slices(files: list[str]) -> tuple[tuple[int, ...], np.dtype]:
-    """Shape and dtype shared by every slice, from their headers (no pixel data is read)."""
-    expected: tuple[tuple[int, ...], np.dtype] | None = None
-    for path in files:
-        try:
-            with tifffile.TiffFile(path) as tif:
-                found = (tuple(tif.series[0].shape), np.dtype(tif.series[0].dtype))
-        except (tifffile.TiffFileError, OSError) as exc:
-            raise SourceError(f"{path}: not a readable TIFF slice ({exc})") from exc
-        if expected is None:
-            expected = found
-        elif found != expected:
-            raise SourceError(
-                f"{path}: slice is {found[0]} {found[1]}, expected "
-                f"{expected[0]} {expected[1]} like {files[0]}"
-            )
-    assert expected is not None
-    return expected
+def _slice_files(pattern: str) -> list[str]:
+    if os.path.isdir(pattern):
+        files = [os.path.join(pattern, n) for n in os.listdir(pattern) if is_tiff_name(n)]
+    else:
+        files = [f for f in glob.glob(pattern) if is_tiff_name(f) and os.path.isfile(f)]
+    return sorted(files, key=natural_key)
 
 
 class TiffSlicesSource(ArraySource):
     """A directory or glob of 2-D TIFF slices, one per z, in natural name order."""
 
-    def __init__(self, pattern: str, axes: str | None = None):
-        if os.path.isdir(pattern):
-            files = [
-                os.path.join(pattern, n)
-                for n in os.listdir(pattern)
-                if n.lower().endswith(TIFF_SUFFIXES)
-            ]
-        else:
-            files = [f for f in glob.glob(pattern) if f.lower().endswith(TIFF_SUFFIXES)]
-        if not files:
-            raise SourceError(f"{pattern}: no TIFF slices found")
-        self.files = sorted(files, key=natural_key)
-        plane_shape, dtype = _check_slices(self.files)
-        if len(plane_shape) not in (2, 3):
-            raise SourceError(f"{self.files[0]}: slices must be 2-D (y, x) or (y, x, c)")
+    def __init__(self, pattern: str, axes: str | None = None, url: str | None = None):
+        url = url or pattern
+        self.files = _slice_files(pattern)
+        if not self.files:
+            raise SourceError(f"{url}: no TIFF slices (.tif, .tiff) found")
+        # Every header is checked now, so a stray slice fails the plan, not a worker hours in.
+        with ThreadPoolExecutor(max_workers=min(16, len(self.files))) as pool:
+            headers = list(pool.map(_header, self.files))
+        plane_shape, dtype, plane_axes, _ = headers[0]
+        for path, (shape, other_dtype, _, _) in zip(self.files, headers, strict=True):
+            if shape != plane_shape or other_dtype != dtype:
+                raise SourceError(
+                    f"{url}: slice {path} is {shape} {other_dtype}, expected "
+                    f"{plane_shape} {dtype} like {self.files[0]}"
+                )
+        if len(plane_shape) not in (2, 3) or not set(plane_axes) <= set("YXSC"):
+            raise SourceError(
+                f"{url}: slices must be 2-D images (y, x) or (y, x, c); "
+                f"{self.files[0]} is {plane_axes} {plane_shape}"
+            )
+        self.plane_shape = plane_shape
         shape = (len(self.files), *plane_shape)
-        super().__init__(pattern, shape, dtype, axes or ("zyx" if len(shape) == 3 else "zyxc"))
-        if self.axes[0] != "z":
-            raise SourceError(f"{pattern}: TIFF slices are z; axes must start with 'z'")
+        detected = _tiff_axes("Z" + plane_axes) or ("zyx" if len(plane_shape) == 2 else "zyxc")
+        super().__init__(url, shape, dtype, axes, detected_axes=detected)
+        # Compressed slices need the zarr view; check that it opens before any work is planned.
+        if not headers[0][3]:
+            with _open_tiff(self.files[0]) as tif:
+                _region_reader(tif, self.files[0])
 
     def _read(self, slices: tuple[slice, ...]) -> np.ndarray:
-        planes = []
-        for path in self.files[slices[0]]:
-            plane = tifffile.imread(path)
-            if plane.shape != self.native_shape[1:] or plane.dtype != self.dtype:
-                raise SourceError(
-                    f"{path}: slice is {plane.shape} {plane.dtype}, expected "
-                    f"{self.native_shape[1:]} {self.dtype} like the first slice"
-                )
-            planes.append(plane[slices[1:]])
-        if not planes:
-            return np.empty((0, *self.native_shape[1:]), self.dtype)[(slice(None), *slices[1:])]
-        return np.stack(planes)
+        files = self.files[slices[0]]
+        plane = tuple(range(n)[s] for n, s in zip(self.plane_shape, slices[1:], strict=True))
+        out = np.empty((len(files), *(len(r) for r in plane)), self._stored_dtype)
+        for i, path in enumerate(files):
+            with _open_tiff(path) as tif:
+                series = tif.series[0]
+                if tuple(series.shape) != self.plane_shape or series.dtype != self._stored_dtype:
+                    raise SourceError(
+                        f"{self.url}: slice {path} is now {series.shape} {series.dtype}, "
+                        f"expected {self.plane_shape} {self._stored_dtype}"
+                    )
+                out[i] = _region_reader(tif, path)[slices[1:]]
+        return out
