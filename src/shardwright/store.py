@@ -16,9 +16,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import fsspec
-import google_crc32c
 
-from shardwright.formats.shardfile import Piece
+from shardwright.formats.shardfile import Piece, write_pieces
 from shardwright.retry import RequestCounter, StoreError, call_with_retries
 
 TMP_MARKER = ".shardwright-tmp-"
@@ -26,16 +25,6 @@ PROBE_MARKER = ".shardwright-probe-"
 T = TypeVar("T")
 
 __all__ = ["Store", "StoreError"]
-
-
-def _copy(pieces: Iterable[Piece], out: Any) -> tuple[int, int]:
-    """Write pieces to a file object; returns (size, crc32c) of what was written."""
-    size = crc = 0
-    for piece in pieces:
-        out.write(piece)
-        size += len(piece)
-        crc = google_crc32c.extend(crc, piece if isinstance(piece, bytes) else bytes(piece))
-    return size, crc
 
 
 class Store:
@@ -110,7 +99,7 @@ class Store:
             tmp = os.path.join(directory, f"{TMP_MARKER}{uuid.uuid4().hex}")
             try:
                 with open(tmp, "wb") as out:
-                    written = _copy(pieces(), out)
+                    written = write_pieces(pieces(), out)
                 os.replace(tmp, path)
             except BaseException:
                 if os.path.exists(tmp):
@@ -120,7 +109,7 @@ class Store:
 
         def upload() -> tuple[int, int]:
             with self.fs.open(path, "wb") as out:
-                return _copy(pieces(), out)
+                return write_pieces(pieces(), out)
 
         self.requests.add("puts")
         return self._retry(upload, f"writing {self._describe(key)}")

@@ -16,6 +16,17 @@ import google_crc32c
 Piece = bytes | bytearray | memoryview
 
 
+def write_pieces(pieces: Iterable[Piece], out: BinaryIO | None) -> tuple[int, int]:
+    """Write pieces in order to `out` (None: only measure); returns (size, crc32c)."""
+    size = crc = 0
+    for piece in pieces:
+        if out is not None:
+            out.write(piece)
+        size += len(piece)
+        crc = google_crc32c.extend(crc, piece if isinstance(piece, bytes) else bytes(piece))
+    return size, crc
+
+
 @dataclass
 class ShardFile:
     """One complete shard object: its key, size, chunk count and a way to stream its bytes."""
@@ -32,21 +43,10 @@ class ShardFile:
 
     def write_to(self, out: BinaryIO) -> int:
         """Write the whole object to `out` and return its crc32c."""
-        crc = 0
-        for piece in self.pieces():
-            out.write(piece)
-            crc = google_crc32c.extend(
-                crc, bytes(piece) if isinstance(piece, memoryview) else piece
-            )
-        return crc
+        return write_pieces(self.pieces(), out)[1]
 
     def crc32c(self) -> int:
-        crc = 0
-        for piece in self.pieces():
-            crc = google_crc32c.extend(
-                crc, bytes(piece) if isinstance(piece, memoryview) else piece
-            )
-        return crc
+        return write_pieces(self.pieces(), None)[1]
 
     def to_bytes(self) -> bytes:
         data = b"".join(self.pieces())
