@@ -29,6 +29,7 @@ from shardwright.codecs import (
     byte_codec,
     chunk_encoding,
 )
+from shardwright.codecs import compressed_segmentation as cseg_codec
 from shardwright.codecs.gzip import isal_level
 
 Shape4 = tuple[int, int, int, int]
@@ -241,6 +242,67 @@ def test_compressed_segmentation_matches_the_reference_library(
         reference = cseg.decompress(data, shape[:3], np.dtype(dtype), block_size=block, order="F")
         np.testing.assert_array_equal(np.asarray(reference), labels[..., 0])
     np.testing.assert_array_equal(encoding.decode(data, shape, np.dtype(dtype)), labels)
+
+
+def test_the_gil_free_compressed_segmentation_encoder_is_built() -> None:
+    """CI has a C compiler: a missing extension would silently cost the parallel encoder."""
+    assert cseg_codec._cseg is not None, "shardwright.codecs._cseg was not built at install"
+
+
+def _labels(draw: st.DrawFn, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """Label fields that reach every branch: one label, a few, all distinct, near 2**64, and
+    repeated blocks (so tables are shared)."""
+    kind = draw(st.sampled_from(["constant", "few", "distinct", "high", "tiled"]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    top = np.iinfo(dtype).max
+    if kind == "constant":
+        return np.full(shape, draw(st.sampled_from([0, 1, top])), dtype=dtype)
+    if kind == "distinct":
+        return rng.permutation(int(np.prod(shape))).reshape(shape).astype(dtype)
+    if kind == "high":
+        return (top - rng.integers(0, 40, shape).astype(np.uint64)).astype(dtype)
+    if kind == "tiled":
+        tile = rng.integers(0, 5, (2, 3, 2, 1)).astype(dtype)
+        reps = [-(-n // t) for n, t in zip(shape, tile.shape, strict=True)]
+        return np.tile(tile, reps)[: shape[0], : shape[1], : shape[2], : shape[3]].copy()
+    return rng.integers(0, draw(st.integers(2, 300)), shape).astype(dtype)
+
+
+@given(st.data(), shapes, st.sampled_from(["uint32", "uint64", ">u8"]))
+def test_c_encoder_writes_the_reference_librarys_bytes(
+    data: st.DataObject, shape: Shape4, dtype: str
+) -> None:
+    """Byte for byte the reference library's stream, for strided views and several channels."""
+    block = data.draw(st.tuples(st.integers(1, 9), st.integers(1, 9), st.integers(1, 9)))
+    labels = _labels(data.draw, shape, np.dtype(dtype).newbyteorder("=").str)
+    labels = labels.astype(dtype)
+    encoding = chunk_encoding("compressed_segmentation", block_size=block)
+    # A C-order (c, z, y, x) block seen as [x, y, z, c], the way sources hand chunks over.
+    view = np.ascontiguousarray(labels.transpose(3, 2, 1, 0)).transpose(3, 2, 1, 0)
+    if data.draw(st.booleans()):
+        view = view[::-1, :, ::-1]  # negative strides too
+        labels = labels[::-1, :, ::-1]
+    ours = encoding.encode(view)
+    assert ours == encoding.encode_with_reference_library(np.ascontiguousarray(labels))
+    native = np.dtype(dtype).newbyteorder("=")
+    np.testing.assert_array_equal(encoding.decode(ours, shape, native), labels)
+
+
+def test_without_the_c_encoder_the_reference_library_encodes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    labels = _volume((19, 11, 6, 2), "uint64", seed=3)
+    encoding = chunk_encoding("compressed_segmentation", block_size=(4, 8, 2))
+    with_c = encoding.encode(labels)
+    monkeypatch.setattr(cseg_codec, "_cseg", None)
+    assert encoding.encode(labels) == with_c
+
+
+def test_compressed_segmentation_past_the_24_bit_offsets_is_a_clear_error() -> None:
+    """All-distinct uint64 labels in a 192^3 chunk need tables beyond 2^24 words."""
+    labels = np.arange(192**3, dtype=np.uint64).reshape(192, 192, 192, 1)
+    with pytest.raises(EncodingError, match="24-bit offset limit; use smaller chunks"):
+        chunk_encoding("compressed_segmentation").encode(labels)
 
 
 def test_png_round_trips_every_accepted_dtype_and_channel_count() -> None:

@@ -1,26 +1,51 @@
-"""Chunk codecs behind two small interfaces (see base.py), one module per encoding."""
+"""Chunk codecs behind two small interfaces (see base.py), one module per encoding.
+
+Codec modules are imported when first used, so a job (or a CLI start) pays only for the C
+libraries of the encodings it runs.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from shardwright.codecs.base import ByteCodec, ChunkEncoding, EncodingError
-from shardwright.codecs.blosc import BloscCodec
-from shardwright.codecs.compressed_segmentation import CompressedSegmentationEncoding
-from shardwright.codecs.gzip import GzipCodec
-from shardwright.codecs.jpeg import JpegEncoding
-from shardwright.codecs.png import PngEncoding
-from shardwright.codecs.raw import RawEncoding
-from shardwright.codecs.zstd import ZstdCodec
 
-BYTE_CODECS: dict[str, type] = {"gzip": GzipCodec, "zstd": ZstdCodec, "blosc": BloscCodec}
-CHUNK_ENCODINGS: dict[str, type] = {
-    "raw": RawEncoding,
-    "compressed_segmentation": CompressedSegmentationEncoding,
-    "jpeg": JpegEncoding,
-    "png": PngEncoding,
+if TYPE_CHECKING:
+    from shardwright.codecs.blosc import BloscCodec
+    from shardwright.codecs.compressed_segmentation import CompressedSegmentationEncoding
+    from shardwright.codecs.gzip import GzipCodec
+    from shardwright.codecs.jpeg import JpegEncoding
+    from shardwright.codecs.png import PngEncoding
+    from shardwright.codecs.raw import RawEncoding
+    from shardwright.codecs.zstd import ZstdCodec
+
+# class name -> module under shardwright.codecs
+_CLASSES = {
+    "BloscCodec": "blosc",
+    "CompressedSegmentationEncoding": "compressed_segmentation",
+    "GzipCodec": "gzip",
+    "JpegEncoding": "jpeg",
+    "PngEncoding": "png",
+    "RawEncoding": "raw",
+    "ZstdCodec": "zstd",
 }
+BYTE_CODECS: dict[str, str] = {"gzip": "GzipCodec", "zstd": "ZstdCodec", "blosc": "BloscCodec"}
+CHUNK_ENCODINGS: dict[str, str] = {
+    "raw": "RawEncoding",
+    "compressed_segmentation": "CompressedSegmentationEncoding",
+    "jpeg": "JpegEncoding",
+    "png": "PngEncoding",
+}
+
+
+def __getattr__(name: str) -> type:
+    if name not in _CLASSES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    cls: type = getattr(importlib.import_module(f"{__name__}.{_CLASSES[name]}"), name)
+    globals()[name] = cls
+    return cls
 
 
 def _build(kind: str, name: str, cls: type, options: dict[str, Any]) -> Any:
@@ -39,7 +64,7 @@ def byte_codec(name: str | None, **options: Any) -> ByteCodec | None:
         return None
     if name not in BYTE_CODECS:
         raise EncodingError(f"unknown compression {name!r}; choose none, {', '.join(BYTE_CODECS)}")
-    codec: ByteCodec = _build("compression", name, BYTE_CODECS[name], options)
+    codec: ByteCodec = _build("compression", name, __getattr__(BYTE_CODECS[name]), options)
     return codec
 
 
@@ -50,7 +75,7 @@ def chunk_encoding(name: str, **options: Any) -> ChunkEncoding:
         raise EncodingError(
             f"unknown precomputed encoding {name!r}; choose {', '.join(CHUNK_ENCODINGS)}"
         )
-    encoding: ChunkEncoding = _build("encoding", name, CHUNK_ENCODINGS[name], options)
+    encoding: ChunkEncoding = _build("encoding", name, __getattr__(CHUNK_ENCODINGS[name]), options)
     return encoding
 
 

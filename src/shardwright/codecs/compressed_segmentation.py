@@ -1,4 +1,9 @@
-"""Precomputed `compressed_segmentation` through the reference `compressed-segmentation` library.
+"""Precomputed `compressed_segmentation`: our GIL-free C encoder, the reference library's bytes.
+
+The reference `compressed-segmentation` library holds the GIL while it encodes, which leaves a
+multi-threaded worker on one core. `_cseg.c` (built at install when a C compiler is present)
+writes the same bytes with the GIL released, reading strided views without a copy; the tests
+hold it byte-identical to the library, which stays the fallback and the decoder.
 
 Each channel is encoded in blocks of `block_size` (x, y, z) voxels. The stream starts with one
 uint32 per channel: the offset, in 4-byte words from the stream's start, of that channel's
@@ -25,6 +30,11 @@ from shardwright.codecs.base import (
     check_dtype,
 )
 
+try:
+    from shardwright.codecs import _cseg
+except ImportError:  # installed without a C compiler: the reference library encodes
+    _cseg = None  # type: ignore[assignment]
+
 CSEG_DTYPES = ("uint32", "uint64")
 _WORD = 4
 
@@ -43,21 +53,35 @@ class CompressedSegmentationEncoding:
             )
         object.__setattr__(self, "block_size", block)
 
+    def _too_large(self, shape: tuple[int, ...]) -> EncodingError:
+        return EncodingError(
+            f"compressed_segmentation cannot encode this {shape} chunk with block size "
+            f"{self.block_size}: its label tables pass the format's 24-bit offset limit; use "
+            f"smaller chunks"
+        )
+
     def _one_channel(self, labels_xyz: np.ndarray) -> bytes:
         # The library takes a contiguous native-endian array and trusts order="F" blindly.
         native = np.asfortranarray(labels_xyz, dtype=labels_xyz.dtype.newbyteorder("="))
         try:
             return bytes(cseg.compress(native, block_size=self.block_size, order="F"))
         except OverflowError as exc:
-            raise EncodingError(
-                f"compressed_segmentation cannot encode this {labels_xyz.shape} chunk with block "
-                f"size {self.block_size}: its label tables pass the format's 24-bit offset "
-                f"limit; use smaller chunks"
-            ) from exc
+            raise self._too_large(labels_xyz.shape) from exc
 
     def encode(self, chunk: np.ndarray) -> bytes:
         data = as_xyzc(chunk)
         check_dtype("compressed_segmentation", data.dtype, CSEG_DTYPES)
+        if _cseg is not None:
+            if not data.dtype.isnative:
+                data = data.astype(data.dtype.newbyteorder("="))
+            try:
+                return _cseg.compress(data, self.block_size)
+            except OverflowError as exc:
+                raise self._too_large(data.shape) from exc
+        return self.encode_with_reference_library(data)
+
+    def encode_with_reference_library(self, data: np.ndarray) -> bytes:
+        """The reference library's bytes (one call per channel, joined under one table)."""
         channels = data.shape[3]
         if channels == 1:
             return self._one_channel(data[..., 0])

@@ -35,7 +35,7 @@ import google_crc32c
 import numpy as np
 import numpy.typing as npt
 
-from shardwright.codecs import BloscCodec, ByteCodec, byte_codec
+from shardwright.codecs import ByteCodec, byte_codec
 from shardwright.formats.shardfile import ShardFile
 from shardwright.formats.spool import DEFAULT_MEMORY_BUDGET, ChunkSpool
 
@@ -592,14 +592,16 @@ class Compressor:
     def codec(self, itemsize: int) -> ByteCodec:
         """The byte codec that produces what this zarr.json entry describes."""
         if self.name == "blosc":
-            return BloscCodec(
+            codec = byte_codec(
+                "blosc",
                 cname=self.cname or "zstd",
                 clevel=self.level,
                 shuffle=self.shuffle or "shuffle",
                 typesize=itemsize,
                 blocksize=self.blocksize,
             )
-        codec = byte_codec(self.name, level=self.level)
+        else:
+            codec = byte_codec(self.name, level=self.level)
         assert codec is not None
         return codec
 

@@ -7,22 +7,36 @@ consistency) so a bad source fails the plan, before any byte is written.
 from __future__ import annotations
 
 import glob
+import importlib
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from shardwright.sources.base import ArraySource, Source, SourceError, SourceHints
-from shardwright.sources.hdf5 import HDF5_SUFFIXES, Hdf5Source
+from shardwright.sources.kinds import HDF5_SUFFIXES, REMOTE_SCHEMES, TIFF_SUFFIXES, is_tiff_name
 from shardwright.sources.npy import NpySource
-from shardwright.sources.precomputed import open_precomputed
-from shardwright.sources.tensorstore_array import REMOTE_SCHEMES, TensorStoreSource, read_json
-from shardwright.sources.tiff import (
-    TIFF_SUFFIXES,
-    TiffFileSource,
-    TiffSlicesSource,
-    is_tiff_name,
-)
-from shardwright.sources.zarr import open_zarr
+
+if TYPE_CHECKING:
+    from shardwright.sources.hdf5 import Hdf5Source
+    from shardwright.sources.tensorstore_array import TensorStoreSource
+    from shardwright.sources.tiff import TiffFileSource, TiffSlicesSource
+
+# Readers that import a heavy library (h5py, tifffile, tensorstore) load on first use.
+_LAZY = {
+    "Hdf5Source": "hdf5",
+    "TensorStoreSource": "tensorstore_array",
+    "TiffFileSource": "tiff",
+    "TiffSlicesSource": "tiff",
+}
+
+
+def __getattr__(name: str) -> type:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    cls: type = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    globals()[name] = cls
+    return cls
+
 
 __all__ = [
     "ArraySource",
@@ -74,11 +88,15 @@ def open_source(
     path = url[len("file://") :] if scheme == "file" else url
     if path.partition("#")[0].lower().endswith(HDF5_SUFFIXES):
         _no_scales(url, scale_key, "an HDF5 dataset")
+        from shardwright.sources.hdf5 import Hdf5Source
+
         return Hdf5Source(url, axes)
     if any(ch in path for ch in "*?[") and not os.path.exists(path):
         if not glob.glob(path):
             raise SourceError(f"{url}: the pattern matches no files")
         _no_scales(url, scale_key, "TIFF slices")
+        from shardwright.sources.tiff import TiffSlicesSource
+
         return TiffSlicesSource(path, axes, url=url)
     if not os.path.exists(path):
         raise SourceError(f"{url}: source does not exist")
@@ -92,6 +110,8 @@ def open_source(
         return NpySource(path, axes, url=url)
     if kind == "tiff":
         _no_scales(url, scale_key, "a TIFF stack")
+        from shardwright.sources.tiff import TiffFileSource
+
         return TiffFileSource(path, axes, url=url)
     if kind == "hdf5":
         raise SourceError(f"{url}: an HDF5 file; name the dataset as {path}#/path/to/dataset")
@@ -126,6 +146,8 @@ def _open_directory(
     names = os.listdir(path)
     if any(is_tiff_name(n) for n in names):
         _no_scales(url, scale_key, "TIFF slices")
+        from shardwright.sources.tiff import TiffSlicesSource
+
         return TiffSlicesSource(path, axes, url=url)
     if not names:
         raise SourceError(f"{url}: unknown source format: the directory is empty ({FORMATS})")
@@ -142,6 +164,10 @@ def _open_directory_like(
     storage_options: dict[str, Any] | None,
 ) -> Source:
     """A precomputed volume or zarr node, local or in an object store."""
+    from shardwright.sources.precomputed import open_precomputed
+    from shardwright.sources.tensorstore_array import read_json
+    from shardwright.sources.zarr import open_zarr
+
     if read_json(url, "info", storage_options) is not None:
         return open_precomputed(url, scale_key, storage_options, axes=axes)
     if any(read_json(url, key, storage_options) is not None for key in ZARR_MARKERS):

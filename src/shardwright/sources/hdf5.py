@@ -10,8 +10,6 @@ import numpy as np
 
 from shardwright.sources.base import ArraySource, SourceError, axes_from_names
 
-HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf")
-
 
 class Hdf5Source(ArraySource):
     """One dataset; h5py slicing reads only the chunks (or rows) the box touches."""

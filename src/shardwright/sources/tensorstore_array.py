@@ -16,8 +16,6 @@ import tensorstore as ts
 
 from shardwright.sources.base import ArraySource, SourceError, SourceHints
 
-REMOTE_SCHEMES = ("gs", "gcs", "s3", "http", "https")
-
 
 def endpoint_url(storage_options: dict[str, Any] | None) -> str | None:
     """A custom endpoint (MinIO, Ceph, an emulator) given fsspec-style."""

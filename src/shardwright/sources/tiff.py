@@ -19,8 +19,8 @@ import numpy as np
 import tifffile
 
 from shardwright.sources.base import ArraySource, SourceError, axes_from_names
+from shardwright.sources.kinds import is_tiff_name
 
-TIFF_SUFFIXES = (".tif", ".tiff")
 # tifffile's axis codes: S are samples (RGB, or contiguous extra channels), C channels, and
 # Q / I / T the unnamed page axis of a plain stack, which is z here.
 TIFF_AXES = {"X": "x", "Y": "y", "Z": "z", "C": "c", "S": "c", "Q": "z", "I": "z", "T": "z"}
@@ -29,12 +29,6 @@ TIFF_AXES = {"X": "x", "Y": "y", "Z": "z", "C": "c", "S": "c", "Q": "z", "I": "z
 def natural_key(path: str) -> list[Any]:
     """slice_2 sorts before slice_10."""
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
-
-
-def is_tiff_name(name: str) -> bool:
-    """A TIFF by its name; dot files (macOS `._slice.tif` forks) are not slices."""
-    base = os.path.basename(name)
-    return base.lower().endswith(TIFF_SUFFIXES) and not base.startswith(".")
 
 
 def _open_tiff(path: str) -> tifffile.TiffFile:
