@@ -4,8 +4,10 @@ a seeded fault-injecting HTTP proxy to put between a client and either of them."
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import random
+import re
 import socket
 import threading
 import time
@@ -58,6 +60,9 @@ class GcsServer:
         self._server = create_server("127.0.0.1", port, in_memory=True)
         self._server.start()
         self.endpoint = f"http://127.0.0.1:{port}"
+        # What TensorStore's gcs driver (and gs:// sources, which read through it) talk to.
+        self._shim = FaultyProxy(self.endpoint, fault_rate=0.0, gcs_conformance=True)
+        self.conformant_endpoint = self._shim.endpoint
 
     def options(self, endpoint: str | None = None) -> dict[str, Any]:
         return {"endpoint_url": endpoint or self.endpoint, "token": "anon", "project": "test"}
@@ -68,12 +73,18 @@ class GcsServer:
         gcsfs.GCSFileSystem(**self.options(), skip_instance_cache=True).mkdir(name)
 
     def stop(self) -> None:
+        self._shim.stop()
         self._server.stop()
 
 
 class FaultyProxy:
     """Forwards HTTP requests to `upstream`, failing a seeded share of them on purpose:
-    a 503, a connection reset before any response, or a stall before forwarding."""
+    a 503, a connection reset before any response, or a stall before forwarding.
+
+    `gcs_conformance` adds two things real GCS does and the emulator does not, for
+    TensorStore's gcs driver: the `x-goog-generation` header on media reads (TensorStore's
+    sharded readers make conditional reads with it) and suffix ranges (`bytes=-N`, how it
+    reads a shard index stored at the end)."""
 
     def __init__(
         self,
@@ -83,8 +94,10 @@ class FaultyProxy:
         stall_seconds: float = 0.3,
         deny: tuple[str, ...] = (),
         spare: tuple[str, ...] = (),
+        gcs_conformance: bool = False,
     ):
         host, port = upstream.removeprefix("http://").split(":")
+        self.upstream_url = upstream
         self.upstream = (host, int(port))
         self.random = random.Random(seed)
         self.fault_rate = fault_rate
@@ -93,6 +106,7 @@ class FaultyProxy:
         self.deny = deny  # HTTP methods answered 403 AccessDenied (bad keys, read-only bucket)
         self.log: list[str] = []  # "METHOD path?query" of every request
         self.spare = spare  # path suffixes never faulted
+        self.gcs_conformance = gcs_conformance
         self._lock = threading.Lock()
         proxy = self
 
@@ -135,27 +149,72 @@ class FaultyProxy:
                     return
                 if fault == "stall":
                     time.sleep(proxy.stall_seconds)
-                conn = http.client.HTTPConnection(*proxy.upstream, timeout=60)
                 headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
                 headers["Host"] = f"{proxy.upstream[0]}:{proxy.upstream[1]}"
-                conn.request(self.command, self.path, body=body, headers=headers)
-                response = conn.getresponse()
-                data = response.read()
-                self.send_response(response.status)
-                for key, value in response.getheaders():
+                extra: dict[str, str] = {}
+                suffix = None
+                if proxy.gcs_conformance and self.command == "GET" and "alt=media" in self.path:
+                    extra, suffix = proxy._gcs_media_fixes(self.path, headers)
+                status, response_headers, data = proxy._forward(
+                    self.command, self.path, body, headers
+                )
+                if suffix is not None and status == 200:
+                    start = max(len(data) - suffix, 0)
+                    extra["Content-Range"] = f"bytes {start}-{len(data) - 1}/{len(data)}"
+                    data, status = data[start:], 206
+                self.send_response(status)
+                for key, value in response_headers:
+                    if key.lower() == "location":  # resumable upload sessions: keep them here
+                        value = value.replace(proxy.upstream_url, proxy.endpoint)
                     if key.lower() not in ("transfer-encoding", "connection", "content-length"):
                         self.send_header(key, value)
+                for key, value in extra.items():
+                    self.send_header(key, value)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)
-                conn.close()
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = do_PATCH = _handle  # noqa: N815
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def _forward(
+        self, method: str, path: str, body: bytes, headers: dict[str, str]
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        conn = http.client.HTTPConnection(*self.upstream, timeout=60)
+        try:
+            conn.request(method, path, body=body, headers=headers)
+            response = conn.getresponse()
+            return response.status, response.getheaders(), response.read()
+        finally:
+            conn.close()
+
+    def _gcs_media_fixes(
+        self, path: str, headers: dict[str, str]
+    ) -> tuple[dict[str, str], int | None]:
+        """The object's generation headers, and a suffix range taken over (the emulator would
+        ignore it): returns (headers to add, suffix length or None)."""
+        # gcsfs reads media from /download/storage/v1/...; metadata lives at /storage/v1/...
+        metadata_path = path.removeprefix("/download").replace("alt=media", "alt=json")
+        plain = {k: v for k, v in headers.items() if k.lower() != "range"}
+        status, _, data = self._forward("GET", metadata_path, b"", plain)
+        extra = {}
+        if status == 200:
+            metadata = json.loads(data)
+            extra = {
+                "x-goog-generation": str(metadata["generation"]),
+                "x-goog-metageneration": str(metadata.get("metageneration", 1)),
+            }
+        suffix = None
+        match = re.fullmatch(r"bytes=-(\d+)", headers.get("Range", headers.get("range", "")))
+        if match:
+            suffix = int(match.group(1))
+            for key in ("Range", "range"):
+                headers.pop(key, None)
+        return extra, suffix
 
     def _draw(self) -> str | None:
         with self._lock:

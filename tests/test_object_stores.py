@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,7 +36,7 @@ def s3() -> Iterator[S3Server]:
 @pytest.fixture(scope="module")
 def gcs() -> Iterator[GcsServer]:
     server = GcsServer()
-    os.environ["TENSORSTORE_GCS_HTTP_URL"] = server.endpoint
+    os.environ["TENSORSTORE_GCS_HTTP_URL"] = server.conformant_endpoint
     yield server
     server.stop()
 
@@ -94,27 +96,57 @@ def test_s3_zarr_source_to_gcs_zarr3_and_back(s3: S3Server, gcs: GcsServer) -> N
     ).result()
     store.write(vol).result()
     gcs.make_bucket("out-zarr")
-    # The GCS emulator ignores suffix byte ranges, which an index at the end needs.
     manifest = api.convert(
         "s3://src-zarr/raw",
         "gs://out-zarr/em.zarr",
         progress=False,
         format="zarr3",
-        index_location="start",
         source_storage_options=s3.options(),
         storage_options=gcs.options(),
         **SMALL,
     )
     assert isinstance(manifest, dict) and manifest["totals"]["shards"] > 1
-    # zarr-python reads it through gcsfs (TensorStore's GCS driver rejects the emulator's
-    # generation headers on ranged reads).
-    from zarr.storage import FsspecStore
+    # TensorStore reads the shard indexes at the shards' ends with suffix ranges.
+    got = _ts_read("zarr3", {"driver": "gcs", "bucket": "out-zarr", "path": "em.zarr/"})
+    np.testing.assert_array_equal(got, vol)
+    from zarr.storage import FsspecStore  # and zarr-python, through gcsfs
 
     zstore = FsspecStore.from_url(
-        "gs://out-zarr/em.zarr", storage_options=gcs.options(), read_only=True
+        "gs://out-zarr/em.zarr",
+        storage_options=gcs.options(gcs.conformant_endpoint),
+        read_only=True,
     )
-    got = zarr.open_array(zstore, mode="r")[...]
-    np.testing.assert_array_equal(got, vol)
+    np.testing.assert_array_equal(zarr.open_array(zstore, mode="r")[...], vol)
+
+
+@pytest.mark.parametrize("fmt", ["precomputed", "zarr3"])
+def test_sharded_gcs_sources(tmp_path: pathlib.Path, gcs: GcsServer, fmt: str) -> None:
+    """Our own sharded output in a bucket, read back as a source through ranged reads."""
+    vol = _volume()
+    np.save(tmp_path / "vol.npy", vol)
+    gcs.make_bucket(f"sharded-{fmt}")
+    source = f"gs://sharded-{fmt}/em"
+    api.convert(
+        str(tmp_path / "vol.npy"),
+        source,
+        progress=False,
+        format=fmt,
+        storage_options=gcs.options(),
+        **SMALL,
+    )
+    dest = tmp_path / "copy"
+    api.convert(
+        source,
+        str(dest),
+        progress=False,
+        format="zarr3",
+        source_storage_options=gcs.options(gcs.conformant_endpoint),
+        **SMALL,
+    )
+    got = _ts_read("zarr3", {"driver": "file", "path": str(dest) + "/"})
+    np.testing.assert_array_equal(
+        got[..., 0] if fmt == "precomputed" else got, vol.T if fmt == "precomputed" else vol
+    )
 
 
 def test_gcs_precomputed_source_to_s3_zarr3(s3: S3Server, gcs: GcsServer) -> None:
@@ -142,7 +174,7 @@ def test_gcs_precomputed_source_to_s3_zarr3(s3: S3Server, gcs: GcsServer) -> Non
         "s3://out-z3/em.zarr",
         progress=False,
         format="zarr3",
-        source_storage_options=gcs.options(),
+        source_storage_options=gcs.options(gcs.conformant_endpoint),
         storage_options=s3.options(),
         **SMALL,
     )
@@ -236,6 +268,69 @@ def test_large_shards_upload_in_parts_streamed_from_the_spool(
     np.testing.assert_array_equal(got[..., 0], vol.T)
 
 
+def test_large_gcs_shards_go_up_as_resumable_uploads(
+    tmp_path: pathlib.Path, gcs: GcsServer
+) -> None:
+    """A 16 MiB shard with 5 MiB blocks goes up as one resumable upload session in chunks,
+    streamed from the spool (16 MiB budget, spooled past it)."""
+    vol = np.random.default_rng(4).integers(0, 255, (256, 256, 256), dtype=np.uint8)
+    np.save(tmp_path / "vol.npy", vol)
+    gcs.make_bucket("resumable")
+    proxy = FaultyProxy(gcs.endpoint, fault_rate=0.0)
+    try:
+        manifest = api.convert(
+            str(tmp_path / "vol.npy"),
+            "gs://resumable/em",
+            progress=False,
+            storage_options=gcs.options(proxy.endpoint) | {"block_size": 5 * 2**20},
+            compression="none",
+            min_shards=1,
+            memory_budget=16 * 2**20,
+            target_shard_bytes=2**30,
+        )
+    finally:
+        proxy.stop()
+    assert isinstance(manifest, dict) and manifest["totals"]["shards"] == 1
+    shard = [r for r in proxy.log if "name=em/1_1_1/" in r and r.startswith("POST")]
+    starts = [r for r in shard if "upload_id=" not in r]
+    assert len(starts) == 1 and len(shard) - 1 >= 4, shard  # one session, 16 MiB in 5 MiB
+    got = _ts_read(
+        "neuroglancer_precomputed", {"driver": "gcs", "bucket": "resumable", "path": "em/"}
+    )
+    np.testing.assert_array_equal(got[..., 0], vol.T)
+
+
+@pytest.mark.parametrize("scheme", ["s3", "gs"])
+def test_fsspec_environment_variables_configure_the_cli(
+    tmp_path: pathlib.Path, s3: S3Server, gcs: GcsServer, scheme: str
+) -> None:
+    """fsspec's FSSPEC_<PROTOCOL>_<OPTION> variables reach the destination's filesystem, so a
+    deployment can configure endpoints without --storage-options."""
+    vol = _volume()
+    np.save(tmp_path / "vol.npy", vol)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FSSPEC_")}
+    if scheme == "s3":
+        s3.make_bucket("from-env")
+        env["FSSPEC_S3_ENDPOINT_URL"] = s3.endpoint
+        kvstore = _s3_kv(s3, "from-env", "em")
+    else:
+        gcs.make_bucket("from-env")
+        env |= {
+            "FSSPEC_GCS_ENDPOINT_URL": gcs.endpoint,
+            "FSSPEC_GCS_TOKEN": "anon",
+            "FSSPEC_GCS_PROJECT": "test",
+        }
+        kvstore = {"driver": "gcs", "bucket": "from-env", "path": "em/"}
+    subprocess.run(
+        [sys.executable, "-m", "shardwright.cli", "convert", str(tmp_path / "vol.npy"),
+         f"{scheme}://from-env/em", "--quiet", "--scheduler", "threads", "--chunk-size", "16,16,8"],
+        check=True,
+        env=env,
+        timeout=300,
+    )  # fmt: skip
+    np.testing.assert_array_equal(_ts_read("neuroglancer_precomputed", kvstore)[..., 0], vol.T)
+
+
 def test_credentials_never_appear_in_errors(tmp_path: pathlib.Path, s3: S3Server) -> None:
     np.save(tmp_path / "vol.npy", _volume())
     secret = "sEcReT-kEy-1234567890"
@@ -257,6 +352,32 @@ def test_credentials_never_appear_in_errors(tmp_path: pathlib.Path, s3: S3Server
         str(tmp_path / "vol.npy"), "s3://absent-bucket/em", storage_options=options, **SMALL
     )
     assert secret not in repr(plan) and secret not in json.dumps(plan.describe())
+    # A job that runs: what the Dask dashboard shows (task keys and the repr of every task)
+    # and the manifest hold no credentials either.
+    s3.make_bucket("with-keys")
+    lazy = api.convert(
+        str(tmp_path / "vol.npy"),
+        "s3://with-keys/em",
+        progress=False,
+        storage_options=options,
+        compute=False,
+        **SMALL,
+    )
+    tasks = dict(lazy.__dask_graph__())
+    assert len(tasks) > 2
+    shown = " ".join(f"{key!r} {task!r}" for key, task in tasks.items())
+    assert "s3://with-keys/em" in shown  # the arguments are shown, the keys are not:
+    assert secret not in shown and "AKIDEXAMPLE" not in shown
+    manifest = api.convert(
+        str(tmp_path / "vol.npy"),
+        "s3://with-keys/em",
+        progress=False,
+        storage_options=options,
+        **SMALL,
+    )
+    text = Store("s3://with-keys/em", s3.options()).read(MANIFEST_KEY).decode()
+    assert isinstance(manifest, dict) and json.loads(text)["totals"]["shards"] > 1
+    assert secret not in text and "AKIDEXAMPLE" not in text
 
 
 @pytest.mark.parametrize(
