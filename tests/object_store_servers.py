@@ -70,7 +70,9 @@ class GcsServer:
     def make_bucket(self, name: str) -> None:
         import gcsfs
 
-        gcsfs.GCSFileSystem(**self.options(), skip_instance_cache=True).mkdir(name)
+        fs = gcsfs.GCSFileSystem(**self.options(), skip_instance_cache=True)
+        if not fs.exists(name):
+            fs.mkdir(name)
 
     def stop(self) -> None:
         self._shim.stop()
@@ -121,11 +123,21 @@ class FaultyProxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 if self.command in proxy.deny:
-                    payload = (
-                        b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
-                    )
+                    gcs_api = self.path.startswith(("/storage/", "/upload/", "/download/"))
+                    if gcs_api:  # the JSON API's error body
+                        payload = json.dumps(
+                            {"error": {"code": 403, "message": "Access denied.",
+                                       "errors": [{"reason": "forbidden"}]}}
+                        ).encode()  # fmt: skip
+                    else:
+                        payload = (
+                            b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message>"
+                            b"</Error>"
+                        )
                     self.send_response(403)
-                    self.send_header("Content-Type", "application/xml")
+                    self.send_header(
+                        "Content-Type", "application/json" if gcs_api else "application/xml"
+                    )
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
                     if self.command != "HEAD":

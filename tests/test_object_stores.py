@@ -380,6 +380,7 @@ def test_credentials_never_appear_in_errors(tmp_path: pathlib.Path, s3: S3Server
     assert secret not in text and "AKIDEXAMPLE" not in text
 
 
+@pytest.mark.parametrize("scheme", ["s3", "gs"])
 @pytest.mark.parametrize(
     ("denied", "case"),
     [
@@ -388,25 +389,31 @@ def test_credentials_never_appear_in_errors(tmp_path: pathlib.Path, s3: S3Server
     ],
 )
 def test_unwritable_destinations_are_refused_before_any_shard(
-    tmp_path: pathlib.Path, s3: S3Server, denied: tuple[str, ...], case: str
+    tmp_path: pathlib.Path,
+    s3: S3Server,
+    gcs: GcsServer,
+    denied: tuple[str, ...],
+    case: str,
+    scheme: str,
 ) -> None:
-    """The endpoint answers 403 AccessDenied, as S3 does for bad keys or a read-only policy."""
+    """The endpoint answers 403, as S3 and GCS do for bad keys or a read-only policy."""
     np.save(tmp_path / "vol.npy", _volume())
-    s3.make_bucket("guarded")
-    proxy = FaultyProxy(s3.endpoint, fault_rate=0.0, deny=denied)
+    server: S3Server | GcsServer = s3 if scheme == "s3" else gcs
+    server.make_bucket("guarded")
+    proxy = FaultyProxy(server.endpoint, fault_rate=0.0, deny=denied)
     try:
         with pytest.raises(StoreError, match="access denied") as info:
             api.convert(
                 str(tmp_path / "vol.npy"),
-                "s3://guarded/em",
+                f"{scheme}://guarded/em",
                 progress=False,
-                storage_options={"client_kwargs": {"endpoint_url": proxy.endpoint}},
+                storage_options=server.options(proxy.endpoint),
                 **SMALL,
             )
     finally:
         proxy.stop()
-    assert "s3://guarded/em" in str(info.value), case
-    assert Store("s3://guarded/em", s3.options()).is_empty()  # nothing was written
+    assert f"{scheme}://guarded/em" in str(info.value), case
+    assert Store(f"{scheme}://guarded/em", server.options()).is_empty()  # nothing was written
 
 
 def test_gcs_conversion_through_a_faulty_endpoint_is_exact(

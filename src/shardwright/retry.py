@@ -83,6 +83,20 @@ def is_transient(exc: BaseException) -> bool:
     return bool(_TRANSIENT_TEXT.search(str(exc)))
 
 
+_DENIED_TEXT = re.compile(r"^Forbidden\b|AccessDenied|Access denied|\b40[13]\b", re.IGNORECASE)
+
+
+def is_access_denied(exc: BaseException) -> bool:
+    """403/401 as each client reports it: s3fs a PermissionError, gcsfs an OSError whose text
+    starts with "Forbidden", others an HTTP status attribute."""
+    if isinstance(exc, PermissionError):
+        return True
+    status = getattr(exc, "code", None) or getattr(exc, "status", None)
+    if isinstance(status, int):
+        return status in (401, 403)
+    return isinstance(exc, OSError) and bool(_DENIED_TEXT.search(str(exc)))
+
+
 def redact(text: str, secrets: Iterable[str]) -> str:
     for secret in secrets:
         if secret and len(secret) >= 4:
@@ -109,7 +123,7 @@ def call_with_retries(
             if isinstance(exc, FileNotFoundError):
                 raise FileNotFoundError(f"{what}: not found ({cause})") from None
             if not is_transient(exc):
-                if isinstance(exc, PermissionError):
+                if is_access_denied(exc):
                     raise StoreError(
                         f"{what}: access denied; check the credentials and the "
                         f"bucket's permissions ({cause})"
