@@ -11,6 +11,7 @@ without a compressor) the scattered bytes are the encoded chunks.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,33 @@ def _regions(extent: int, chunk: int) -> list[tuple[int, int, int]]:
     return runs
 
 
+def precomputed_regions(
+    xp: Any, block_xyzc: Array, chunk_size: tuple[int, int, int]
+) -> Iterator[tuple[Array, np.ndarray]]:
+    """Per region of equal chunk shape: (chunks [N, c, z, y, x] C-contiguous, local chunk
+    coordinates (N, 3) x, y, z). Each chunk's bytes are its precomputed raw encoding; the same
+    array seen as [N, x, y, z, c] (`.transpose(0, 4, 3, 2, 1)`) feeds batched encoders."""
+    block = xp.asarray(block_xyzc)
+    channels = block.shape[3]
+    runs = [_regions(n, c) for n, c in zip(block.shape[:3], chunk_size, strict=True)]
+    for (x0, x1, cx), (y0, y1, cy), (z0, z1, cz) in itertools.product(*runs):
+        nx, ny, nz = (x1 - x0) // cx, (y1 - y0) // cy, (z1 - z0) // cz
+        region = block[x0:x1, y0:y1, z0:z1, :]
+        lifted = region.reshape(nx, cx, ny, cy, nz, cz, channels)
+        # chunk index (z, y, x) outermost; inside a chunk C order of (c, z, y, x) == x-fastest
+        chunk_major = xp.ascontiguousarray(lifted.transpose(4, 2, 0, 6, 5, 3, 1))
+        gz, gy, gx = np.meshgrid(np.arange(nz), np.arange(ny), np.arange(nx), indexing="ij")
+        coords = np.stack(
+            [
+                gx.ravel() + x0 // chunk_size[0],
+                gy.ravel() + y0 // chunk_size[1],
+                gz.ravel() + z0 // chunk_size[2],
+            ],
+            axis=1,
+        )
+        yield chunk_major.reshape(nx * ny * nz, channels, cz, cy, cx), coords
+
+
 def scatter_precomputed(
     xp: Any, block_xyzc: Array, chunk_size: tuple[int, int, int]
 ) -> tuple[Array, np.ndarray, np.ndarray, np.ndarray]:
@@ -35,32 +63,14 @@ def scatter_precomputed(
     Returns (buffer uint8, offsets, sizes, local chunk coordinates (N, 3) x, y, z), chunks in
     the order the regions produce them.
     """
-    block = xp.asarray(block_xyzc)
-    channels = block.shape[3]
-    itemsize = block.dtype.itemsize
     pieces: list[Array] = []
     coords: list[np.ndarray] = []
     sizes: list[np.ndarray] = []
-    runs = [_regions(n, c) for n, c in zip(block.shape[:3], chunk_size, strict=True)]
-    for (x0, x1, cx), (y0, y1, cy), (z0, z1, cz) in itertools.product(*runs):
-        nx, ny, nz = (x1 - x0) // cx, (y1 - y0) // cy, (z1 - z0) // cz
-        region = block[x0:x1, y0:y1, z0:z1, :]
-        lifted = region.reshape(nx, cx, ny, cy, nz, cz, channels)
-        # chunk index (z, y, x) outermost; inside a chunk C order of (c, z, y, x) == x-fastest
-        chunk_major = xp.ascontiguousarray(lifted.transpose(4, 2, 0, 6, 5, 3, 1))
-        pieces.append(chunk_major.reshape(-1).view(xp.uint8))
-        gz, gy, gx = np.meshgrid(np.arange(nz), np.arange(ny), np.arange(nx), indexing="ij")
-        coords.append(
-            np.stack(
-                [
-                    gx.ravel() + x0 // chunk_size[0],
-                    gy.ravel() + y0 // chunk_size[1],
-                    gz.ravel() + z0 // chunk_size[2],
-                ],
-                axis=1,
-            )
-        )
-        sizes.append(np.full(nx * ny * nz, cx * cy * cz * channels * itemsize, dtype=np.int64))
+    for chunks, region_coords in precomputed_regions(xp, block_xyzc, chunk_size):
+        pieces.append(chunks.reshape(-1).view(xp.uint8))
+        coords.append(region_coords)
+        per_chunk = int(np.prod(chunks.shape[1:])) * chunks.dtype.itemsize
+        sizes.append(np.full(len(region_coords), per_chunk, dtype=np.int64))
     size_array = np.concatenate(sizes)
     offsets = np.cumsum(size_array) - size_array
     return xp.concatenate(pieces), offsets, size_array, np.concatenate(coords)

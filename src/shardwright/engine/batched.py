@@ -1,0 +1,248 @@
+"""The batched shard pipeline of the GPU engine, written once over an array namespace.
+
+Per shard: each epoch is read, moved to the device (`xp.asarray`), scattered into chunk-major
+layout, encoded as one batch (raw: nothing to do; compressed_segmentation: `cseg_batch`;
+byte codecs through a `BatchCompressor`), and kept on the device; then the whole shard is
+aggregated (sizes permuted into shard order, scanned, gathered into one dense buffer) and
+copied to the host once, and written as one object. With `xp = numpy` it runs on the CPU: the
+tests hold its shards byte-identical to the CPU engine's, which is the oracle for the GPU.
+
+Chunks are not looped over in Python on the array path; the `HostLoopCompressor` (the CPU twin
+of a batched GPU compressor such as nvCOMP) and the jpeg/png encodings, which have no batched
+form, loop on the host.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+import numpy as np
+
+from shardwright.codecs import ByteCodec, byte_codec
+from shardwright.engine import cseg_batch
+from shardwright.engine.aggregate import aggregate_precomputed, aggregate_zarr3
+from shardwright.engine.scatter import precomputed_regions, scatter_zarr3
+from shardwright.formats import zarr3
+from shardwright.integrity import existing_shard_receipt
+from shardwright.plan import ConversionPlan, ShardTask, to_zarr_order
+from shardwright.store import Store
+
+Array = Any  # numpy.ndarray or cupy.ndarray
+Receipt = dict[str, Any]
+
+
+class BatchCompressor(Protocol):
+    """Compresses many variable-length segments of one device buffer in one call."""
+
+    def compress(
+        self, xp: Any, buffer: Array, offsets: np.ndarray, sizes: np.ndarray
+    ) -> tuple[Array, np.ndarray, np.ndarray]:
+        """(buffer, offsets, sizes) of the compressed segments, in the same order."""
+        ...
+
+
+class HostLoopCompressor:
+    """A byte codec applied segment by segment on the host: the CPU twin of a batched GPU
+    compressor, producing the bytes the CPU engine's codec produces."""
+
+    def __init__(self, codec: ByteCodec, checksum: bool = False):
+        self.codec = codec
+        self.checksum = checksum
+
+    def compress(
+        self, xp: Any, buffer: Array, offsets: np.ndarray, sizes: np.ndarray
+    ) -> tuple[Array, np.ndarray, np.ndarray]:
+        host = _to_host(buffer)
+        out = []
+        for start, size in zip(offsets.tolist(), sizes.tolist(), strict=True):
+            data = self.codec.compress(host[start : start + size].tobytes())
+            out.append(zarr3.append_crc32c(data) if self.checksum else data)
+        return _pack(xp, out)
+
+
+class ChecksumOnly:
+    """zarr3 inner chunks without a compressor but with the crc32c codec."""
+
+    def compress(
+        self, xp: Any, buffer: Array, offsets: np.ndarray, sizes: np.ndarray
+    ) -> tuple[Array, np.ndarray, np.ndarray]:
+        host = _to_host(buffer)
+        return _pack(
+            xp,
+            [
+                zarr3.append_crc32c(host[start : start + size].tobytes())
+                for start, size in zip(offsets.tolist(), sizes.tolist(), strict=True)
+            ],
+        )
+
+
+def run_shard_batched(
+    plan: ConversionPlan,
+    task: ShardTask,
+    store: Store,
+    xp: Any = np,
+    *,
+    compressor: BatchCompressor | None = None,
+    resume: bool = False,
+) -> Receipt:
+    """Produce one shard object through the batched pipeline; the receipt is the CPU engine's.
+
+    `compressor` replaces the host-loop twin of the plan's byte codec (the GPU engine passes
+    its nvCOMP batch compressor).
+    """
+    started = time.perf_counter()
+    if resume:
+        receipt = existing_shard_receipt(plan, task, store)
+        if receipt is not None:
+            return receipt
+    if task.scattered:
+        raise NotImplementedError(
+            "the batched engine needs spatial-box shards (identity hash); murmurhash-sharded "
+            "volumes run on the CPU engine"
+        )
+    if plan.info is not None:
+        pieces, chunks = _precomputed_shard(plan, task, xp, compressor)
+    else:
+        pieces, chunks = _zarr3_shard(plan, task, xp, compressor)
+    if not pieces:
+        return _receipt(task, 0, 0, 0, started, empty=True)
+    size, crc = store.write_object(task.key, lambda: pieces)
+    return _receipt(task, size, crc, chunks, started)
+
+
+def _receipt(
+    task: ShardTask, size: int, crc: int, chunks: int, started: float, empty: bool = False
+) -> Receipt:
+    return {
+        "key": task.key,
+        "size": size,
+        "crc32c": crc,
+        "chunks": chunks,
+        "resumed": False,
+        "empty": empty,
+        "seconds": round(time.perf_counter() - started, 4),
+    }
+
+
+def _epoch_blocks(plan: ConversionPlan, task: ShardTask, xp: Any) -> Any:
+    """(epoch chunk start, the epoch's voxels [x, y, z, c] on the device) per epoch."""
+    chunk = plan.chunk_size
+    for cstart, cstop in plan.epochs(task):
+        vstart = tuple(g * c for g, c in zip(cstart, chunk, strict=True))
+        vstop = tuple(min(g * c, s) for g, c, s in zip(cstop, chunk, plan.size, strict=True))
+        yield cstart, xp.asarray(plan.source.read(vstart, vstop))  # type: ignore[arg-type]
+
+
+# -- precomputed --------------------------------------------------------------------------------
+def _precomputed_shard(
+    plan: ConversionPlan, task: ShardTask, xp: Any, compressor: BatchCompressor | None
+) -> tuple[list[bytes], int]:
+    scale = plan.scale
+    spec = plan.sharding
+    encoding = scale.chunk_encoding(plan.options.jpeg_quality)
+    if compressor is None and spec.data_encoding != "raw":
+        codec = byte_codec(spec.data_encoding)
+        assert codec is not None
+        compressor = HostLoopCompressor(codec)
+    buffers: list[Array] = []
+    sizes: list[np.ndarray] = []
+    coords: list[np.ndarray] = []
+    for cstart, block in _epoch_blocks(plan, task, xp):
+        for chunks, local in precomputed_regions(xp, block, plan.chunk_size):
+            buffer, chunk_sizes = _encode_precomputed(xp, encoding, chunks)
+            buffers.append(buffer)
+            sizes.append(chunk_sizes)
+            coords.append(local + np.asarray(cstart))
+    buffer, size_array = xp.concatenate(buffers), np.concatenate(sizes)
+    offsets = np.cumsum(size_array) - size_array
+    if compressor is not None:
+        buffer, offsets, size_array = compressor.compress(xp, buffer, offsets, size_array)
+    grid_coords = np.concatenate(coords)
+    ids = scale.chunk_ids(grid_coords)
+    header, dense, index_blobs = aggregate_precomputed(
+        xp, spec, ids, buffer, offsets, size_array, task.shard_number
+    )
+    return [header, _to_host(dense).tobytes(), *index_blobs], len(ids)
+
+
+def _encode_precomputed(xp: Any, encoding: Any, chunks: Array) -> tuple[Array, np.ndarray]:
+    """One region's chunks [N, c, z, y, x] -> (encoded bytes back to back, sizes)."""
+    count = chunks.shape[0]
+    if encoding.name == "raw":  # the scattered chunks are the encoded chunks
+        per_chunk = int(np.prod(chunks.shape[1:])) * chunks.dtype.itemsize
+        little = chunks.astype(chunks.dtype.newbyteorder("<"), copy=False)
+        flat = xp.ascontiguousarray(little).reshape(-1)
+        return flat.view(xp.uint8), np.full(count, per_chunk, dtype=np.int64)
+    xyzc = chunks.transpose(0, 4, 3, 2, 1)
+    if encoding.name == "compressed_segmentation":
+        return cseg_batch.encode_batch(xp, xyzc, encoding.block_size)
+    # jpeg / png: no batched form; encoded chunk by chunk on the host.
+    host = _to_host(xyzc)
+    buffer, _, sizes = _pack(xp, [encoding.encode(host[i]) for i in range(count)])
+    return buffer, sizes
+
+
+# -- zarr3 --------------------------------------------------------------------------------------
+def _zarr3_shard(
+    plan: ConversionPlan, task: ShardTask, xp: Any, compressor: BatchCompressor | None
+) -> tuple[list[bytes], int]:
+    meta = plan.zarr
+    assert meta is not None
+    axes = plan.zarr_axes
+    dtype = np.dtype(meta.data_type).newbyteorder("<")
+    if compressor is None and meta.compressor is not None:
+        compressor = HostLoopCompressor(meta.compressor.codec(dtype.itemsize), meta.checksum_inner)
+    elif compressor is None and meta.checksum_inner:
+        compressor = ChecksumOnly()
+    chunk_shape = tuple(meta.chunk_shape)
+    chunk_bytes = int(np.prod(chunk_shape)) * dtype.itemsize
+    buffers: list[Array] = []
+    positions: list[np.ndarray] = []
+    for cstart, block in _epoch_blocks(plan, task, xp):
+        ordered = xp.ascontiguousarray(to_zarr_order(block, axes)).astype(dtype, copy=False)
+        buffer, local = scatter_zarr3(xp, ordered, chunk_shape, meta.fill_value)
+        elements = buffer.view(dtype).reshape(len(local), -1)
+        present = _to_host(~xp.all(elements == xp.asarray(meta.fill_value, dtype=dtype), axis=1))
+        if not present.any():
+            continue
+        keep = np.nonzero(present)[0]
+        buffers.append(buffer.reshape(len(local), chunk_bytes)[xp.asarray(keep)].reshape(-1))
+        # Epoch-local chunk coordinates (output axis order) -> positions in the shard.
+        offset = dict(zip("xyz", np.subtract(cstart, task.chunk_start).tolist(), strict=True))
+        shift = np.array([offset.get(a, 0) for a in axes])
+        in_shard = local[keep] + shift
+        positions.append(np.ravel_multi_index(tuple(in_shard.T), meta.chunks_per_shard))
+    if not buffers:
+        return [], 0
+    buffer = xp.concatenate(buffers)
+    position_array = np.concatenate(positions)
+    size_array = np.full(len(position_array), chunk_bytes, dtype=np.int64)
+    offsets = np.cumsum(size_array) - size_array
+    if compressor is not None:
+        buffer, offsets, size_array = compressor.compress(xp, buffer, offsets, size_array)
+    index, dense = aggregate_zarr3(
+        xp,
+        meta.chunks_per_shard,
+        position_array,
+        buffer,
+        offsets,
+        size_array,
+        meta.index_location,
+    )
+    data = _to_host(dense).tobytes()
+    pieces = [index, data] if meta.index_location == "start" else [data, index]
+    return pieces, len(position_array)
+
+
+# -- helpers ------------------------------------------------------------------------------------
+def _pack(xp: Any, blobs: list[bytes]) -> tuple[Array, np.ndarray, np.ndarray]:
+    """Blobs back to back in one device buffer: (buffer, offsets, sizes)."""
+    sizes = np.array([len(b) for b in blobs], dtype=np.int64)
+    joined = np.frombuffer(b"".join(blobs), dtype=np.uint8)
+    return xp.asarray(joined), np.cumsum(sizes) - sizes, sizes
+
+
+def _to_host(array: Array) -> np.ndarray:
+    get = getattr(array, "get", None)  # cupy arrays copy to host with .get()
+    return get() if callable(get) else np.asarray(array)
