@@ -1,0 +1,65 @@
+"""The GPU engine: the batched pipeline (`batched.py`) with CuPy as its array namespace.
+
+CuPy is imported here only, when a GPU task first runs, so CPU installs never need it. What
+a worker keeps between tasks (the CuPy module, its memory pool, codec objects) lives in a
+per-process cache, not per task.
+
+Status: raw and compressed_segmentation run on the device; byte codecs (gzip, zstd, blosc)
+still compress on the host after the copy out (`HostLoopCompressor`) until the nvCOMP batch
+compressor is measured on a GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from shardwright.engine.batched import Receipt, run_shard_batched
+from shardwright.plan import ConversionPlan, ShardTask
+from shardwright.store import Store
+
+GPU_ENCODINGS = ("raw", "compressed_segmentation")
+
+
+class GpuUnavailable(RuntimeError):
+    """No usable CUDA device or CuPy; raised before anything is written."""
+
+
+@functools.cache
+def cupy_module() -> Any:
+    """CuPy, once per process, after checking that a device answers."""
+    try:
+        import cupy
+    except ImportError as exc:
+        raise GpuUnavailable(
+            "the GPU engine needs CuPy and a CUDA device: pip install 'shardwright[gpu]' "
+            f"on a machine with an NVIDIA GPU ({exc})"
+        ) from None
+    try:
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            raise GpuUnavailable("the GPU engine found no CUDA device")
+    except cupy.cuda.runtime.CUDARuntimeError as exc:
+        raise GpuUnavailable(f"the GPU engine found no usable CUDA device ({exc})") from None
+    return cupy
+
+
+def check_gpu_plan(plan: ConversionPlan) -> None:
+    """What the GPU engine cannot run, refused at plan time with the reason."""
+    if plan.scattered:
+        raise GpuUnavailable(
+            "the GPU engine needs spatial-box shards (identity hash); murmurhash-sharded "
+            "volumes run on the CPU engine"
+        )
+    if plan.info is not None and plan.scale.encoding not in GPU_ENCODINGS:
+        raise GpuUnavailable(
+            f"the GPU engine encodes {' and '.join(GPU_ENCODINGS)}; "
+            f"use the CPU engine for {plan.scale.encoding}"
+        )
+    cupy_module()
+
+
+def run_shard_gpu(
+    plan: ConversionPlan, task: ShardTask, store: Store, *, resume: bool = False
+) -> Receipt:
+    """One shard on this worker's GPU; the same object the CPU engine writes."""
+    return run_shard_batched(plan, task, store, cupy_module(), resume=resume)
