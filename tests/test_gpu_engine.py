@@ -9,10 +9,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from distributed import Client, LocalCluster
 
-from shardwright import api
+from shardwright import api, cli
 from shardwright.engine import gpu
 from shardwright.engine.cpu import run_shard
+from shardwright.plan import PlanError
 from shardwright.store import Store
 
 
@@ -52,7 +54,7 @@ def test_without_cupy_the_gpu_engine_is_refused_clearly(
     gpu.cupy_module.cache_clear()
     try:
         with pytest.raises(gpu.GpuUnavailable, match=r"pip install 'shardwright\[gpu\]'"):
-            gpu.check_gpu_plan(_plan(tmp_path, layer_type="segmentation"))
+            gpu.cupy_module()
     finally:
         gpu.cupy_module.cache_clear()
 
@@ -80,3 +82,43 @@ def test_gpu_shards_equal_the_cpu_engines(tmp_path: pathlib.Path, options: dict[
         assert (got["size"], got["crc32c"]) == (want["size"], want["crc32c"])
         if not want["empty"]:
             assert device.read(task.key) == cpu.read(task.key)
+
+
+@pytest.mark.skipif(_device_present(), reason="checks the refusal on machines without a GPU")
+def test_cli_gpu_without_a_device_fails_before_writing(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _plan(tmp_path)
+    code = cli.main(["convert", str(tmp_path / "v.npy"), str(tmp_path / "out"), "--gpu"])
+    assert code == 2
+    assert "pip install 'shardwright[gpu]'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_gpu_plans_are_made_anywhere_and_refuse_what_the_engine_cannot_run(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Planning for a GPU cluster needs no GPU here; an unsupported encoding is refused."""
+    _plan(tmp_path)
+    assert cli.main(["plan", str(tmp_path / "v.npy"), str(tmp_path / "out"), "--gpu"]) == 0
+    code = cli.main(
+        ["plan", str(tmp_path / "v.npy"), str(tmp_path / "out"), "--gpu", "--hash",
+         "murmurhash3_x86_128"]
+    )  # fmt: skip
+    assert code == 2 and "spatial-box shards" in capsys.readouterr().err
+
+
+def test_gpu_shard_tasks_ask_for_gpu_workers(tmp_path: pathlib.Path) -> None:
+    """Shard tasks carry the GPU resource, and a cluster without GPU workers is refused."""
+    plan = _plan(tmp_path, engine="gpu")
+    graph = api.convert(plan, scheduler="tcp://127.0.0.1:1", compute=False, progress=False)
+    annotations = [layer.annotations or {} for layer in graph.dask.layers.values()]
+    shard_layers = [a for a in annotations if a.get("retries")]
+    assert shard_layers and all(a["resources"] == {"GPU": 1} for a in shard_layers)
+    with (
+        LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+        pytest.raises(PlanError, match="--resources GPU=1"),
+    ):
+        api.convert(_plan(tmp_path, engine="gpu"), client=client, overwrite=True)
+    assert not list((tmp_path / "out").rglob("*.shard"))

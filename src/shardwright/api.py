@@ -45,6 +45,11 @@ def convert(
         if dest is None:
             raise PlanError("convert needs a destination")
         the_plan = make_plan(source, dest, _options(options, option_values))
+    gpu = the_plan.options.engine == "gpu"
+    if gpu and client is None and scheduler_address(scheduler) is None:
+        from shardwright.engine.gpu import cupy_module
+
+        cupy_module()  # this machine runs the GPU workers: it must have a GPU
     store = Store(the_plan.dest, the_plan.options.storage_options)
     before = store.requests.snapshot()
     check_destination(
@@ -72,6 +77,7 @@ def convert(
         workers=workers,
         client=client,
         progress=progress,
+        gpu=gpu,
     )
 
 

@@ -89,6 +89,12 @@ def _add_conversion_options(p: argparse.ArgumentParser) -> None:
         default="end",
         help="zarr3 shard index position (start suits stores without suffix range reads)",
     )
+    p.add_argument(
+        "--gpu",
+        action="store_true",
+        help="run shard tasks on GPUs: a dask-cuda cluster here, or the workers of --scheduler "
+        "ADDRESS started with --resources GPU=1 (raw and compressed_segmentation)",
+    )
     p.add_argument("--source-axes", help="axis order of an array source, e.g. zyx, xyz, czyx")
     p.add_argument("--source-scale", help="scale key of a precomputed source")
     p.add_argument(
@@ -133,6 +139,7 @@ def _options(args: argparse.Namespace) -> ConvertOptions:
         source_scale=args.source_scale,
         storage_options=args.storage_options,
         source_storage_options=args.source_storage_options,
+        engine="gpu" if args.gpu else "cpu",
     )
 
 

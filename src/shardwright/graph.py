@@ -21,10 +21,11 @@ from dask.delayed import Delayed, delayed
 
 from shardwright.engine import run_shard
 from shardwright.manifest import build_manifest, write_manifest
-from shardwright.plan import ConversionPlan, ShardTask
+from shardwright.plan import ConversionPlan, PlanError, ShardTask
 from shardwright.store import Store
 
 TASK_RETRIES = 3  # a shard lost with its worker is recomputed elsewhere
+GPU_RESOURCE = "GPU"
 
 
 def write_metadata(plan: ConversionPlan, store: Store) -> dict[str, int]:
@@ -45,6 +46,10 @@ def _shard(
     resume: bool,
     metadata_requests: dict[str, int],
 ) -> dict[str, Any]:
+    if plan.options.engine == "gpu":
+        from shardwright.engine.gpu import run_shard_gpu  # CuPy only on GPU workers
+
+        return run_shard_gpu(plan, task, store, resume=resume)
     return run_shard(plan, task, store, resume=resume)
 
 
@@ -77,7 +82,10 @@ def build_graph(
     metadata = delayed(write_metadata, pure=False)(
         plan_node, store_node, dask_key_name=f"metadata-{token}"
     )
-    with dask.annotate(retries=TASK_RETRIES):
+    # GPU shard tasks go to workers that declare a GPU resource (dask-cuda-worker ...
+    # --resources GPU=1); on our own LocalCUDACluster every worker is one GPU.
+    gpu = {"resources": {GPU_RESOURCE: 1}} if plan.options.engine == "gpu" else {}
+    with dask.annotate(retries=TASK_RETRIES, **gpu):
         receipts = [
             delayed(_shard, pure=False)(
                 plan_node,
@@ -113,7 +121,9 @@ def scheduler_address(scheduler: str | None) -> str | None:
 
 
 @contextmanager
-def _client(scheduler: str | None, workers: int | None, quiet: bool) -> Iterator[Any]:
+def _client(
+    scheduler: str | None, workers: int | None, quiet: bool, gpu: bool = False
+) -> Iterator[Any]:
     """A distributed client: to the given address, or to a local cluster we start and stop.
 
     The default local cluster runs its workers as threads of this process: shard tasks spend
@@ -125,6 +135,10 @@ def _client(scheduler: str | None, workers: int | None, quiet: bool) -> Iterator
     address = scheduler_address(scheduler)
     if address is not None:
         with Client(address) as client:
+            yield client
+        return
+    if gpu:
+        with _local_cuda_cluster(workers, quiet) as client:
             yield client
         return
     cores = workers or max(1, os.cpu_count() or 1)
@@ -147,6 +161,43 @@ def _client(scheduler: str | None, workers: int | None, quiet: bool) -> Iterator
         cluster.close()
 
 
+@contextmanager
+def _local_cuda_cluster(workers: int | None, quiet: bool) -> Iterator[Any]:
+    """One single-threaded worker per GPU (dask-cuda), each declaring the GPU resource."""
+    from distributed import Client
+
+    try:
+        from dask_cuda import LocalCUDACluster
+    except ImportError as exc:
+        raise PlanError(
+            f"the GPU engine starts a dask-cuda cluster: pip install 'shardwright[gpu]' ({exc})"
+        ) from None
+    cluster = LocalCUDACluster(
+        n_workers=workers,
+        threads_per_worker=1,
+        resources={GPU_RESOURCE: 1},
+        dashboard_address=None if quiet else ":0",
+        silence_logs=logging.CRITICAL,
+    )
+    try:
+        with Client(cluster) as client:
+            if not quiet:
+                print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
+            yield client
+    finally:
+        cluster.close()
+
+
+def check_gpu_workers(client: Any) -> None:
+    """Refuse to submit GPU shard tasks to a cluster with no worker that could run them."""
+    workers = client.scheduler_info().get("workers", {}).values()
+    if not any(w.get("resources", {}).get(GPU_RESOURCE) for w in workers):
+        raise PlanError(
+            f"no worker of {client.scheduler.address} declares a {GPU_RESOURCE} resource; "
+            f"start GPU workers with `dask-cuda-worker ADDRESS --resources {GPU_RESOURCE}=1`"
+        )
+
+
 def execute(
     graph: Delayed,
     *,
@@ -154,10 +205,22 @@ def execute(
     workers: int | None = None,
     client: Any = None,
     progress: bool = True,
+    gpu: bool = False,
 ) -> dict[str, Any]:
-    """Run the graph and return the manifest."""
+    """Run the graph and return the manifest (GPU graphs on a distributed cluster only)."""
     if client is not None:
+        if gpu:
+            check_gpu_workers(client)
         return _run_on_client(client, graph, progress)
+    if gpu:
+        if scheduler_address(scheduler) is None and scheduler not in (None, "", "local"):
+            raise PlanError(
+                f"the GPU engine runs on a dask-cuda cluster: use the default scheduler or "
+                f"an address, not {scheduler!r}"
+            )
+        with _client(scheduler, workers, quiet=not progress, gpu=True) as own_client:
+            check_gpu_workers(own_client)
+            return _run_on_client(own_client, graph, progress)
     if scheduler_address(scheduler) is None and scheduler in ("threads", "sync", "synchronous"):
         from dask.diagnostics import ProgressBar
 

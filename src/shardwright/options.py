@@ -10,6 +10,7 @@ MiB = 1024**2
 
 FORMATS = ("precomputed", "zarr3")
 COMPRESSIONS = ("none", "gzip", "zstd", "blosc")
+ENGINES = ("cpu", "gpu")
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class ConvertOptions:
     # suffix range reads
     source_axes: str | None = None
     source_scale: str | None = None
+    engine: str = "cpu"  # "gpu": shard tasks run the batched pipeline on CUDA workers
     # fsspec options (credentials among them): never shown in reprs, logs or the dashboard.
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)  # destination
     source_storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -50,6 +52,8 @@ class ConvertOptions:
             raise ValueError(
                 f"unknown compression {self.compression!r}; choose one of {COMPRESSIONS}"
             )
+        if self.engine not in ENGINES:
+            raise ValueError(f"unknown engine {self.engine!r}; choose one of {ENGINES}")
         if self.memory_budget < 16 * MiB:
             raise ValueError(f"memory budget {self.memory_budget} bytes is below 16 MiB")
         if self.target_shard_bytes <= 0:

@@ -418,8 +418,14 @@ def make_plan(
         resolution=resolution,
     )
     if options.format == "precomputed":
-        return _plan_precomputed(common, grid, raw_chunk)
-    return _plan_zarr3(common, grid, raw_chunk)
+        plan = _plan_precomputed(common, grid, raw_chunk)
+    else:
+        plan = _plan_zarr3(common, grid, raw_chunk)
+    if options.engine == "gpu":
+        from shardwright.engine.gpu import check_gpu_plan
+
+        check_gpu_plan(plan)
+    return plan
 
 
 def _chunk_size(

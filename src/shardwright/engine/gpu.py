@@ -15,14 +15,15 @@ import functools
 from typing import Any
 
 from shardwright.engine.batched import Receipt, run_shard_batched
-from shardwright.plan import ConversionPlan, ShardTask
+from shardwright.plan import ConversionPlan, PlanError, ShardTask
 from shardwright.store import Store
 
 GPU_ENCODINGS = ("raw", "compressed_segmentation")
 
 
-class GpuUnavailable(RuntimeError):
-    """No usable CUDA device or CuPy; raised before anything is written."""
+class GpuUnavailable(PlanError):
+    """No usable CUDA device or CuPy, or a plan the GPU engine cannot run; raised before
+    anything is written."""
 
 
 @functools.cache
@@ -44,7 +45,8 @@ def cupy_module() -> Any:
 
 
 def check_gpu_plan(plan: ConversionPlan) -> None:
-    """What the GPU engine cannot run, refused at plan time with the reason."""
+    """What the GPU engine cannot run, refused at plan time with the reason. (Whether this
+    machine has a GPU is checked when it runs the job: a laptop may plan for a GPU cluster.)"""
     if plan.scattered:
         raise GpuUnavailable(
             "the GPU engine needs spatial-box shards (identity hash); murmurhash-sharded "
@@ -55,7 +57,6 @@ def check_gpu_plan(plan: ConversionPlan) -> None:
             f"the GPU engine encodes {' and '.join(GPU_ENCODINGS)}; "
             f"use the CPU engine for {plan.scale.encoding}"
         )
-    cupy_module()
 
 
 def run_shard_gpu(
