@@ -167,9 +167,16 @@ def main() -> None:
     parser.add_argument("--workers", type=int)
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--repeat", type=int, default=3, help="best of N runs per tool")
+    parser.add_argument(
+        "--scale",
+        type=int,
+        default=1,
+        help="volumes N times deeper (z), to see how the ratios move as start-up weighs less",
+    )
+    parser.add_argument("--cases", help="comma-separated subset of the cases to run")
     args = parser.parse_args()
-    image_size = (512, 512, 256) if args.quick else (1024, 1024, 512)
-    label_size = (256, 256, 128) if args.quick else (512, 512, 256)
+    image_size = (512, 512, 256) if args.quick else (1024, 1024, 512 * args.scale)
+    label_size = (256, 256, 128) if args.quick else (512, 512, 256 * args.scale)
     workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="sw-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     image = str(workdir / "image-{}x{}x{}.npy".format(*image_size))
@@ -193,6 +200,8 @@ def main() -> None:
             ["tensorstore", "zarr_python"],
         ),
     }
+    if args.cases:
+        cases = {name: cases[name] for name in args.cases.split(",")}
     figures = {}
     for name, (source, options, peers) in cases.items():
         figures[name] = run_case(
@@ -208,8 +217,11 @@ def main() -> None:
         "workers": args.workers,
         "cpus": os.cpu_count(),
     }
+    name = "convert-quick" if args.quick else "convert"
+    if args.scale > 1:
+        name += f"-x{args.scale}"
     path = write_result(
-        "convert-quick" if args.quick else "convert",
+        name,
         figures,
         ("shardwright", "tensorstore", "zarr", "dask", "distributed", "isal"),
     )
