@@ -100,16 +100,16 @@ def check_destination(
             "earlier run into it or --overwrite to replace it"
         )
     if resume:
-        key, expected = plan.metadata_document()
-        try:
-            existing = json.loads(store.read(key))
-        except FileNotFoundError:
-            return
-        if existing != json.loads(json.dumps(expected)):
-            raise PlanError(
-                f"cannot resume into {store.url}: its {key} differs from this "
-                "plan's (different options or source?)"
-            )
+        for key, expected in plan.metadata_documents():
+            try:
+                existing = json.loads(store.read(key))
+            except FileNotFoundError:
+                continue
+            if existing != json.loads(json.dumps(expected)):
+                raise PlanError(
+                    f"cannot resume into {store.url}: its {key} differs from this "
+                    "plan's (different options or source?)"
+                )
 
 
 def _options(options: ConvertOptions | None, values: dict[str, Any]) -> ConvertOptions:

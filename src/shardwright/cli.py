@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from shardwright.options import COMPRESSIONS, FORMATS, ConvertOptions
+from shardwright.options import COMPRESSIONS, DOWNSAMPLE_METHODS, FORMATS, ConvertOptions
 
 SIZE_SUFFIXES = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
@@ -24,6 +24,19 @@ def _xyz(kind: type) -> Any:
             raise argparse.ArgumentTypeError(f"bad x,y,z value {text!r}: {exc}") from exc
 
     return parse
+
+
+def _mips(text: str) -> int | str:
+    """'auto' or a number of levels above the base."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of levels or 'auto', got {text!r}")
+    return value
 
 
 def _bytes(text: str) -> int:
@@ -90,6 +103,24 @@ def _add_conversion_options(p: argparse.ArgumentParser) -> None:
         help="zarr3 shard index position (start suits stores without suffix range reads)",
     )
     p.add_argument(
+        "--mips",
+        type=_mips,
+        metavar="N|auto",
+        help="also build a pyramid of N downsampled levels in the same job, every level "
+        "sharded (auto: down to about one chunk); the source is read once",
+    )
+    p.add_argument(
+        "--factor",
+        type=_xyz(int),
+        metavar="X,Y,Z",
+        help="downsampling factor between pyramid levels (default 2,2,2; 2,2,1 for anisotropic EM)",
+    )
+    p.add_argument(
+        "--downsample",
+        choices=DOWNSAMPLE_METHODS,
+        help="pyramid reduction (default: average for images, mode for segmentations)",
+    )
+    p.add_argument(
         "--gpu",
         action="store_true",
         help="run shard tasks on GPUs: a dask-cuda cluster here, or the workers of --scheduler "
@@ -140,6 +171,9 @@ def _options(args: argparse.Namespace) -> ConvertOptions:
         storage_options=args.storage_options,
         source_storage_options=args.source_storage_options,
         engine="gpu" if args.gpu else "cpu",
+        mips=args.mips,
+        factor=args.factor,
+        downsample=args.downsample,
     )
 
 

@@ -2,6 +2,9 @@
 
 One task per shard (the only writer of that object), after a coordinator task that writes
 `info` / `zarr.json`; a final coordinator task writes the manifest from the shard receipts.
+Pyramids chain the levels: a level-k shard task depends on the level-(k-1) tasks whose reduced
+voxels make up its region, each handing it just its piece (a small getter task next to the
+producer), so the source is read once and no task holds more than its share of the budget.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import dask
 from dask.delayed import Delayed, delayed
 
 from shardwright.engine import run_shard
+from shardwright.engine.pyramid import Handoff, Piece, run_pyramid_shard
 from shardwright.manifest import build_manifest, write_manifest
 from shardwright.plan import ConversionPlan, PlanError, ShardTask
 from shardwright.store import Store
@@ -29,13 +33,14 @@ GPU_RESOURCE = "GPU"
 
 
 def write_metadata(plan: ConversionPlan, store: Store) -> dict[str, int]:
-    """Coordinator, first step: the dataset's metadata object (`info` or `zarr.json`).
+    """Coordinator, first step: the dataset's metadata objects (`info` or `zarr.json`; a
+    zarr3 pyramid's level arrays and multiscales group).
 
     Returns the requests it made, for the manifest's totals.
     """
     before = store.requests.snapshot()
-    key, document = plan.metadata_document()
-    store.write_text(key, json.dumps(document, indent=1) + "\n")
+    for key, document in plan.metadata_documents():
+        store.write_text(key, json.dumps(document, indent=1) + "\n")
     return store.requests.since(before)
 
 
@@ -53,6 +58,63 @@ def _shard(
     return run_shard(plan, task, store, resume=resume)
 
 
+def _pyramid_shard(
+    plan: ConversionPlan,
+    task: ShardTask,
+    store: Store,
+    resume: bool,
+    metadata_requests: dict[str, int],
+    *pieces: Piece,
+) -> tuple[dict[str, Any], Handoff]:
+    return run_pyramid_shard(plan, task, store, pieces, resume=resume)
+
+
+def _piece(result: tuple[dict[str, Any], Handoff], consumer: str) -> Piece:
+    """The part of a producer's reduced voxels that one task of the level above takes."""
+    return result[1][consumer]
+
+
+def _receipt_of(result: tuple[dict[str, Any], Handoff]) -> dict[str, Any]:
+    return result[0]
+
+
+def _pyramid_receipts(
+    plan: ConversionPlan, plan_node: Delayed, store_node: Delayed, resume: bool, metadata: Any,
+    token: str,
+) -> list[Delayed]:  # fmt: skip
+    """Every level's shard tasks, each fed by the tasks of the level below; their receipts.
+
+    Receipts and pieces are taken out by small tasks, so a producer's result is released as
+    soon as its consumers have their pieces (the manifest waits only on receipts).
+    """
+    results: dict[str, Delayed] = {}
+    receipts = []
+    for level in range(plan.level_count):
+        for task in plan.level_plan(level).shards():
+            inputs = [
+                delayed(_piece, pure=True)(
+                    results[producer.key],
+                    task.key,
+                    dask_key_name=f"piece-{producer.key}-{task.key}-{token}",
+                )
+                for producer in plan.producers(task)
+            ]
+            node = delayed(_pyramid_shard, pure=False)(
+                plan_node,
+                task,
+                store_node,
+                resume,
+                metadata,
+                *inputs,
+                dask_key_name=f"shard-{task.key}-{token}",
+            )
+            results[task.key] = node
+            receipts.append(
+                delayed(_receipt_of, pure=True)(node, dask_key_name=f"receipt-{task.key}-{token}")
+            )
+    return receipts
+
+
 def _finish(
     plan_description: dict[str, Any],
     store: Store,
@@ -60,7 +122,12 @@ def _finish(
     coordinator_requests: list[dict[str, int]],
     *receipts: dict[str, Any],
 ) -> dict[str, Any]:
-    """Coordinator, last step: the manifest, written only once every shard is stored."""
+    """Coordinator, last step: the manifest, written only once every shard is stored.
+
+    Temporaries of shard writes that died with their worker are removed first: every shard
+    is in place by now, so nothing still needs them.
+    """
+    store.remove_stale_temporaries()
     manifest = build_manifest(
         plan_description, receipts, time.time() - started, coordinator_requests
     )
@@ -86,17 +153,20 @@ def build_graph(
     # --resources GPU=1); on our own LocalCUDACluster every worker is one GPU.
     gpu = {"resources": {GPU_RESOURCE: 1}} if plan.options.engine == "gpu" else {}
     with dask.annotate(retries=TASK_RETRIES, **gpu):
-        receipts = [
-            delayed(_shard, pure=False)(
-                plan_node,
-                task,
-                store_node,
-                resume,
-                metadata,
-                dask_key_name=f"shard-{task.key}-{token}",
-            )
-            for task in plan.shards()
-        ]
+        if plan.pyramid is not None:
+            receipts = _pyramid_receipts(plan, plan_node, store_node, resume, metadata, token)
+        else:
+            receipts = [
+                delayed(_shard, pure=False)(
+                    plan_node,
+                    task,
+                    store_node,
+                    resume,
+                    metadata,
+                    dask_key_name=f"shard-{task.key}-{token}",
+                )
+                for task in plan.shards()
+            ]
     coordinator = [preflight_requests or {}, metadata]
     return delayed(_finish, pure=False)(
         plan.describe(),
@@ -108,6 +178,9 @@ def build_graph(
     )
 
 
+# A local cluster's dashboard listens on loopback only (port chosen free): not on every
+# interface of a shared machine.
+LOCAL_DASHBOARD = "127.0.0.1:0"
 LOCAL_SCHEDULERS = ("local", "processes", "threads", "sync", "synchronous")
 
 
@@ -150,7 +223,9 @@ def _client(
     # Task errors reach the caller through the manifest future; the cluster's own log would
     # only add noise (e.g. the progress feed cancelled as the cluster closes).
     cluster = LocalCluster(
-        **options, dashboard_address=None if quiet else ":0", silence_logs=logging.CRITICAL
+        **options,
+        dashboard_address=None if quiet else LOCAL_DASHBOARD,
+        silence_logs=logging.CRITICAL,
     )
     try:
         with Client(cluster) as client:
@@ -176,7 +251,7 @@ def _local_cuda_cluster(workers: int | None, quiet: bool) -> Iterator[Any]:
         n_workers=workers,
         threads_per_worker=1,
         resources={GPU_RESOURCE: 1},
-        dashboard_address=None if quiet else ":0",
+        dashboard_address=None if quiet else LOCAL_DASHBOARD,
         silence_logs=logging.CRITICAL,
     )
     try:

@@ -27,7 +27,7 @@ def build_manifest(
     (preflight probe, metadata), all but the manifest's own single PUT."""
     receipts = list(receipts)
     written = sorted((r for r in receipts if not r["empty"]), key=lambda r: r["key"])
-    return {
+    manifest = {
         "shardwright_version": __version__,
         "format": plan_description["format"],
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -48,6 +48,18 @@ def build_manifest(
             for r in written
         ],
     }
+    if any("level" in r for r in receipts):  # a pyramid: what each level wrote
+        levels = sorted({r.get("level", 0) for r in receipts})
+        manifest["totals"]["levels"] = [
+            {
+                "level": level,
+                "shards": sum(1 for r in written if r.get("level", 0) == level),
+                "bytes": sum(r["size"] for r in written if r.get("level", 0) == level),
+                "chunks": sum(r["chunks"] for r in written if r.get("level", 0) == level),
+            }
+            for level in levels
+        ]
+    return manifest
 
 
 def _sum_requests(receipts: list[dict[str, Any]]) -> dict[str, int]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from shardwright.downsample import METHODS as DOWNSAMPLE_METHODS
+
 GiB = 1024**3
 MiB = 1024**2
 
@@ -41,6 +43,12 @@ class ConvertOptions:
     source_axes: str | None = None
     source_scale: str | None = None
     engine: str = "cpu"  # "gpu": shard tasks run the batched pipeline on CUDA workers
+    # Pyramids: levels above the base (an int, or "auto": down to about one chunk), the factor
+    # between levels (default 2,2,2) and the reduction (default: average for images, mode for
+    # segmentations). None / 0 mips: a single level, written exactly as without pyramids.
+    mips: int | str | None = None
+    factor: tuple[int, int, int] | None = None
+    downsample: str | None = None
     # fsspec options (credentials among them): never shown in reprs, logs or the dashboard.
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)  # destination
     source_storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -58,3 +66,14 @@ class ConvertOptions:
             raise ValueError(f"memory budget {self.memory_budget} bytes is below 16 MiB")
         if self.target_shard_bytes <= 0:
             raise ValueError(f"target shard bytes must be positive, got {self.target_shard_bytes}")
+        if (
+            self.mips is not None
+            and self.mips != "auto"
+            and (isinstance(self.mips, bool) or not isinstance(self.mips, int) or self.mips < 0)
+        ):
+            raise ValueError(f"mips must be a non-negative integer or 'auto', got {self.mips!r}")
+        if self.downsample is not None and self.downsample not in DOWNSAMPLE_METHODS:
+            raise ValueError(
+                f"unknown downsampling method {self.downsample!r}; choose one of "
+                f"{DOWNSAMPLE_METHODS}"
+            )

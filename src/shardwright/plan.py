@@ -6,6 +6,12 @@ that every shard is a spatial box of chunks (2**a x 2**b x 2**c, the low bits of
 Morton code), so a shard task reads one box. Other sharding choices still work: their shards are
 "scattered" and the task reads chunk by chunk. The shard list is a generator: a plan with a
 million shards holds a few numbers, not a million objects.
+
+Pyramids (`--mips`): every level is planned like the base (chunk size clipped to the level,
+sharding chosen per level), with shard and epoch boxes on whole downsampling blocks so each task
+reduces its own voxels exactly, and sized so that what a task hands to the next level fits the
+budget. The base plan carries the upper levels' plans (`level_plan(k)`), and says which tasks
+feed which (`producers`, `consumers`).
 """
 
 from __future__ import annotations
@@ -20,12 +26,15 @@ from typing import Any
 
 import numpy as np
 
+from shardwright import downsample, pyramid
 from shardwright.codecs import byte_codec
+from shardwright.formats import ome_zarr
 from shardwright.formats.morton import compressed_morton_code, grid_bits, morton_bit_dims
 from shardwright.formats.precomputed_info import PrecomputedInfo, PrecomputedScale
 from shardwright.formats.sharding import ShardingSpec
 from shardwright.formats.zarr3 import Compressor, ZarrArrayMetadata
 from shardwright.options import ConvertOptions
+from shardwright.pyramid import Pyramid
 from shardwright.sources import Source, open_source
 
 DEFAULT_CHUNK = (64, 64, 64)
@@ -34,6 +43,14 @@ DEFAULT_CHUNK = (64, 64, 64)
 MAX_PRESHIFT = 10
 MAX_MINISHARD = 9
 SAMPLE_CHUNKS = 6
+# Pyramid memory shares of the per-task budget: what a base task hands to the next level
+# (1/4), the region an upper-level task holds (1/8, held twice: its inputs and the assembled
+# region), the slab a reduction works on (1/32, at most 2 MiB: cache-sized slabs reduce
+# fastest; mode sorts a copy of it).
+PYRAMID_IMAGE_SHARE = 4
+PYRAMID_REGION_SHARE = 8
+REDUCE_SLAB_SHARE = 32
+REDUCE_SLAB_MAX = 2 * 1024**2
 
 
 class PlanError(ValueError):
@@ -52,6 +69,7 @@ class ShardTask:
     chunk_stop: tuple[int, int, int]
     shard_number: int | None = None  # precomputed
     scattered: bool = False  # chunks are spread through the grid (non-box sharding)
+    level: int = 0  # pyramid level (0: the base)
 
     @property
     def chunk_count(self) -> int:
@@ -76,6 +94,9 @@ class ConversionPlan:
     epoch_shape_chunks: tuple[int, int, int]
     info: PrecomputedInfo | None = None
     zarr: ZarrArrayMetadata | None = None
+    level: int = 0  # which pyramid level this plan describes (0: the base)
+    pyramid: Pyramid | None = None  # None: a single level, written exactly as without pyramids
+    upper: tuple[ConversionPlan, ...] = ()  # on the base plan: the plans of levels 1, 2, ...
 
     # -- geometry -------------------------------------------------------------------------------
     @property
@@ -85,7 +106,7 @@ class ConversionPlan:
     @property
     def scale(self) -> PrecomputedScale:
         assert self.info is not None
-        return self.info.scales[0]
+        return self.info.scales[self.level]
 
     @property
     def sharding(self) -> ShardingSpec:
@@ -141,13 +162,102 @@ class ConversionPlan:
     @property
     def spool_budget(self) -> int:
         """Encoded bytes a shard task keeps in memory before spilling to local disk."""
-        return self.options.memory_budget // 2
+        return self.options.memory_budget // (2 if self.pyramid is None else 4)
 
     @property
     def peak_task_bytes(self) -> int:
-        """Modelled peak: one epoch read + its chunk copies + encoded chunks held in memory."""
+        """Modelled peak: one epoch read + its chunk copies + encoded chunks held in memory.
+
+        Pyramid tasks also hold their reduced output for the next level and a reduction slab;
+        an upper-level task holds its region twice (inputs and assembled) instead of epochs.
+        """
         held = min(self.estimated_shard_bytes, self.spool_budget)
-        return 2 * self.epoch_bytes + held
+        if self.pyramid is None:
+            return 2 * self.epoch_bytes + held
+        unit = self.epoch_bytes if self.level == 0 else self.region_bytes
+        reduce = 3 * min(self.reduce_slab_bytes, unit) if self.image_bytes else 0
+        return 2 * unit + held + self.image_bytes + reduce
+
+    # -- pyramid levels -------------------------------------------------------------------------
+    @property
+    def level_count(self) -> int:
+        return 1 if self.pyramid is None else self.pyramid.levels
+
+    def level_plan(self, level: int) -> ConversionPlan:
+        """The plan of one pyramid level (call it on the base plan; level 0 is the base)."""
+        if level == self.level:
+            return self
+        if self.level != 0 or not 0 < level <= len(self.upper):
+            raise IndexError(f"no pyramid level {level} in a plan of {self.level_count} level(s)")
+        return self.upper[level - 1]
+
+    @property
+    def region_bytes(self) -> int:
+        """Raw bytes of this level's largest shard region."""
+        return self.chunks_per_shard * self.raw_chunk_bytes
+
+    @property
+    def image_bytes(self) -> int:
+        """Raw bytes a shard task of this level hands to the next level (0 at the top)."""
+        if self.pyramid is None or self.level + 1 >= self.pyramid.levels:
+            return 0
+        extent = [
+            min(b * c, s)
+            for b, c, s in zip(self.shard_shape_chunks, self.chunk_size, self.size, strict=True)
+        ]
+        reduced = downsample.reduced_shape(tuple(extent), self.pyramid.factor)
+        return math.prod(reduced) * self.num_channels * self.dtype.itemsize
+
+    @property
+    def reduce_slab_bytes(self) -> int:
+        if self.pyramid is None:
+            return 0
+        return min(self.options.memory_budget // REDUCE_SLAB_SHARE, REDUCE_SLAB_MAX)
+
+    def voxel_box(self, task: ShardTask) -> Box:
+        """[start, stop) voxels of a box shard of this level, truncated at the volume's end."""
+        start = tuple(a * c for a, c in zip(task.chunk_start, self.chunk_size, strict=True))
+        stop = tuple(
+            min(b * c, s)
+            for b, c, s in zip(task.chunk_stop, self.chunk_size, self.size, strict=True)
+        )
+        return start, stop  # type: ignore[return-value]
+
+    def tasks_overlapping(self, box: Box) -> list[ShardTask]:
+        """This level's box shards that hold any voxel of `box`."""
+        shard_ranges = []
+        for d in range(3):
+            chunk, step = self.chunk_size[d], self.shard_shape_chunks[d]
+            first_chunk, end_chunk = box[0][d] // chunk, -(-box[1][d] // chunk)
+            first, end = first_chunk // step, -(-end_chunk // step)
+            shard_ranges.append(range(first * step, min(end * step, self.grid_shape[d]), step))
+        return [
+            self._box_task((x0, y0, z0))
+            for z0, y0, x0 in itertools.product(*reversed(shard_ranges))
+        ]
+
+    def producers(self, task: ShardTask) -> list[ShardTask]:
+        """The tasks of the level below whose reduced voxels make up `task`'s region."""
+        if task.level == 0:
+            return []
+        assert self.pyramid is not None
+        here, below = self.level_plan(task.level), self.level_plan(task.level - 1)
+        region = pyramid.preimage(here.voxel_box(task), self.pyramid.factor, below.size)
+        return below.tasks_overlapping(region)
+
+    def consumers(self, task: ShardTask) -> list[tuple[ShardTask, Box]]:
+        """The tasks of the level above, each with the part of `task`'s reduced voxels it
+        takes (in the level above's voxels)."""
+        if self.pyramid is None or task.level + 1 >= self.pyramid.levels:
+            return []
+        here, above = self.level_plan(task.level), self.level_plan(task.level + 1)
+        reduced = pyramid.image(here.voxel_box(task), self.pyramid.factor)
+        out = []
+        for other in above.tasks_overlapping(reduced):
+            part = pyramid.intersect(reduced, above.voxel_box(other))
+            assert part is not None
+            out.append((other, part))
+        return out
 
     @property
     def scale_prefix(self) -> str:
@@ -155,10 +265,36 @@ class ConversionPlan:
 
     def metadata_document(self) -> tuple[str, dict[str, Any]]:
         """The dataset's metadata object: (key, JSON), `info` or `zarr.json`."""
+        return self.metadata_documents()[-1]
+
+    def metadata_documents(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every metadata object, the root one last: `info`; `zarr.json`; or, for a zarr3
+        pyramid, each level's `k/zarr.json` and the OME-Zarr multiscales group `zarr.json`."""
         if self.info is not None:
-            return "info", self.info.to_json()
+            return [("info", self.info.to_json())]
         assert self.zarr is not None
-        return "zarr.json", self.zarr.to_json()
+        if self.pyramid is None:
+            return [("zarr.json", self.zarr.to_json())]
+        docs: list[tuple[str, dict[str, Any]]] = []
+        datasets = []
+        for k in range(self.level_count):
+            level = self.level_plan(k)
+            assert level.zarr is not None
+            docs.append((f"{k}/zarr.json", level.zarr.to_json()))
+            scale = dict(zip("xyz", level.resolution, strict=True), c=1.0)
+            # Voxel centres: level k's voxel 0 averages base voxels 0 .. f**k - 1.
+            shift = {
+                a: o * r0 + (rk - r0) / 2
+                for a, o, r0, rk in zip(
+                    "xyz", self.voxel_offset, self.resolution, level.resolution, strict=True
+                )
+            }
+            shift["c"] = 0.0
+            axes = self.zarr_axes
+            datasets.append((str(k), [scale[a] for a in axes], [shift[a] for a in axes]))
+        group = ome_zarr.multiscales_group(self.zarr_axes, datasets, method=self.pyramid.method)
+        docs.append(("zarr.json", group))
+        return docs
 
     # -- shards ---------------------------------------------------------------------------------
     def shards(self) -> Iterator[ShardTask]:
@@ -171,18 +307,22 @@ class ConversionPlan:
         for z0 in ranges[2]:
             for y0 in ranges[1]:
                 for x0 in ranges[0]:
-                    start = (x0, y0, z0)
-                    stop = tuple(
-                        min(a + s, g)
-                        for a, s, g in zip(start, self.shard_shape_chunks, grid, strict=True)
-                    )
-                    number = self._box_shard_number(start)
-                    yield ShardTask(
-                        self._box_key(start, number),
-                        start,
-                        stop,  # type: ignore[arg-type]
-                        shard_number=number,
-                    )
+                    yield self._box_task((x0, y0, z0))
+
+    def _box_task(self, start: tuple[int, int, int]) -> ShardTask:
+        """The box shard whose first chunk is `start` (a multiple of the shard shape)."""
+        stop = tuple(
+            min(a + s, g)
+            for a, s, g in zip(start, self.shard_shape_chunks, self.grid_shape, strict=True)
+        )
+        number = self._box_shard_number(start)
+        return ShardTask(
+            self._box_key(start, number),
+            start,
+            stop,  # type: ignore[arg-type]
+            shard_number=number,
+            level=self.level,
+        )
 
     def _box_shard_number(self, start: tuple[int, int, int]) -> int | None:
         """Precomputed: the shard number is the Morton code's bits above preshift+minishard."""
@@ -197,7 +337,12 @@ class ConversionPlan:
             return self.scale_prefix + self.sharding.shard_filename(number)
         assert self.zarr is not None
         shard_xyz = [a // s for a, s in zip(start, self.shard_shape_chunks, strict=True)]
-        return self.zarr.chunk_key(tuple(_to_axes(shard_xyz, 0, self.zarr_axes)))
+        return self.zarr_prefix + self.zarr.chunk_key(tuple(_to_axes(shard_xyz, 0, self.zarr_axes)))
+
+    @property
+    def zarr_prefix(self) -> str:
+        """Where this level's zarr3 array lives in DEST: the root, or `k/` in a pyramid."""
+        return "" if self.pyramid is None else f"{self.level}/"
 
     @property
     def zarr_axes(self) -> str:
@@ -294,6 +439,29 @@ class ConversionPlan:
             out["zarr_shard_shape"] = list(self.zarr.shard_shape)
             out["zarr_chunk_shape"] = list(self.zarr.chunk_shape)
             out["shard_index_bytes"] = 16 * self.chunks_per_shard + 4
+        if self.pyramid is not None and self.level == 0:
+            out["pyramid"] = self.pyramid.to_json()
+            out["levels"] = [self.level_plan(k).describe_level() for k in range(self.level_count)]
+        return out
+
+    def describe_level(self) -> dict[str, Any]:
+        """One pyramid level: geometry, sharding and memory (a row of the plan report)."""
+        out: dict[str, Any] = {
+            "level": self.level,
+            "key": self.scale.key if self.info is not None else str(self.level),
+            "size_xyz": list(self.size),
+            "chunk_size_xyz": list(self.chunk_size),
+            "resolution_xyz": [int(r) if float(r).is_integer() else r for r in self.resolution],
+            "voxel_offset_xyz": list(self.voxel_offset),
+            "shard_shape_chunks_xyz": list(self.shard_shape_chunks),
+            "shards": self.shard_count,
+            "chunks_per_shard": self.chunks_per_shard,
+            "estimated_bytes_per_shard": self.estimated_shard_bytes,
+            "handed_up_bytes_per_task": self.image_bytes,
+            "estimated_peak_bytes_per_task": self.peak_task_bytes,
+        }
+        if self.info is not None:
+            out["sharding"] = self.sharding.to_json()
         return out
 
     def report(self) -> str:
@@ -338,6 +506,19 @@ class ConversionPlan:
                 f"{d['zarr_shard_shape']}, chunk {d['zarr_chunk_shape']}; "
                 f"shard index {_bytes(d['shard_index_bytes'])}"
             )
+        if self.pyramid is not None and self.level == 0:
+            lines.append(
+                f"pyramid      {self.pyramid.levels} levels, factor {_xyz(self.pyramid.factor)}, "
+                f"downsample {self.pyramid.method}; source read once, levels chained"
+            )
+            for row in d["levels"]:
+                lines.append(
+                    f"level {row['level']:<6} {row['key']}: {_xyz(row['size_xyz'])} voxels, "
+                    f"chunk {_xyz(row['chunk_size_xyz'])}, {row['shards']:,} shard(s) of "
+                    f"{_xyz(row['shard_shape_chunks_xyz'])} chunks, "
+                    f"~{_bytes(row['estimated_bytes_per_shard'])}/shard, peak per task ~"
+                    f"{_bytes(row['estimated_peak_bytes_per_task'])}"
+                )
         lines.append(
             f"memory       epoch {_xyz(d['epoch_shape_chunks_xyz'])} chunks "
             f"({_bytes(self.epoch_bytes)}); peak per task ~"
@@ -417,10 +598,15 @@ def make_plan(
         voxel_offset=offset,
         resolution=resolution,
     )
+    levels = _pyramid_request(options, layer_type, dtype, size, chunk)  # type: ignore[arg-type]
+    if levels is not None:
+        common["pyramid"] = levels[0]
     if options.format == "precomputed":
         plan = _plan_precomputed(common, grid, raw_chunk)
     else:
         plan = _plan_zarr3(common, grid, raw_chunk)
+    if levels is not None:
+        plan = _add_levels(plan, levels[1])
     if options.engine == "gpu":
         from shardwright.engine.gpu import check_gpu_plan
 
@@ -443,18 +629,174 @@ def _chunk_size(
 
 
 def _epoch_shape(
-    shard_chunks: tuple[int, ...], raw_chunk: int, budget: int
+    shard_chunks: tuple[int, ...],
+    raw_chunk: int,
+    budget: int,
+    step: tuple[int, int, int] = (1, 1, 1),
 ) -> tuple[int, int, int]:
     """Largest sub-box of a shard (in chunks) whose raw bytes fit the epoch budget.
 
     Splits z first, then y, then x: a C-order (z, y, x) source reads whole z-slabs
-    contiguously.
+    contiguously. Extents stay multiples of `step` (pyramids: whole downsampling blocks).
     """
     shape = list(shard_chunks)
     for dim in (2, 1, 0):
-        while shape[dim] > 1 and math.prod(shape) * raw_chunk > budget:
-            shape[dim] = math.ceil(shape[dim] / 2)
+        while shape[dim] > step[dim] and math.prod(shape) * raw_chunk > budget:
+            shape[dim] = max(step[dim], math.ceil(shape[dim] / 2 / step[dim]) * step[dim])
     return tuple(shape)  # type: ignore[return-value]
+
+
+# -- pyramids ------------------------------------------------------------------------------------
+def _pyramid_request(
+    options: ConvertOptions,
+    layer_type: str,
+    dtype: np.dtype,
+    size: tuple[int, int, int],
+    chunk: tuple[int, int, int],
+) -> tuple[Pyramid, list[tuple[int, int, int]]] | None:
+    """The pyramid asked for (and every level's size), validated; None without --mips."""
+    if options.mips in (None, 0):
+        if options.factor is not None or options.downsample is not None:
+            raise PlanError("--factor and --downsample shape a pyramid: add --mips N or auto")
+        return None
+    if options.engine == "gpu":
+        raise PlanError(
+            "pyramids (--mips) run on the CPU engine for now: drop --gpu (the reductions are "
+            "written for CuPy too, the GPU shard task does not call them yet)"
+        )
+    if options.hash not in (None, "identity"):
+        raise PlanError(
+            f"pyramids need spatial-box shards (identity hash), not {options.hash}: each "
+            "shard task reduces its own box for the next level"
+        )
+    try:
+        factor = downsample.check_factor(options.factor or (2, 2, 2))
+        method = options.downsample or downsample.default_method(layer_type)
+        downsample.check_method(method, dtype, layer_type)
+        sizes = pyramid.level_sizes(size, factor, options.mips, chunk)
+    except ValueError as exc:
+        raise PlanError(str(exc)) from exc
+    return Pyramid(factor, method, len(sizes)), sizes
+
+
+def _pyramid_box_limits(
+    plan_fields: dict[str, Any], chunk: tuple[int, int, int], raw_chunk: int, base: bool
+) -> tuple[int | None, tuple[int, int, int]]:
+    """(most chunks per shard, alignment step in chunks) for one level's shards.
+
+    A base task's reduced output (1/prod(factor) of its region) and an upper task's region
+    must fit their shares of the budget; shard extents stay whole downsampling blocks.
+    """
+    pyr: Pyramid | None = plan_fields.get("pyramid")
+    if pyr is None:
+        return None, (1, 1, 1)
+    budget = plan_fields["options"].memory_budget
+    if base:
+        limit = math.prod(pyr.factor) * budget // PYRAMID_IMAGE_SHARE
+    else:
+        limit = budget // PYRAMID_REGION_SHARE
+    return max(1, limit // raw_chunk), pyramid.alignment_step(chunk, pyr.factor)
+
+
+def _check_aligned(level: int, box: tuple[int, ...], grid: tuple[int, ...], step: Any) -> None:
+    if not pyramid.box_aligned(box, grid, step):
+        raise PlanError(
+            f"pyramid level {level}: shards of {_xyz(box)} chunks would split downsampling "
+            f"blocks between shards; give shard sizes that are multiples of "
+            f"{_xyz(step)} chunks (or use a chunk size divisible by the factor)"
+        )
+
+
+def _add_levels(base: ConversionPlan, sizes: list[tuple[int, int, int]]) -> ConversionPlan:
+    """The base plan with the plans of every level above it (and, for precomputed, an `info`
+    listing every scale)."""
+    pyr = base.pyramid
+    assert pyr is not None
+    options = base.options
+    budget = options.memory_budget
+    if base.image_bytes > budget // 2:
+        raise PlanError(
+            f"pyramid level 0: shards hand {_bytes(base.image_bytes)} to the next level, more "
+            f"than half the {_bytes(budget)} memory budget allows; use a chunk size divisible "
+            "by the factor, smaller shards or a larger --memory-budget"
+        )
+    # Explicit sharding choices are for the base level; upper levels are planned here.
+    auto = dataclasses.replace(
+        options, preshift_bits=None, minishard_bits=None, shard_bits=None, shard_shape=None
+    )
+    fields: dict[str, Any] = {"pyramid": pyr, "options": options}
+    levels: list[dict[str, Any]] = []
+    for k in range(1, len(sizes)):
+        size = sizes[k]
+        chunk = pyramid.triple(min(c, s) for c, s in zip(base.chunk_size, size, strict=True))
+        grid = tuple(math.ceil(s / c) for s, c in zip(size, chunk, strict=True))
+        raw_chunk = math.prod(chunk) * base.num_channels * base.dtype.itemsize
+        max_chunks, step = _pyramid_box_limits(fields, chunk, raw_chunk, base=False)
+        if k + 1 == len(sizes):
+            step = (1, 1, 1)  # the top level is not reduced further
+        x, y, z = pyramid.level_resolution(base.resolution, pyr.factor, k)
+        resolution = (x, y, z)
+        level: dict[str, Any] = dict(
+            level=k,
+            size=size,
+            chunk_size=chunk,
+            resolution=resolution,
+            voxel_offset=pyramid.level_offset(base.voxel_offset, pyr.factor, k),
+        )
+        if base.info is not None:
+            spec, _, box = _choose_sharding(
+                auto, grid, raw_chunk * base.encoded_ratio, base.sharding.data_encoding,
+                max_chunks=max_chunks, step=step,
+            )  # fmt: skip
+            try:
+                level["scale"] = dataclasses.replace(
+                    base.scale,
+                    key=pyramid.scale_key(resolution),
+                    size=size,
+                    resolution=resolution,
+                    chunk_size=chunk,
+                    voxel_offset=level["voxel_offset"],
+                    sharding=spec,
+                )
+            except ValueError as exc:
+                raise PlanError(f"pyramid level {k}: {exc}") from exc
+        else:
+            assert base.zarr is not None
+            box = _zarr_box(auto, grid, raw_chunk * base.encoded_ratio, max_chunks, step)
+            by_axis = dict(zip("xyz", size, strict=True), c=base.num_channels)
+            by_chunk = dict(zip("xyz", chunk, strict=True), c=base.num_channels)
+            by_shard = {a: b * c for a, b, c in zip("xyz", box, chunk, strict=True)}
+            by_shard["c"] = base.num_channels
+            axes = base.zarr_axes
+            level["zarr"] = dataclasses.replace(
+                base.zarr,
+                shape=tuple(by_axis[a] for a in axes),
+                shard_shape=tuple(by_shard[a] for a in axes),
+                chunk_shape=tuple(by_chunk[a] for a in axes),
+            )
+        _check_aligned(k, box, grid, step)
+        if math.prod(box) * raw_chunk > budget // 2:
+            raise PlanError(
+                f"pyramid level {k}: shards of {_xyz(box)} chunks "
+                f"({_bytes(math.prod(box) * raw_chunk)}) are needed to keep downsampling "
+                f"blocks whole, more than half the {_bytes(budget)} memory budget; use a chunk "
+                "size divisible by the factor or a larger --memory-budget"
+            )
+        level["shard_shape_chunks"] = box
+        level["epoch_shape_chunks"] = box  # an upper task holds its whole region
+        levels.append(level)
+    info = base.info
+    if info is not None:
+        try:
+            info = dataclasses.replace(
+                info, scales=(base.scale, *(level.pop("scale") for level in levels))
+            )
+        except ValueError as exc:
+            raise PlanError(f"pyramid scales: {exc}") from exc
+    upper = tuple(
+        dataclasses.replace(base, info=info, scattered=False, upper=(), **level) for level in levels
+    )
+    return dataclasses.replace(base, info=info, upper=upper)
 
 
 def _sample_ratio(
@@ -513,9 +855,23 @@ def _plan_precomputed(
         return gzip.compress(data) if gzip else data
 
     ratio = _sample_ratio(common["source"], common["chunk_size"], common["size"], encode)
+    max_chunks, step = _pyramid_box_limits(common, common["chunk_size"], raw_chunk, base=True)
     spec, scattered, box = _choose_sharding(
-        options, grid, raw_chunk * ratio, "gzip" if gzip else "raw"
+        options,
+        grid,
+        raw_chunk * ratio,
+        "gzip" if gzip else "raw",
+        max_chunks=max_chunks,
+        step=step,
     )
+    if "pyramid" in common:
+        if scattered:
+            raise PlanError(
+                "pyramids need spatial-box shards (identity hash): these sharding bits "
+                "scatter chunks across shards; drop --shard-bits or give more "
+                "preshift + minishard bits"
+            )
+        _check_aligned(0, box, grid, step)
     scale = dataclasses.replace(scale, sharding=spec)
     info = PrecomputedInfo(
         type=common["layer_type"],
@@ -524,7 +880,11 @@ def _plan_precomputed(
         scales=(scale,),
     )
     # Scattered shards are read chunk by chunk; box shards in epochs within the budget.
-    epoch = (1, 1, 1) if scattered else _epoch_shape(box, raw_chunk, options.memory_budget // 4)
+    epoch = (
+        (1, 1, 1)
+        if scattered
+        else _epoch_shape(box, raw_chunk, _epoch_budget(options, common), step)
+    )
     return ConversionPlan(
         **common,
         encoded_ratio=ratio,
@@ -535,18 +895,39 @@ def _plan_precomputed(
     )
 
 
+def _epoch_budget(options: ConvertOptions, common: dict[str, Any]) -> int:
+    """Raw bytes of one epoch: a quarter of the budget, an eighth with pyramids (whose tasks
+    also hold reduced output and a reduction slab)."""
+    return options.memory_budget // (8 if "pyramid" in common else 4)
+
+
 def _choose_sharding(
-    options: ConvertOptions, grid: tuple[int, ...], encoded_chunk: float, data_encoding: str
+    options: ConvertOptions,
+    grid: tuple[int, ...],
+    encoded_chunk: float,
+    data_encoding: str,
+    max_chunks: int | None = None,
+    step: tuple[int, int, int] = (1, 1, 1),
 ) -> tuple[ShardingSpec, bool, tuple[int, int, int]]:
-    """Sharding spec, whether shards are scattered, and the shard box in chunks."""
+    """Sharding spec, whether shards are scattered, and the shard box in chunks.
+
+    Pyramids pass `max_chunks` (what a task may hold) and `step` (box extents that keep
+    downsampling blocks whole: the box grows until aligned, or spans the axis).
+    """
     try:
         total = sum(grid_bits(grid))
     except ValueError as exc:
         raise PlanError(str(exc)) from exc
     dims = morton_bit_dims(grid)
     fit = int(math.floor(math.log2(max(options.target_shard_bytes / encoded_chunk, 1))))
+    if max_chunks is not None:
+        fit = min(fit, max(0, max_chunks.bit_length() - 1))
     parallel = total - math.ceil(math.log2(max(options.min_shards, 1)))
     p = max(0, min(fit, parallel, total, MAX_PRESHIFT + MAX_MINISHARD))
+    while p < min(total, MAX_PRESHIFT + MAX_MINISHARD) and not pyramid.box_aligned(
+        _morton_box(dims, p, grid), grid, step
+    ):
+        p += 1
     preshift = min(MAX_PRESHIFT, p // 2)
     minishard = p - preshift
     if minishard > MAX_MINISHARD:
@@ -570,11 +951,15 @@ def _choose_sharding(
     except ValueError as exc:
         raise PlanError(f"impossible sharding parameters: {exc}") from exc
     scattered = hash_name != "identity" or shard_bits < total - low
+    return spec, scattered, _morton_box(dims, low, grid)
+
+
+def _morton_box(dims: list[int], low: int, grid: tuple[int, ...]) -> tuple[int, int, int]:
+    """The box of chunks sharing a compressed Morton code's bits above the lowest `low`."""
     box = [1, 1, 1]
     for dim in dims[:low]:
         box[dim] *= 2
-    box = [min(b, g) for b, g in zip(box, grid, strict=True)]
-    return spec, scattered, tuple(box)  # type: ignore[return-value]
+    return tuple(min(b, g) for b, g in zip(box, grid, strict=True))  # type: ignore[return-value]
 
 
 def _plan_zarr3(common: dict[str, Any], grid: tuple[int, ...], raw_chunk: int) -> ConversionPlan:
@@ -609,25 +994,10 @@ def _plan_zarr3(common: dict[str, Any], grid: tuple[int, ...], raw_chunk: int) -
             )
         box = tuple(s // c for s, c in zip(shard, chunk, strict=True))
     else:
-        box_list = [1, 1, 1]
-        encoded_chunk = raw_chunk * ratio
-        grown = True
-        while grown:
-            grown = False
-            for dim in (0, 1, 2):
-                doubled = 2 * math.prod(box_list)
-                shards_after = math.prod(
-                    math.ceil(g / (b * (2 if d == dim else 1)))
-                    for d, (g, b) in enumerate(zip(grid, box_list, strict=True))
-                )
-                if (
-                    box_list[dim] < grid[dim]
-                    and doubled * encoded_chunk <= options.target_shard_bytes
-                    and shards_after >= options.min_shards
-                ):
-                    box_list[dim] *= 2
-                    grown = True
-        box = tuple(box_list)
+        max_chunks, step = _pyramid_box_limits(common, chunk, raw_chunk, base=True)
+        box = _zarr_box(options, grid, raw_chunk * ratio, max_chunks, step)
+    if "pyramid" in common:
+        _check_aligned(0, box, grid, pyramid.alignment_step(chunk, common["pyramid"].factor))
     shard_voxels = tuple(b * c for b, c in zip(box, chunk, strict=True))
     lookup_shape = dict(zip("xyz", common["size"], strict=True), c=common["num_channels"])
     lookup_chunk = dict(zip("xyz", chunk, strict=True), c=common["num_channels"])
@@ -645,7 +1015,12 @@ def _plan_zarr3(common: dict[str, Any], grid: tuple[int, ...], raw_chunk: int) -
         )
     except ValueError as exc:
         raise PlanError(f"cannot describe the zarr3 array: {exc}") from exc
-    epoch = _epoch_shape(box, raw_chunk, options.memory_budget // 4)
+    step = (
+        pyramid.alignment_step(chunk, common["pyramid"].factor)
+        if "pyramid" in common
+        else (1, 1, 1)
+    )
+    epoch = _epoch_shape(box, raw_chunk, _epoch_budget(options, common), step)
     return ConversionPlan(
         **common,
         encoded_ratio=ratio,
@@ -654,6 +1029,40 @@ def _plan_zarr3(common: dict[str, Any], grid: tuple[int, ...], raw_chunk: int) -
         epoch_shape_chunks=epoch,
         zarr=meta,
     )
+
+
+def _zarr_box(
+    options: ConvertOptions,
+    grid: tuple[int, ...],
+    encoded_chunk: float,
+    max_chunks: int | None = None,
+    step: tuple[int, int, int] = (1, 1, 1),
+) -> tuple[int, int, int]:
+    """Zarr3 shard shape in chunks: doubled axis by axis while shards stay under the target
+    size (and `max_chunks`) and there are at least `min_shards`; then, for pyramids, grown
+    until its extents keep downsampling blocks whole (multiples of `step`, or the axis)."""
+    box_list = [1, 1, 1]
+    grown = True
+    while grown:
+        grown = False
+        for dim in (0, 1, 2):
+            doubled = 2 * math.prod(box_list)
+            shards_after = math.prod(
+                math.ceil(g / (b * (2 if d == dim else 1)))
+                for d, (g, b) in enumerate(zip(grid, box_list, strict=True))
+            )
+            if (
+                box_list[dim] < grid[dim]
+                and doubled * encoded_chunk <= options.target_shard_bytes
+                and (max_chunks is None or doubled <= max_chunks)
+                and shards_after >= options.min_shards
+            ):
+                box_list[dim] *= 2
+                grown = True
+    for dim in (0, 1, 2):
+        if box_list[dim] % step[dim] and box_list[dim] < grid[dim]:
+            box_list[dim] = min(grid[dim], math.lcm(box_list[dim], step[dim]))
+    return tuple(box_list)  # type: ignore[return-value]
 
 
 def _zarr_compressor(compression: str, level: int | None) -> Compressor | None:

@@ -2,7 +2,9 @@
 
 Structure, size and crc32c of every shard listed in the manifest are always checked (through
 ranged reads). With a source, chunks are decoded from the shards and compared with the source's
-voxels: a seeded sample by default, every chunk with `full=True`.
+voxels: a seeded sample by default, every chunk with `full=True`. A pyramid's shards are
+checked at every level; its upper levels' voxels are compared with the source's region reduced
+level by level (a sample that reads about as much of the source as the base level's).
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.formats import zarr3
+from shardwright import pyramid
+from shardwright.downsample import downsample
+from shardwright.formats import ome_zarr, zarr3
 from shardwright.formats.precomputed_info import PrecomputedInfo
 from shardwright.formats.sharding import ShardedReader, ShardFormatError
 from shardwright.integrity import check_precomputed_shard, check_zarr3_shard, stream_crc32c
@@ -75,13 +79,24 @@ def verify(
     if manifest["format"] == "precomputed":
         info = PrecomputedInfo.from_json(json.loads(store.read("info")))
         scale = info.scale(manifest["plan"]["scale_key"])
-        assert scale.sharding is not None
-        _check_shards(
-            report, store, manifest, lambda key: check_precomputed_shard(store, key, scale.sharding)
-        )
+        scales = {s.key: s for s in info.scales}
+
+        def check_precomputed(key: str) -> Any:
+            spec = scales[key.rsplit("/", 1)[0]].sharding  # the scale key prefixes the shard
+            if spec is None:
+                raise ShardFormatError(f"{key}: its scale is not sharded")
+            return check_precomputed_shard(store, key, spec)
+
+        _check_shards(report, store, manifest, check_precomputed)
     else:
-        meta = zarr3.ZarrArrayMetadata.from_json(json.loads(store.read("zarr.json")))
-        _check_shards(report, store, manifest, lambda key: check_zarr3_shard(store, key, meta))
+        metas = _zarr_levels(store)
+        meta = next(iter(metas.values()))
+
+        def check_zarr(key: str) -> Any:
+            prefix = max((p for p in metas if key.startswith(p)), key=len)
+            return check_zarr3_shard(store, key, metas[prefix])
+
+        _check_shards(report, store, manifest, check_zarr)
     if against is not None:
         source = (
             against
@@ -93,13 +108,63 @@ def verify(
                 storage_options=source_storage_options,
             )
         )
+        prefixes = list(metas) if report.format == "zarr3" else []
         comparer = (
             _PrecomputedComparer(store, info, scale.key)
             if report.format == "precomputed"
-            else _ZarrComparer(store, meta, source.axes)
+            else _ZarrComparer(store, meta, source.axes, prefixes[0])
         )
         _compare(report, source, comparer, full, sample)
+        levels = manifest["plan"].get("levels") or []
+        for row in levels[1:]:
+            k = row["level"]
+            upper = (
+                _PrecomputedComparer(store, info, row["key"])
+                if report.format == "precomputed"
+                else _ZarrComparer(store, metas[prefixes[k]], source.axes, prefixes[k])
+            )
+            shrink = math.prod(manifest["plan"]["pyramid"]["factor_xyz"]) ** k
+            _compare(
+                report,
+                source,
+                upper,
+                full,
+                max(1, sample // shrink),
+                expected=_reduced_reader(source, manifest["plan"], k),
+                size=tuple(row["size_xyz"]),
+                label=f"level {k} ",
+            )
     return report
+
+
+def _zarr_levels(store: Store) -> dict[str, zarr3.ZarrArrayMetadata]:
+    """Array metadata by key prefix: the root array, or each level of a multiscales group."""
+    root = json.loads(store.read("zarr.json"))
+    paths = ome_zarr.dataset_paths(root)
+    if paths is None:
+        return {"": zarr3.ZarrArrayMetadata.from_json(root)}
+    return {
+        f"{path}/": zarr3.ZarrArrayMetadata.from_json(json.loads(store.read(f"{path}/zarr.json")))
+        for path in paths
+    }
+
+
+def _reduced_reader(source: Source, plan: dict[str, Any], level: int) -> Any:
+    """Voxels of a box of pyramid level `level`, recomputed from the source level by level."""
+    factor = pyramid.triple(plan["pyramid"]["factor_xyz"])
+    method = plan["pyramid"]["method"]
+    sizes = [pyramid.triple(row["size_xyz"]) for row in plan["levels"]]
+
+    def read(start: tuple[int, ...], stop: tuple[int, ...]) -> np.ndarray:
+        box: pyramid.Box = (pyramid.triple(start), pyramid.triple(stop))
+        for k in range(level, 0, -1):
+            box = pyramid.preimage(box, factor, sizes[k - 1])
+        block = source.read(*box)
+        for _ in range(level):
+            block = downsample(np, block, factor, method)
+        return block
+
+    return read
 
 
 def _check_shards(report: VerifyReport, store: Store, manifest: dict[str, Any], check: Any) -> None:
@@ -154,8 +219,10 @@ class _PrecomputedComparer:
 class _ZarrComparer:
     lossy = False
 
-    def __init__(self, store: Store, meta: zarr3.ZarrArrayMetadata, axes: str):
-        self.store, self.meta, self.axes = store, meta, axes
+    def __init__(
+        self, store: Store, meta: zarr3.ZarrArrayMetadata, axes: str, prefix: str = ""
+    ) -> None:
+        self.store, self.meta, self.axes, self.prefix = store, meta, axes, prefix
         self.dtype = np.dtype(meta.data_type).newbyteorder("<")
         self.compressor = meta.compressor.codec(self.dtype.itemsize) if meta.compressor else None
         self.lookup_chunk = dict(zip(axes, meta.chunk_shape, strict=True))
@@ -168,7 +235,7 @@ class _ZarrComparer:
         by_axis = dict(zip("xyz", coord, strict=True), c=0)
         shard = tuple(by_axis[a] // self.per_shard[a] for a in self.axes)
         inner = tuple(by_axis[a] % self.per_shard[a] for a in self.axes)
-        reader = self._reader(self.meta.chunk_key(shard))
+        reader = self._reader(self.prefix + self.meta.chunk_key(shard))
         data = reader.read_chunk(inner) if reader is not None else None
         if data is None:
             block = np.full(self.meta.chunk_shape, self.meta.fill_value, dtype=self.dtype)
@@ -201,13 +268,24 @@ class _ZarrComparer:
         return self._readers[key]
 
 
-def _compare(report: VerifyReport, source: Source, comparer: Any, full: bool, sample: int) -> None:
+def _compare(
+    report: VerifyReport,
+    source: Source,
+    comparer: Any,
+    full: bool,
+    sample: int,
+    expected: Any = None,
+    size: tuple[int, ...] | None = None,
+    label: str = "",
+) -> None:
+    """Compare sampled chunks with the source's voxels (or with `expected(start, stop)` over a
+    volume of `size`, for pyramid levels)."""
     chunk = (
         comparer.scale.chunk_size
         if isinstance(comparer, _PrecomputedComparer)
         else tuple(comparer.lookup_chunk[a] for a in "xyz")
     )
-    size = source.shape_xyz
+    size = size or source.shape_xyz
     grid = tuple(math.ceil(s / c) for s, c in zip(size, chunk, strict=True))
     total = math.prod(grid)
     if full or total <= sample:
@@ -219,20 +297,20 @@ def _compare(report: VerifyReport, source: Source, comparer: Any, full: bool, sa
         start = tuple(g * c for g, c in zip(coord, chunk, strict=True))
         stop = tuple(min(a + c, s) for a, c, s in zip(start, chunk, size, strict=True))
         shape = tuple(b - a for a, b in zip(start, stop, strict=True))
-        want = source.read(start, stop)
+        want = source.read(start, stop) if expected is None else expected(start, stop)
         got = comparer.read_chunk(coord, shape)
         report.chunks_compared += 1
         if got is None:
-            report.problems.append(f"chunk {coord}: missing from the output")
+            report.problems.append(f"{label}chunk {coord}: missing from the output")
             continue
         if isinstance(comparer, _ZarrComparer):
             want = comparer.expected(want)
         if comparer.lossy:
             error = np.abs(got.astype(np.float64) - want.astype(np.float64)).mean()
             if error > JPEG_MEAN_ABS_TOLERANCE:
-                report.problems.append(f"chunk {coord}: mean abs error {error:.2f} (jpeg)")
+                report.problems.append(f"{label}chunk {coord}: mean abs error {error:.2f} (jpeg)")
         elif got.shape != want.shape or not np.array_equal(got, want):
-            report.problems.append(f"chunk {coord}: voxels differ from the source")
+            report.problems.append(f"{label}chunk {coord}: voxels differ from the source")
 
 
 __all__ = ["VerifyReport", "verify"]

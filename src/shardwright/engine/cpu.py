@@ -9,7 +9,7 @@ the coordinator folds into the manifest.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -30,11 +30,16 @@ def run_shard(
     *,
     resume: bool = False,
     spool_dir: str | None = None,
+    cells: Iterable[Cell] | None = None,
 ) -> Receipt:
-    """Produce one shard object (or confirm a valid one exists, when resuming)."""
+    """Produce one shard object (or confirm a valid one exists, when resuming).
+
+    `cells` replaces the source reads (pyramid levels above the base encode reduced voxels);
+    it is not consumed when a sound shard is kept.
+    """
     started = time.perf_counter()
     requests_before = store.requests.snapshot()
-    receipt = _produce(plan, task, store, resume, spool_dir, started)
+    receipt = _produce(plan, task, store, resume, spool_dir, started, cells)
     after = store.requests.snapshot()
     receipt["requests"] = {
         k: v - requests_before.get(k, 0) for k, v in after.items() if v - requests_before.get(k, 0)
@@ -49,6 +54,7 @@ def _produce(
     resume: bool,
     spool_dir: str | None,
     started: float,
+    cells: Iterable[Cell] | None = None,
 ) -> Receipt:
     if resume:
         receipt = existing_shard_receipt(plan, task, store)
@@ -56,9 +62,9 @@ def _produce(
             return receipt
     shard: ShardFile | None
     if plan.info is not None:
-        shard = _assemble_precomputed(plan, task, spool_dir)
+        shard = _assemble_precomputed(plan, task, spool_dir, cells)
     else:
-        shard = _assemble_zarr3(plan, task, spool_dir)
+        shard = _assemble_zarr3(plan, task, spool_dir, cells)
     if shard is None:  # every chunk was fill: zarr stores no shard at all
         return _receipt(task, 0, 0, 0, started, empty=True)
     try:
@@ -87,11 +93,16 @@ Cell = tuple[tuple[int, int, int], np.ndarray]  # (grid coordinate, [x, y, z, c]
 
 
 def iter_chunks(
-    plan: ConversionPlan, task: ShardTask, scattered_coords: np.ndarray | None = None
+    plan: ConversionPlan,
+    task: ShardTask,
+    scattered_coords: np.ndarray | None = None,
+    on_epoch: Callable[[tuple[int, int, int], np.ndarray], None] | None = None,
 ) -> Iterator[Cell]:
     """Every chunk of a shard with its voxels (edge chunks truncated), epoch by epoch.
 
     A scattered shard's chunks (`scattered_coords`, found by the caller) are read one by one.
+    `on_epoch(voxel start, block)` sees each epoch as it is read (pyramids reduce it there,
+    so the source is read once for every level).
     """
     chunk = plan.chunk_size
     if task.scattered:
@@ -105,24 +116,39 @@ def iter_chunks(
         vstart = tuple(g * c for g, c in zip(cstart, chunk, strict=True))
         vstop = tuple(min(g * c, s) for g, c, s in zip(cstop, chunk, plan.size, strict=True))
         block = plan.source.read(vstart, vstop)  # type: ignore[arg-type]
-        for gz in range(cstart[2], cstop[2]):
-            for gy in range(cstart[1], cstop[1]):
-                for gx in range(cstart[0], cstop[0]):
-                    lo = [(g - a) * c for g, a, c in zip((gx, gy, gz), cstart, chunk, strict=True)]
-                    yield (
-                        (gx, gy, gz),
-                        block[
-                            lo[0] : lo[0] + chunk[0],
-                            lo[1] : lo[1] + chunk[1],
-                            lo[2] : lo[2] + chunk[2],
-                        ],
-                    )
+        if on_epoch is not None:
+            on_epoch(vstart, block)  # type: ignore[arg-type]
+        yield from block_cells(block, cstart, cstop, chunk)
         del block
+
+
+def block_cells(
+    block: np.ndarray,
+    cstart: tuple[int, int, int],
+    cstop: tuple[int, int, int],
+    chunk: tuple[int, int, int],
+) -> Iterator[Cell]:
+    """The chunks [cstart, cstop) of a block whose origin is chunk `cstart`'s corner (views)."""
+    for gz in range(cstart[2], cstop[2]):
+        for gy in range(cstart[1], cstop[1]):
+            for gx in range(cstart[0], cstop[0]):
+                lo = [(g - a) * c for g, a, c in zip((gx, gy, gz), cstart, chunk, strict=True)]
+                yield (
+                    (gx, gy, gz),
+                    block[
+                        lo[0] : lo[0] + chunk[0],
+                        lo[1] : lo[1] + chunk[1],
+                        lo[2] : lo[2] + chunk[2],
+                    ],
+                )
 
 
 # -- precomputed --------------------------------------------------------------------------------
 def _assemble_precomputed(
-    plan: ConversionPlan, task: ShardTask, spool_dir: str | None
+    plan: ConversionPlan,
+    task: ShardTask,
+    spool_dir: str | None,
+    cells: Iterable[Cell] | None = None,
 ) -> ShardFile:
     scale = plan.scale
     encoding = scale.chunk_encoding(plan.options.jpeg_quality)
@@ -134,7 +160,7 @@ def _assemble_precomputed(
         assert task.shard_number is not None
         coords = plan.scattered_chunk_coords(task.shard_number)
     chunk_id = _chunk_id_lookup(plan, task, coords)
-    for coord, voxels in iter_chunks(plan, task, coords):
+    for coord, voxels in iter_chunks(plan, task, coords) if cells is None else cells:
         builder.add(chunk_id(coord), encoding.encode(voxels))
     return builder.finish()
 
@@ -190,7 +216,10 @@ def zarr_chunk_encoder(plan: ConversionPlan) -> Callable[[np.ndarray], bytes | N
 
 
 def _assemble_zarr3(
-    plan: ConversionPlan, task: ShardTask, spool_dir: str | None
+    plan: ConversionPlan,
+    task: ShardTask,
+    spool_dir: str | None,
+    cells: Iterable[Cell] | None = None,
 ) -> ShardFile | None:
     meta = plan.zarr
     assert meta is not None
@@ -203,7 +232,7 @@ def _assemble_zarr3(
         name=task.key,
     )
     encode = zarr_chunk_encoder(plan)
-    for coord, voxels in iter_chunks(plan, task):
+    for coord, voxels in iter_chunks(plan, task) if cells is None else cells:
         stored = encode(voxels)
         if stored is None:
             continue

@@ -1,0 +1,131 @@
+"""Pyramid shard tasks: one level's shard, plus its reduced voxels for the level above.
+
+A base-level task reads its region epoch by epoch exactly as `run_shard` does; each epoch is
+also reduced and pasted into the pieces that the level above's tasks take (`plan.consumers`),
+so the source is read once for the whole pyramid. An upper-level task assembles its region
+from the pieces its producers handed up (Dask results), encodes and writes its shard through
+the same builders, and reduces the region for the level above. Shard and epoch boxes sit on
+whole downsampling blocks (plan.py), so every reduction is exact at task boundaries, and the
+pieces of a region tile it without overlap.
+
+Memory (the plan's model, `peak_task_bytes`): a base task holds an epoch, its encoded chunks
+(spooled to disk beyond a quarter of the budget) and its reduced output (at most a quarter);
+an upper task holds its region (at most an eighth) as inputs and assembled, its encoded chunks
+and a reduced output eight (or four) times smaller; reductions work in slabs of 1/32.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Sequence
+
+import numpy as np
+
+from shardwright import pyramid
+from shardwright.downsample import downsample
+from shardwright.engine.cpu import Receipt, block_cells, iter_chunks, run_shard
+from shardwright.plan import ConversionPlan, ShardTask
+from shardwright.store import Store
+
+Piece = tuple[tuple[int, int, int], np.ndarray]  # (origin in the level's voxels, [x, y, z, c])
+Handoff = dict[str, Piece]  # key of a task of the level above -> the piece it takes
+
+
+def run_pyramid_shard(
+    plan: ConversionPlan,
+    task: ShardTask,
+    store: Store,
+    pieces: Sequence[Piece] = (),
+    *,
+    resume: bool = False,
+    spool_dir: str | None = None,
+) -> tuple[Receipt, Handoff]:
+    """Write one shard of any level of `plan` (the base plan); return its receipt and the
+    pieces for the level above. A shard kept on resume is not rewritten, but its voxels are
+    still reduced: the level above needs them."""
+    level = plan.level_plan(task.level)
+    handoff = _HandoffBuilder(plan, task)
+    if task.level == 0:
+        cells = iter_chunks(level, task, on_epoch=handoff.add)
+        receipt = run_shard(level, task, store, resume=resume, spool_dir=spool_dir, cells=cells)
+        deque(cells, maxlen=0)  # read (and reduce) what a kept shard did not need
+    else:
+        box = level.voxel_box(task)
+        region = assemble(box, pieces, level.dtype, level.num_channels)
+        handoff.add(box[0], region)
+        cells = block_cells(region, task.chunk_start, task.chunk_stop, level.chunk_size)
+        receipt = run_shard(level, task, store, resume=resume, spool_dir=spool_dir, cells=cells)
+        del region, cells
+    receipt["level"] = task.level
+    return receipt, handoff.finish()
+
+
+def assemble(
+    box: pyramid.Box, pieces: Sequence[Piece], dtype: np.dtype, channels: int
+) -> np.ndarray:
+    """A region [x, y, z, c] from the non-overlapping pieces that tile it."""
+    shape = pyramid.box_shape(box)
+    if len(pieces) == 1 and tuple(pieces[0][0]) == box[0] and pieces[0][1].shape[:3] == shape:
+        return pieces[0][1]  # one producer covered it all: no copy
+    region = np.empty((*shape, channels), dtype=dtype, order="F")
+    filled = 0
+    for origin, voxels in pieces:
+        lo = [o - a for o, a in zip(origin, box[0], strict=True)]
+        region[
+            lo[0] : lo[0] + voxels.shape[0],
+            lo[1] : lo[1] + voxels.shape[1],
+            lo[2] : lo[2] + voxels.shape[2],
+        ] = voxels
+        filled += math.prod(voxels.shape[:3])
+    if filled != math.prod(shape):
+        raise RuntimeError(
+            f"pieces cover {filled} of the {math.prod(shape)} voxels of region {box}: "
+            "the pyramid graph is inconsistent"
+        )
+    return region
+
+
+class _HandoffBuilder:
+    """Reduces blocks of a task's region and pastes them into the level above's pieces."""
+
+    def __init__(self, plan: ConversionPlan, task: ShardTask):
+        assert plan.pyramid is not None
+        self.factor = plan.pyramid.factor
+        self.method = plan.pyramid.method
+        self.slab = plan.reduce_slab_bytes
+        self.parts: dict[str, tuple[pyramid.Box, np.ndarray]] = {}
+        self.filled: dict[str, int] = {}
+        for other, part in plan.consumers(task):
+            shape = (*pyramid.box_shape(part), plan.num_channels)
+            self.parts[other.key] = (part, np.empty(shape, dtype=plan.dtype, order="F"))
+            self.filled[other.key] = 0
+
+    def add(self, origin: tuple[int, int, int], block: np.ndarray) -> None:
+        """Reduce a block whose origin is a downsampling-block corner."""
+        if not self.parts:
+            return  # the top level hands nothing up
+        if any(o % f for o, f in zip(origin, self.factor, strict=True)):
+            raise ValueError(f"block origin {origin} is not on the factor {self.factor} grid")
+        reduced = downsample(np, block, self.factor, self.method, max_slab_bytes=self.slab)
+        start = tuple(o // f for o, f in zip(origin, self.factor, strict=True))
+        stop = tuple(a + n for a, n in zip(start, reduced.shape, strict=False))
+        for key, (part, array) in self.parts.items():
+            overlap = pyramid.intersect((start, stop), part)  # type: ignore[arg-type]
+            if overlap is None:
+                continue
+            src = tuple(slice(a - s, b - s) for a, b, s in zip(*overlap, start, strict=True))
+            dst = tuple(slice(a - p, b - p) for a, b, p in zip(*overlap, part[0], strict=True))
+            array[dst] = reduced[src]
+            self.filled[key] += math.prod(pyramid.box_shape(overlap))
+
+    def finish(self) -> Handoff:
+        out: Handoff = {}
+        for key, (part, array) in self.parts.items():
+            if self.filled[key] != math.prod(pyramid.box_shape(part)):
+                raise RuntimeError(
+                    f"reduced {self.filled[key]} of the {math.prod(pyramid.box_shape(part))} "
+                    f"voxels handed to {key}: epochs did not tile the shard"
+                )
+            out[key] = (part[0], array)
+        return out

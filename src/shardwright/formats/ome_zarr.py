@@ -1,0 +1,68 @@
+"""OME-Zarr 0.5 multiscales: the group `zarr.json` over a zarr3 pyramid's level arrays.
+
+The group lists the axes (space axes in nanometres, a channel axis without unit) and, per
+level, the array's path and its coordinate transformations: a scale (voxel size) and a
+translation placing voxel centres (level k's voxel 0 summarises base voxels 0 .. f**k - 1, so
+its centre sits (f**k - 1) / 2 base voxels in). Pure JSON: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+OME_VERSION = "0.5"
+SPACE_UNIT = "nanometer"
+
+
+def multiscales_group(
+    axes: str,
+    datasets: Sequence[tuple[str, Sequence[float], Sequence[float]]],
+    *,
+    method: str | None = None,
+) -> dict[str, Any]:
+    """The group document: `axes` letters in array order, `datasets` (path, scale,
+    translation) from the finest level up, each vector in array order."""
+    multiscale: dict[str, Any] = {
+        "axes": [_axis(a) for a in axes],
+        "datasets": [
+            {
+                "path": path,
+                "coordinateTransformations": [
+                    {"type": "scale", "scale": [_number(v) for v in scale]},
+                    {"type": "translation", "translation": [_number(v) for v in shift]},
+                ],
+            }
+            for path, scale, shift in datasets
+        ],
+    }
+    if method is not None:
+        multiscale["type"] = method
+    return {
+        "zarr_format": 3,
+        "node_type": "group",
+        "attributes": {"ome": {"version": OME_VERSION, "multiscales": [multiscale]}},
+    }
+
+
+def dataset_paths(group: Mapping[str, Any]) -> list[str] | None:
+    """The level arrays' paths of a multiscales group document, finest first; None if the
+    document is not one."""
+    if group.get("node_type") != "group":
+        return None
+    attributes = group.get("attributes") or {}
+    ome = attributes.get("ome", attributes)  # 0.5 nests under "ome"; 0.4 did not
+    multiscales = ome.get("multiscales") if isinstance(ome, Mapping) else None
+    if not multiscales:
+        return None
+    return [str(d["path"]) for d in multiscales[0].get("datasets", [])]
+
+
+def _axis(letter: str) -> dict[str, str]:
+    if letter == "c":
+        return {"name": "c", "type": "channel"}
+    return {"name": letter, "type": "space", "unit": SPACE_UNIT}
+
+
+def _number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else float(value)

@@ -1,0 +1,612 @@
+"""Multiscale pyramids built in the conversion job: the reductions against a straightforward
+per-block NumPy reference, the level geometry and its refusals, end-to-end conversions on a
+real 2-process LocalCluster read back level by level by TensorStore and CloudVolume
+(precomputed) or TensorStore and zarr-python (zarr3), a count of source reads, the memory of
+a 4-level pyramid's tasks, resume, and the plan report."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import pathlib
+import tracemalloc
+from typing import Any
+
+import numpy as np
+import pytest
+import tensorstore as ts
+import zarr
+from cloudvolume import CloudVolume
+from distributed import Client, LocalCluster
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from shardwright import api, downsample
+from shardwright.cli import main as cli_main
+from shardwright.engine.pyramid import run_pyramid_shard
+from shardwright.manifest import MANIFEST_KEY
+from shardwright.plan import PlanError
+from shardwright.sources import NpySource, SourceHints
+from shardwright.store import Store
+
+SIZE_XYZ = (45, 38, 21)  # odd in every axis, and not a multiple of any chunk size below
+SMALL = dict(chunk_size=(16, 16, 8), target_shard_bytes=16 * 1024, memory_budget=64 * 1024**2)
+
+
+# -- the reference: one Python step per block, kept here only -------------------------------------
+def reference(vol: np.ndarray, factor: tuple[int, int, int], method: str) -> np.ndarray:
+    """Straightforward downsampling of a [x, y, z, c] array, block by block."""
+    fx, fy, fz = factor
+    shape = [-(-n // f) for n, f in zip(vol.shape[:3], factor, strict=True)]
+    out = np.empty((*shape, vol.shape[3]), dtype=vol.dtype)
+    for i, j, k in itertools.product(*(range(n) for n in shape)):
+        block = vol[i * fx : (i + 1) * fx, j * fy : (j + 1) * fy, k * fz : (k + 1) * fz]
+        for c in range(vol.shape[3]):
+            out[i, j, k, c] = _reduce_one(block[..., c].ravel(), method, vol.dtype)
+    return out
+
+
+def _reduce_one(values: np.ndarray, method: str, dtype: np.dtype) -> Any:
+    n = values.size
+    if method == "average":
+        if dtype.kind == "f":
+            total = 0.0
+            for v in values:  # float64, in C order of the block's (x, y, z)
+                total += float(v)
+            return total / n
+        return (sum(int(v) for v in values) + n // 2) // n  # nearest, ties up; exact
+    if method == "mode":
+        labels = values[values != 0]
+        if labels.size == 0:
+            return 0
+        unique, counts = np.unique(labels, return_counts=True)
+        return unique[np.argmax(counts)]  # first maximum: the smallest label
+    if method == "min":
+        return values.min()
+    if method == "max":
+        return values.max()
+    return values[0]  # striding
+
+
+def reference_pyramid(
+    vol: np.ndarray, factor: tuple[int, int, int], method: str, levels: int
+) -> list[np.ndarray]:
+    out = [vol]
+    for _ in range(1, levels):
+        out.append(reference(out[-1], factor, method))
+    return out
+
+
+# -- reductions vs the reference -------------------------------------------------------------------
+FACTORS = [(2, 2, 2), (2, 2, 1), (3, 1, 2), (1, 1, 2)]
+
+
+@st.composite
+def volumes(draw: Any, dtypes: list[str], alphabet: bool = False) -> np.ndarray:
+    dtype = np.dtype(draw(st.sampled_from(dtypes)))
+    shape = (*draw(st.tuples(*[st.integers(1, 9)] * 3)), draw(st.integers(1, 2)))
+    if alphabet:  # few distinct values (zero among them): ties and majorities of zero
+        info = np.iinfo(dtype) if dtype.kind in "ui" else None
+        top = int(info.max) if info else 1e30
+        elements: Any = st.sampled_from([0, 1, 2, 3, top])
+    elif dtype.kind == "f":
+        elements = st.floats(-(2.0**100), 2.0**100, width=32)
+    else:
+        elements = None
+    vol = draw(hnp.arrays(dtype, shape, elements=elements))
+    return np.asfortranarray(vol) if draw(st.booleans()) else vol
+
+
+@pytest.mark.parametrize("method", ["average", "min", "max", "striding"])
+@given(
+    vol=volumes(["uint8", "uint16", "uint64", "int8", "int64", "float32"]),
+    factor=st.sampled_from(FACTORS),
+    slab=st.sampled_from([None, 1]),
+)
+def test_reductions_match_the_reference(
+    method: str, vol: np.ndarray, factor: tuple[int, int, int], slab: int | None
+) -> None:
+    got = downsample.downsample(np, vol, factor, method, max_slab_bytes=slab)
+    want = reference(vol, factor, method)
+    assert got.dtype == vol.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+@given(
+    vol=volumes(["uint8", "uint16", "uint32", "uint64", "int16"], alphabet=True),
+    factor=st.sampled_from(FACTORS),
+    slab=st.sampled_from([None, 1]),
+)
+def test_mode_matches_the_reference(
+    vol: np.ndarray, factor: tuple[int, int, int], slab: int | None
+) -> None:
+    got = downsample.downsample(np, vol, factor, "mode", max_slab_bytes=slab)
+    np.testing.assert_array_equal(got, reference(vol, factor, "mode"))
+
+
+@given(vol=volumes(["float32"]), factor=st.sampled_from(FACTORS))
+def test_mode_of_floats_matches_the_reference(
+    vol: np.ndarray, factor: tuple[int, int, int]
+) -> None:
+    np.testing.assert_array_equal(
+        downsample.downsample(np, vol, factor, "mode"), reference(vol, factor, "mode")
+    )
+
+
+def _block(values: list[int], dtype: str = "uint64") -> np.ndarray:
+    """Eight values as one 2x2x2 block [x, y, z, 1] (C order of x, y, z)."""
+    return np.array(values, dtype=dtype).reshape(2, 2, 2, 1)
+
+
+@pytest.mark.parametrize(
+    ("values", "want"),
+    [
+        ([0, 0, 0, 0, 0, 7, 7, 9], 7),  # zero is background, even as the majority
+        ([5, 5, 3, 3, 0, 0, 0, 0], 3),  # a tie goes to the smallest label
+        ([0] * 8, 0),  # zero only when the block is all zero
+        ([0] * 7 + [2**64 - 1], 2**64 - 1),
+        ([4, 4, 4, 1, 1, 2, 2, 2], 2),  # 4 and 2 tie at three: the smaller wins
+    ],
+)
+def test_mode_rules(values: list[int], want: int) -> None:
+    assert downsample.downsample(np, _block(values), (2, 2, 2), "mode").item() == want
+
+
+def test_average_rounds_half_up_exactly() -> None:
+    assert downsample.downsample(np, _block([1, 2] * 4, "uint8"), (2, 2, 2), "average").item() == 2
+    assert (
+        downsample.downsample(np, _block([-1, -2] * 4, "int8"), (2, 2, 2), "average").item() == -1
+    )
+    top = _block([2**64 - 1] * 7 + [2**64 - 2])  # the sum overflows any uint64 accumulator
+    assert downsample.downsample(np, top, (2, 2, 2), "average").item() == 2**64 - 1
+    low = _block([-(2**63)] * 8, "int64")
+    assert downsample.downsample(np, low, (2, 2, 2), "average").item() == -(2**63)
+
+
+def test_partial_edge_blocks_reduce_over_their_real_voxels() -> None:
+    vol = np.arange(3 * 1 * 1, dtype=np.uint8).reshape(3, 1, 1, 1) * 10  # x = 0, 10, 20
+    assert downsample.downsample(np, vol, (2, 1, 1), "average").ravel().tolist() == [5, 20]
+    assert downsample.downsample(np, vol, (2, 1, 1), "mode").ravel().tolist() == [10, 20]
+
+
+@pytest.mark.parametrize("n", range(1, 17))
+def test_sorting_networks_sort_every_zero_one_input(n: int) -> None:
+    """The 0-1 principle: a comparator network that sorts every 0/1 input sorts anything."""
+    values = np.array(list(itertools.product([0, 1], repeat=n)), dtype=np.uint8).T.copy()
+    for i, j in downsample.sorting_network(n):
+        low = np.minimum(values[i], values[j])
+        np.maximum(values[i], values[j], out=values[j])
+        values[i] = low
+    assert (np.diff(values.astype(int), axis=0) >= 0).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", downsample.METHODS)
+@pytest.mark.parametrize("dtype", ["uint8", "uint16", "uint64", "float32"])
+def test_cupy_reductions_are_byte_identical(method: str, dtype: str) -> None:
+    cupy = pytest.importorskip("cupy")
+    try:
+        cupy.cuda.runtime.getDeviceCount()
+    except cupy.cuda.runtime.CUDARuntimeError:
+        pytest.skip("no CUDA device")
+    rng = np.random.default_rng(7)
+    vol = rng.integers(0, 6, (33, 20, 17, 1)).astype(dtype)
+    if dtype == "float32":
+        vol = rng.normal(0, 100, vol.shape).astype(dtype)
+    for factor in [(2, 2, 2), (2, 2, 1)]:
+        want = downsample.downsample(np, vol, factor, method)
+        got = downsample.downsample(cupy, cupy.asarray(vol), factor, method).get()
+        assert got.tobytes() == want.tobytes()
+
+
+# -- geometry and refusals ------------------------------------------------------------------------
+class _Synthetic:
+    """A volume that exists only as a formula: for planning without data."""
+
+    url = "synthetic://ramp"
+    axes = "zyx"
+    num_channels = 1
+    dtype = np.dtype("uint8")
+
+    def __init__(self, shape_xyz: tuple[int, int, int], layer_type: str | None = None):
+        self.shape_xyz = shape_xyz
+        self.hints = SourceHints(layer_type=layer_type)
+
+    def read(self, start: tuple[int, ...], stop: tuple[int, ...]) -> np.ndarray:
+        shape = tuple(b - a for a, b in zip(start, stop, strict=True))
+        return np.full((*shape, 1), (start[0] + start[1]) % 251, dtype=np.uint8)
+
+    def read_native(self, start: tuple[int, ...], stop: tuple[int, ...]) -> np.ndarray:
+        return self.read(start, stop)[..., 0].T
+
+
+def test_levels_in_info_follow_the_conventions(tmp_path: pathlib.Path) -> None:
+    plan = api.plan(
+        _Synthetic((1000, 700, 101)),
+        str(tmp_path / "out"),
+        mips=3,
+        factor=(2, 2, 1),
+        resolution=(8, 8, 40),
+        voxel_offset=(11, -3, 7),
+    )
+    scales = plan.metadata_document()[1]["scales"]
+    assert [s["key"] for s in scales] == ["8_8_40", "16_16_40", "32_32_40", "64_64_40"]
+    assert [s["size"] for s in scales] == [
+        [1000, 700, 101],
+        [500, 350, 101],
+        [250, 175, 101],
+        [125, 88, 101],
+    ]
+    assert [s["voxel_offset"] for s in scales] == [[11, -3, 7], [5, -2, 7], [2, -1, 7], [1, -1, 7]]
+    assert all(s["sharding"]["hash"] == "identity" for s in scales)
+    assert scales[-1]["chunk_sizes"] == [[64, 64, 64]]
+    assert plan.describe()["pyramid"] == {"levels": 4, "factor_xyz": [2, 2, 1], "method": "average"}
+
+
+def test_mips_auto_stops_at_about_one_chunk(tmp_path: pathlib.Path) -> None:
+    plan = api.plan(_Synthetic((1024, 1024, 512)), str(tmp_path / "o"), mips="auto")
+    assert [list(p["size_xyz"]) for p in plan.describe()["levels"]][-1] == [64, 64, 32]
+    seg = api.plan(
+        _Synthetic((1000, 300, 40), "segmentation"), str(tmp_path / "s"), mips="auto",
+        factor=(2, 2, 1),
+    )  # fmt: skip
+    assert seg.pyramid is not None and seg.pyramid.method == "mode"
+    assert [p["size_xyz"] for p in seg.describe()["levels"]][-1] == [63, 19, 40]
+
+
+@given(
+    size=st.tuples(st.integers(8, 300), st.integers(8, 300), st.integers(4, 90)),
+    chunk=st.tuples(st.integers(3, 40), st.integers(3, 40), st.integers(2, 20)),
+    factor=st.sampled_from([(2, 2, 2), (2, 2, 1), (3, 3, 1)]),
+    fmt=st.sampled_from(["precomputed", "zarr3"]),
+)
+def test_every_level_tiles_exactly(
+    tmp_path_factory: pytest.TempPathFactory,
+    size: tuple[int, int, int],
+    chunk: tuple[int, int, int],
+    factor: tuple[int, int, int],
+    fmt: str,
+) -> None:
+    """Shard boxes sit on whole downsampling blocks, and the pieces each task hands up tile
+    the tasks of the next level exactly (odd chunk sizes included)."""
+    chunk = tuple(min(c, s) for c, s in zip(chunk, size, strict=True))  # type: ignore[assignment]
+    try:
+        plan = api.plan(
+            _Synthetic(size), "memory://unused", mips="auto", factor=factor, chunk_size=chunk,
+            target_shard_bytes=4096, memory_budget=16 * 1024**2, format=fmt,
+        )  # fmt: skip
+    except PlanError as exc:
+        assert "memory budget" in str(exc)  # odd chunks may need shards too big to hold
+        return
+    for k in range(plan.level_count):
+        level = plan.level_plan(k)
+        covered = 0
+        for task in level.shards():
+            box = level.voxel_box(task)
+            if k + 1 < plan.level_count:  # interior boundaries on the factor grid
+                for d in range(3):
+                    assert box[0][d] % factor[d] == 0
+                    assert box[1][d] % factor[d] == 0 or box[1][d] == level.size[d]
+            if k:
+                pieces = [
+                    dict(plan.consumers(p))[task]
+                    for p in plan.producers(task)
+                    if task in dict(plan.consumers(p))
+                ]
+                assert sum(np.prod(np.subtract(b[1], b[0])) for b in pieces) == np.prod(
+                    np.subtract(box[1], box[0])
+                )
+            covered += int(np.prod(np.subtract(box[1], box[0])))
+        assert covered == int(np.prod(level.size))
+
+
+def _npy(
+    tmp_path: pathlib.Path, dtype: str = "uint8", shape: tuple[int, ...] = (20, 30, 40)
+) -> str:
+    np.save(tmp_path / "vol.npy", np.zeros(shape, dtype=dtype))
+    return str(tmp_path / "vol.npy")
+
+
+BAD = [
+    ("factor zero", {"mips": 1, "factor": (2, 0, 2)}, "positive integers"),
+    ("factor one", {"mips": 1, "factor": (1, 1, 1)}, "at least one"),
+    ("too many mips", {"mips": 9}, "too many"),
+    ("negative mips", {"mips": -1}, "non-negative"),
+    ("unknown method", {"mips": 1, "downsample": "median"}, "unknown downsampling"),
+    ("factor without mips", {"factor": (2, 2, 1)}, "add --mips"),
+    (
+        "average of labels",
+        {"mips": 1, "layer_type": "segmentation", "downsample": "average"},
+        "blends label ids",
+    ),
+    (
+        "murmurhash",
+        {"mips": 1, "hash": "murmurhash3_x86_128", "minishard_bits": 1, "shard_bits": 2},
+        "spatial-box shards",
+    ),
+    ("gpu", {"mips": 1, "engine": "gpu"}, "CPU engine"),
+    ("scale key clash", {"mips": 1, "scale_key": "2_2_2"}, "unique"),
+]
+
+
+@pytest.mark.parametrize("case", BAD, ids=[c[0] for c in BAD])
+def test_bad_pyramids_are_refused_before_anything_is_written(
+    tmp_path: pathlib.Path, case: tuple
+) -> None:
+    _, options, message = case
+    dest = tmp_path / "out"
+    with pytest.raises(ValueError, match=message):
+        api.convert(_npy(tmp_path), str(dest), scheduler="sync", progress=False, **options)
+    assert not dest.exists()
+
+
+def test_without_mips_nothing_changes(tmp_path: pathlib.Path) -> None:
+    for fmt in ("precomputed", "zarr3"):
+        default = api.plan(_npy(tmp_path), "memory://a", format=fmt, **SMALL)
+        zero = api.plan(_npy(tmp_path), "memory://a", format=fmt, mips=0, **SMALL)
+        assert default.pyramid is None and "levels" not in default.describe()
+        assert default.metadata_documents() == zero.metadata_documents()
+        assert len(default.metadata_documents()) == 1
+        assert [t.key for t in default.shards()] == [t.key for t in zero.shards()]
+
+
+def test_plan_command_shows_every_level(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = _npy(tmp_path, shape=(21, 38, 45))
+    args = ["plan", source, str(tmp_path / "out"), "--chunk-size", "16,16,8", "--mips", "2"]
+    assert cli_main([*args, "--factor", "2,2,1"]) == 0
+    out = capsys.readouterr().out
+    assert "pyramid      3 levels, factor 2 x 2 x 1, downsample average" in out
+    for key in ("1_1_1: 45 x 38 x 21", "2_2_1: 23 x 19 x 21", "4_4_1: 12 x 10 x 21"):
+        assert key in out
+    assert "peak per task" in out and "/shard" in out
+    assert cli_main([*args, "--json", "--downsample", "max"]) == 0
+    levels = json.loads(capsys.readouterr().out)["levels"]
+    assert [row["key"] for row in levels] == ["1_1_1", "2_2_2", "4_4_4"]
+    for row in levels:
+        assert {"shards", "shard_shape_chunks_xyz", "estimated_peak_bytes_per_task"} <= set(row)
+    with pytest.raises(SystemExit):  # argparse refuses it with a usage message
+        cli_main([*args[:3], "--mips", "lots"])
+
+
+# -- end to end -----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def client() -> Any:
+    cluster = LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40
+    )
+    with Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
+def _image(dtype: str = "uint8", channels: int = 1) -> np.ndarray:
+    """C-order (z, y, x) or (c, z, y, x) image with structure and noise."""
+    x, y, z = SIZE_XYZ
+    rng = np.random.default_rng(3)
+    zz, yy, xx = np.meshgrid(np.arange(z), np.arange(y), np.arange(x), indexing="ij")
+    base = 100 + 60 * np.sin(xx / 4.0) * np.cos(yy / 5.0) + 3 * zz
+    vol = np.stack([base + 20 * c for c in range(channels)]) + rng.normal(
+        0, 9, (channels, *base.shape)
+    )
+    vol = np.clip(vol, 0, 250).astype(dtype)
+    return vol if channels > 1 else vol[0]
+
+
+def _labels(dtype: str = "uint64") -> np.ndarray:
+    x, y, z = SIZE_XYZ
+    zz, yy, xx = np.meshgrid(np.arange(z), np.arange(y), np.arange(x), indexing="ij")
+    cells = (xx // 3) + 20 * (yy // 4) + 400 * (zz // 3)
+    big = np.array(np.iinfo(dtype).max - 5000, dtype=dtype)
+    return np.where(cells % 7 == 0, 0, big - cells.astype(dtype)).astype(dtype)
+
+
+def _xyzc(vol: np.ndarray) -> np.ndarray:
+    return vol.T[..., None] if vol.ndim == 3 else np.transpose(vol, (3, 2, 1, 0))
+
+
+def _levels_precomputed(dest: pathlib.Path, count: int) -> list[list[np.ndarray]]:
+    out = []
+    for k in range(count):
+        via_ts = ts.open(
+            {"driver": "neuroglancer_precomputed", "kvstore": f"file://{dest}/", "scale_index": k}
+        ).result()
+        via_cv = CloudVolume(f"file://{dest}", mip=k, progress=False)
+        out.append([np.asarray(via_ts.read().result()), np.asarray(via_cv[:, :, :, :])])
+    return out
+
+
+def _levels_zarr3(dest: pathlib.Path, count: int) -> list[list[np.ndarray]]:
+    group = zarr.open_group(str(dest), mode="r")
+    out = []
+    for k in range(count):
+        via_ts = ts.open({"driver": "zarr3", "kvstore": f"file://{dest}/{k}/"}).result()
+        out.append([np.asarray(via_ts.read().result()), np.asarray(group[str(k)][...])])
+    return out
+
+
+E2E = [
+    # name, format, volume, options (method defaults by layer type)
+    ("pc-uint8-average-222", "precomputed", _image, dict(mips=2, voxel_offset=(3, 5, 1))),
+    (
+        "pc-cseg-mode-221",
+        "precomputed",
+        _labels,
+        dict(mips="auto", factor=(2, 2, 1), encoding="compressed_segmentation"),
+    ),
+    (
+        "pc-float32-max-222",
+        "precomputed",
+        lambda: _image("float32"),
+        dict(mips=2, downsample="max"),
+    ),
+    (
+        "pc-uint16-striding-221-odd-chunks",
+        "precomputed",
+        lambda: _image("uint16"),
+        dict(mips=2, factor=(2, 2, 1), downsample="striding", chunk_size=(15, 13, 7)),
+    ),
+    ("zarr-2ch-average-221", "zarr3", lambda: _image("uint16", 2), dict(mips=2, factor=(2, 2, 1))),
+    (
+        "zarr-uint32-mode-222",
+        "zarr3",
+        lambda: _labels("uint32"),
+        dict(mips="auto", layer_type="segmentation"),
+    ),
+    ("zarr-int16-min-222", "zarr3", lambda: _image("int16"), dict(mips=1, downsample="min")),
+]
+
+
+@pytest.mark.parametrize("case", E2E, ids=[c[0] for c in E2E])
+def test_every_level_equals_the_reference_downsample(
+    tmp_path: pathlib.Path, client: Any, case: tuple
+) -> None:
+    _, fmt, make, options = case
+    vol = make()
+    np.save(tmp_path / "vol.npy", vol)
+    dest = tmp_path / "out"
+    plan = api.plan(str(tmp_path / "vol.npy"), str(dest), format=fmt, **{**SMALL, **options})
+    assert plan.pyramid is not None
+    manifest = api.convert(plan, client=client, progress=False)
+    assert isinstance(manifest, dict)
+    levels = plan.pyramid.levels
+    want = reference_pyramid(_xyzc(vol), plan.pyramid.factor, plan.pyramid.method, levels)
+    if fmt == "precomputed":
+        info = json.loads((dest / "info").read_text())
+        assert len(info["scales"]) == levels
+        for k, readers in enumerate(_levels_precomputed(dest, levels)):
+            for got in readers:
+                np.testing.assert_array_equal(got, want[k], err_msg=f"level {k}")
+    else:
+        group = json.loads((dest / "zarr.json").read_text())
+        multiscale = group["attributes"]["ome"]["multiscales"][0]
+        assert [d["path"] for d in multiscale["datasets"]] == [str(k) for k in range(levels)]
+        assert [a["name"] for a in multiscale["axes"]] == list(plan.zarr_axes)
+        for k, readers in enumerate(_levels_zarr3(dest, levels)):
+            for got in readers:
+                np.testing.assert_array_equal(_xyzc(got), want[k], err_msg=f"level {k}")
+    assert {row["level"] for row in manifest["totals"]["levels"]} == set(range(levels))
+    assert (
+        manifest["totals"]["shards"]
+        == sum(1 for k in range(levels) for _ in plan.level_plan(k).shards())
+        - manifest["totals"]["empty_shards_skipped"]
+    )
+    report = api.verify(str(dest), str(tmp_path / "vol.npy"), full=True)
+    assert report.ok, report.summary()
+    assert report.chunks_compared == sum(plan.level_plan(k).chunk_count for k in range(levels))
+
+
+class _CountingSource(NpySource):
+    """An .npy source that logs every box it reads to a file (from any worker process)."""
+
+    def __init__(self, path: str, log: str):
+        super().__init__(path)
+        self.log = log
+
+    def read(self, start_xyz: Any, stop_xyz: Any) -> np.ndarray:
+        line = json.dumps([list(start_xyz), list(stop_xyz)]) + "\n"
+        fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+        return super().read(start_xyz, stop_xyz)
+
+
+@pytest.mark.parametrize("fmt", ["precomputed", "zarr3"])
+def test_each_source_voxel_is_read_once(tmp_path: pathlib.Path, client: Any, fmt: str) -> None:
+    vol = _image()
+    np.save(tmp_path / "vol.npy", vol)
+    log = tmp_path / "reads.log"
+    source = _CountingSource(str(tmp_path / "vol.npy"), str(log))
+    plan = api.plan(source, str(tmp_path / "out"), format=fmt, mips=3, **SMALL)
+    assert plan.pyramid is not None and plan.pyramid.levels == 4
+    log.unlink()  # planning samples a few chunks; count the job's reads only
+    api.convert(plan, client=client, progress=False)
+    counts = np.zeros(SIZE_XYZ, dtype=np.int64)
+    for line in log.read_text().splitlines():
+        start, stop = json.loads(line)
+        counts[start[0] : stop[0], start[1] : stop[1], start[2] : stop[2]] += 1
+    assert counts.min() == 1 and counts.max() == 1
+    for k, readers in enumerate(
+        _levels_precomputed(tmp_path / "out", 4) if fmt == "precomputed" else []
+    ):
+        want = reference_pyramid(_xyzc(vol), (2, 2, 2), "average", 4)[k]
+        np.testing.assert_array_equal(readers[0], want)
+
+
+def test_four_level_pyramid_tasks_stay_within_the_budget(tmp_path: pathlib.Path) -> None:
+    """A base task whose shard is twice the budget (it spools, and hands up a quarter of the
+    budget) and an upper-level task: both peak below the 16 MiB budget."""
+    budget = 16 * 1024**2
+    rng = np.random.default_rng(2)
+    vol = np.lib.format.open_memmap(
+        tmp_path / "noise.npy", mode="w+", dtype=np.uint8, shape=(128, 512, 512)
+    )
+    for z in range(0, 128, 32):
+        vol[z : z + 32] = rng.integers(0, 255, (32, 512, 512), dtype=np.uint8)
+    vol.flush()
+    del vol
+    plan = api.plan(
+        str(tmp_path / "noise.npy"),
+        str(tmp_path / "out"),
+        chunk_size=(32, 32, 32),
+        compression="none",
+        memory_budget=budget,
+        target_shard_bytes=2 * 1024**3,
+        min_shards=1,
+        mips=3,
+    )
+    assert plan.level_count == 4
+    assert all(plan.level_plan(k).peak_task_bytes < budget for k in range(4))
+    base_task = next(iter(plan.shards()))
+    assert plan.estimated_shard_bytes >= 2 * budget
+    store = Store(str(tmp_path / "out"))
+    tracemalloc.start()
+    receipt, handoff = run_pyramid_shard(plan, base_task, store, spool_dir=str(tmp_path))
+    _, base_peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert receipt["size"] >= 2 * budget
+    assert base_peak < budget, f"base task peak {base_peak / 2**20:.1f} MiB"
+
+    upper_task = next(iter(plan.level_plan(1).shards()))
+    pieces = [handoff[upper_task.key]] if upper_task.key in handoff else []
+    assert pieces, "the first level-1 shard is fed by the first base shard"
+    held = sum(p[1].nbytes for p in pieces)
+    del handoff
+    if len(plan.producers(upper_task)) > 1:
+        pytest.skip("this geometry feeds the level-1 task from several base tasks")
+    tracemalloc.start()
+    run_pyramid_shard(plan, upper_task, store, pieces, spool_dir=str(tmp_path))
+    _, upper_peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert held + upper_peak < budget, f"upper task peak {(held + upper_peak) / 2**20:.1f} MiB"
+
+
+def test_resume_rewrites_only_a_missing_upper_level_shard(tmp_path: pathlib.Path) -> None:
+    vol = _image()
+    np.save(tmp_path / "vol.npy", vol)
+    dest = tmp_path / "out"
+    options = dict(mips=2, format="precomputed", **SMALL)
+    api.convert(str(tmp_path / "vol.npy"), str(dest), scheduler="sync", progress=False, **options)
+    victim = sorted((dest / "2_2_2").glob("*.shard"))[0]
+    victim.unlink()
+    (dest / MANIFEST_KEY).unlink()
+    kept = {p: p.stat().st_mtime_ns for p in dest.rglob("*.shard")}
+    manifest = api.convert(
+        str(tmp_path / "vol.npy"),
+        str(dest),
+        scheduler="threads",
+        progress=False,
+        resume=True,
+        **options,
+    )
+    assert isinstance(manifest, dict)
+    assert manifest["totals"]["resumed_shards"] == manifest["totals"]["shards"] - 1
+    assert victim.exists()
+    assert all(p.stat().st_mtime_ns == t for p, t in kept.items())
+    report = api.verify(str(dest), str(tmp_path / "vol.npy"), full=True)
+    assert report.ok, report.summary()
