@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import pathlib
+import subprocess
+import sys
 from typing import Any
 
 import h5py
@@ -358,3 +360,29 @@ def test_verify_detects_a_corrupted_shard(tmp_path: pathlib.Path) -> None:
     assert not report.ok
     assert any(shard.name in p for p in report.problems)
     assert cli_main(["verify", str(dest)]) == 1
+
+
+def test_package_level_plan_and_verify_are_the_api_after_any_import(
+    tmp_path: pathlib.Path,
+) -> None:
+    """`shardwright.plan(...)` / `shardwright.verify(...)` (as the README writes them) stay the
+    functions once the same-named submodules are imported, as any conversion imports them."""
+    np.save(tmp_path / "vol.npy", np.arange(20 * 18 * 16, dtype=np.uint16).reshape(20, 18, 16))
+    script = f"""
+import shardwright
+from shardwright.plan import PlanError
+import shardwright.verify
+the_plan = shardwright.plan({str(tmp_path / "vol.npy")!r}, {str(tmp_path / "out")!r},
+                            chunk_size=(8, 8, 8))
+shardwright.convert(the_plan, scheduler="sync", progress=False)
+report = shardwright.verify({str(tmp_path / "out")!r}, against={str(tmp_path / "vol.npy")!r})
+assert report.ok, report.summary()
+from shardwright import plan, verify
+assert plan is shardwright.plan and verify is shardwright.verify
+print(type(the_plan).__name__, issubclass(PlanError, ValueError))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ConversionPlan", "True"]
