@@ -441,3 +441,52 @@ def test_gcs_conversion_through_a_faulty_endpoint_is_exact(
         "gs://faulty-gcs/em", str(tmp_path / "vol.npy"), full=True, storage_options=gcs.options()
     )
     assert report.ok, report.summary()
+
+
+def test_meshes_and_skeletons_from_a_faulty_s3_bucket_to_gcs(
+    tmp_path: pathlib.Path, s3: S3Server, gcs: GcsServer
+) -> None:
+    """Segment objects are fetched in concurrent batches; failed fetches in a batch are
+    retried one by one, and every key reads back through TensorStore from GCS."""
+    import struct
+
+    import s3fs
+    from segment_objects import segment_ids, write_multilod_meshes, write_skeletons
+
+    ids = segment_ids(160, seed=9)
+    write_multilod_meshes(tmp_path / "mesh", ids)
+    write_skeletons(tmp_path / "skeletons", ids)
+    s3.make_bucket("objects")
+    gcs.make_bucket("objects-out")
+    fs = s3fs.S3FileSystem(**s3.options(), skip_instance_cache=True)
+    for kind in ("mesh", "skeletons"):
+        fs.put(str(tmp_path / kind) + "/", f"objects/seg/{kind}/", recursive=True)
+    proxy = FaultyProxy(s3.endpoint, fault_rate=0.15, seed=3)
+    try:
+        for kind in ("mesh", "skeletons"):
+            manifest = api.convert(
+                f"s3://objects/seg/{kind}",
+                f"gs://objects-out/seg/{kind}",
+                progress=False,
+                source_storage_options=s3.options(proxy.endpoint),
+                storage_options=gcs.options(),
+                target_shard_bytes=32 * 1024,
+            )
+            assert isinstance(manifest, dict) and manifest["totals"]["chunks"] == ids.size
+            assert manifest["totals"]["requests"].get("retries", 0) > 0
+            info = json.loads(Store(f"gs://objects-out/seg/{kind}", gcs.options()).read("info"))
+            kv = ts.KvStore.open(
+                {
+                    "driver": "neuroglancer_uint64_sharded",
+                    "base": {"driver": "gcs", "bucket": "objects-out", "path": f"seg/{kind}/"},
+                    "metadata": info["sharding"],
+                }
+            ).result()
+            for segment in ids.tolist()[::20] + [int(ids[-1])]:
+                name = f"{segment}.index" if kind == "mesh" else str(segment)
+                got = kv.read(struct.pack(">Q", segment)).result().value
+                assert got == (tmp_path / kind / name).read_bytes(), (kind, segment)
+    finally:
+        proxy.stop()
+    faults = proxy.counts["503"] + proxy.counts["reset"] + proxy.counts["stall"]
+    assert faults >= 0.1 * proxy.counts["requests"], proxy.counts

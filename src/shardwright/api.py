@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
 from dask.delayed import Delayed
 
 from shardwright.graph import build_graph, execute, scheduler_address
+from shardwright.objects import ObjectPlan, make_object_plan, object_source_info
 from shardwright.options import ConvertOptions
 from shardwright.plan import ConversionPlan, PlanError, make_plan
 from shardwright.sources import Source
@@ -19,13 +21,64 @@ __all__ = ["ConvertOptions", "PlanError", "convert", "plan", "verify"]
 
 def plan(
     source: str | Source, dest: str, options: ConvertOptions | None = None, **option_values: Any
+) -> ConversionPlan | ObjectPlan:
+    """Decide everything about a conversion and write nothing; `print(plan.report())`.
+
+    A mesh or skeleton directory (its `info` says which) gets an ObjectPlan; a volume a
+    ConversionPlan, with its meshes / skeletons alongside when `with_meshes` /
+    `with_skeletons` ask for them.
+    """
+    opts = _options(options, option_values)
+    info = object_source_info(source, opts.source_storage_options)
+    if info is not None:
+        if opts.with_meshes or opts.with_skeletons:
+            raise PlanError("--with-meshes / --with-skeletons go with a segmentation volume")
+        return make_object_plan(str(source), dest, opts, info)
+    volume = make_plan(source, dest, opts)
+    if not (opts.with_meshes or opts.with_skeletons):
+        return volume
+    return _with_companions(volume, source, dest, opts)
+
+
+def _with_companions(
+    volume: ConversionPlan, source: str | Source, dest: str, options: ConvertOptions
 ) -> ConversionPlan:
-    """Decide everything about a conversion and write nothing; `print(plan.report())`."""
-    return make_plan(source, dest, _options(options, option_values))
+    """The volume plan plus the plans of the meshes / skeletons its source `info` names,
+    each to the same sub-directory of DEST, which the volume's `info` then names too."""
+    if not isinstance(source, str) or volume.info is None:
+        raise PlanError("--with-meshes / --with-skeletons need a precomputed volume source")
+    store = Store(source, options.source_storage_options)
+    try:
+        source_info = json.loads(store.read("info"))
+    except FileNotFoundError:
+        raise PlanError(f"{source} has no info: only precomputed volumes name meshes") from None
+    wanted = [("mesh", options.with_meshes), ("skeletons", options.with_skeletons)]
+    companions: list[ObjectPlan] = []
+    names: dict[str, Any] = {}
+    for member, asked in wanted:
+        if not asked:
+            continue
+        name = source_info.get(member)
+        if not isinstance(name, str) or not name or name.startswith("/") or ".." in name:
+            raise PlanError(
+                f"--with-{'meshes' if member == 'mesh' else 'skeletons'}: {source}/info names no "
+                f"{member} directory"
+            )
+        path, out = f"{source.rstrip('/')}/{name}", f"{dest.rstrip('/')}/{name}"
+        info = object_source_info(path, options.source_storage_options)
+        if info is None:
+            raise PlanError(f"{path} has no mesh or skeleton info")
+        companions.append(make_object_plan(path, out, options, info))
+        names[member] = name
+    return dataclasses.replace(
+        volume,
+        info=dataclasses.replace(volume.info, **names),
+        companions=tuple(companions),
+    )
 
 
 def convert(
-    source: str | Source | ConversionPlan,
+    source: str | Source | ConversionPlan | ObjectPlan,
     dest: str | None = None,
     options: ConvertOptions | None = None,
     *,
@@ -39,12 +92,13 @@ def convert(
     **option_values: Any,
 ) -> dict[str, Any] | Delayed:
     """Convert a volume to sharded output; returns the manifest (or a lazy Dask object)."""
-    if isinstance(source, ConversionPlan):
+    the_plan: ConversionPlan | ObjectPlan
+    if isinstance(source, ConversionPlan | ObjectPlan):
         the_plan = source
     else:
         if dest is None:
             raise PlanError("convert needs a destination")
-        the_plan = make_plan(source, dest, _options(options, option_values))
+        the_plan = plan(source, dest, _options(options, option_values))
     gpu = the_plan.options.engine == "gpu"
     if gpu and client is None and scheduler_address(scheduler) is None:
         from shardwright.engine.gpu import cupy_module
@@ -82,7 +136,12 @@ def convert(
 
 
 def check_destination(
-    plan: ConversionPlan, store: Store, *, resume: bool, overwrite: bool, other_processes: bool
+    plan: ConversionPlan | ObjectPlan,
+    store: Store,
+    *,
+    resume: bool,
+    overwrite: bool,
+    other_processes: bool,
 ) -> None:
     """Refuse, before writing anything, destinations this run must not touch."""
     if resume and overwrite:

@@ -121,6 +121,22 @@ def _add_conversion_options(p: argparse.ArgumentParser) -> None:
         help="pyramid reduction (default: average for images, mode for segmentations)",
     )
     p.add_argument(
+        "--with-meshes",
+        action="store_true",
+        help="also convert the meshes the segmentation's info names, to sharded meshes",
+    )
+    p.add_argument(
+        "--with-skeletons",
+        action="store_true",
+        help="also convert the skeletons the segmentation's info names, to sharded skeletons",
+    )
+    p.add_argument(
+        "--legacy-to-multires",
+        action="store_true",
+        help="re-encode legacy single-resolution meshes (which have no sharded form) as "
+        "multi-resolution Draco meshes with one level of detail",
+    )
+    p.add_argument(
         "--gpu",
         action="store_true",
         help="run shard tasks on GPUs: a dask-cuda cluster here, or the workers of --scheduler "
@@ -174,6 +190,9 @@ def _options(args: argparse.Namespace) -> ConvertOptions:
         mips=args.mips,
         factor=args.factor,
         downsample=args.downsample,
+        legacy_to_multires=args.legacy_to_multires,
+        with_meshes=args.with_meshes,
+        with_skeletons=args.with_skeletons,
     )
 
 
@@ -258,11 +277,18 @@ def _run(args: argparse.Namespace) -> int:
         )
         assert isinstance(manifest, dict)
         totals = manifest["totals"]
+        unit = "segments" if "object_type" in manifest["plan"] else "chunks"
         print(
-            f"wrote {totals['shards']} shards, {totals['chunks']} chunks, "
+            f"wrote {totals['shards']} shards, {totals['chunks']} {unit}, "
             f"{totals['bytes']:,} bytes to {args.dest} in {totals['seconds']} s "
             f"({totals['resumed_shards']} kept from an earlier run)"
         )
+        for where, part in manifest.get("companions", {}).items():
+            print(
+                f"wrote {part['shards']} shards, {part['chunks']} segments, "
+                f"{part['bytes']:,} bytes to {where} "
+                f"({part['resumed_shards']} kept from an earlier run)"
+            )
         return 0
     if args.command == "verify":
         report = api.verify(

@@ -9,6 +9,7 @@ producer), so the source is read once and no task holds more than its share of t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -25,6 +26,7 @@ from dask.delayed import Delayed, delayed
 from shardwright.engine import run_shard
 from shardwright.engine.pyramid import Handoff, Piece, run_pyramid_shard
 from shardwright.manifest import build_manifest, write_manifest
+from shardwright.objects import ObjectPlan, ObjectShardTask
 from shardwright.plan import ConversionPlan, PlanError, ShardTask
 from shardwright.store import Store
 
@@ -32,7 +34,7 @@ TASK_RETRIES = 3  # a shard lost with its worker is recomputed elsewhere
 GPU_RESOURCE = "GPU"
 
 
-def write_metadata(plan: ConversionPlan, store: Store) -> dict[str, int]:
+def write_metadata(plan: ConversionPlan | ObjectPlan, store: Store) -> dict[str, int]:
     """Coordinator, first step: the dataset's metadata objects (`info` or `zarr.json`; a
     zarr3 pyramid's level arrays and multiscales group).
 
@@ -56,6 +58,18 @@ def _shard(
 
         return run_shard_gpu(plan, task, store, resume=resume)
     return run_shard(plan, task, store, resume=resume)
+
+
+def _object_shard(
+    plan: ObjectPlan,
+    task: ObjectShardTask,
+    store: Store,
+    resume: bool,
+    metadata_requests: dict[str, int],
+) -> dict[str, Any]:
+    from shardwright.engine.objects import run_object_shard
+
+    return run_object_shard(plan, task, store, resume=resume)
 
 
 def _pyramid_shard(
@@ -115,6 +129,12 @@ def _pyramid_receipts(
     return receipts
 
 
+def _companion_summary(manifest: dict[str, Any]) -> dict[str, Any]:
+    """A companion's manifest as one line of the volume's receipts: not a shard of the
+    volume (`companion` marks it), its totals kept for the caller."""
+    return {"companion": manifest["plan"]["destination"], "totals": manifest["totals"]}
+
+
 def _finish(
     plan_description: dict[str, Any],
     store: Store,
@@ -136,7 +156,7 @@ def _finish(
 
 
 def build_graph(
-    plan: ConversionPlan,
+    plan: ConversionPlan | ObjectPlan,
     store: Store,
     *,
     resume: bool = False,
@@ -144,7 +164,13 @@ def build_graph(
 ) -> Delayed:
     """A lazy Dask object whose result is the manifest."""
     token = uuid.uuid4().hex[:8]
-    plan_node = delayed(plan, name=f"plan-{token}", pure=True)
+    # Mesh and skeleton tasks carry their own segment ids: the shared plan holds none.
+    shared: Any = (
+        plan.without_ids()
+        if isinstance(plan, ObjectPlan)
+        else dataclasses.replace(plan, companions=())
+    )
+    plan_node = delayed(shared, name=f"plan-{token}", pure=True)
     store_node = delayed(store, name=f"store-{token}", pure=True)
     metadata = delayed(write_metadata, pure=False)(
         plan_node, store_node, dask_key_name=f"metadata-{token}"
@@ -153,7 +179,19 @@ def build_graph(
     # --resources GPU=1); on our own LocalCUDACluster every worker is one GPU.
     gpu = {"resources": {GPU_RESOURCE: 1}} if plan.options.engine == "gpu" else {}
     with dask.annotate(retries=TASK_RETRIES, **gpu):
-        if plan.pyramid is not None:
+        if isinstance(plan, ObjectPlan):
+            receipts = [
+                delayed(_object_shard, pure=False)(
+                    plan_node,
+                    task,
+                    store_node,
+                    resume,
+                    metadata,
+                    dask_key_name=f"shard-{task.key}-{token}",
+                )
+                for task in plan.shards()
+            ]
+        elif plan.pyramid is not None:
             receipts = _pyramid_receipts(plan, plan_node, store_node, resume, metadata, token)
         else:
             receipts = [
@@ -167,6 +205,16 @@ def build_graph(
                 )
                 for task in plan.shards()
             ]
+    # Meshes / skeletons of the same job: their own graphs (shards, info, manifest); the
+    # volume's manifest, which marks the job complete, waits for theirs.
+    for companion in getattr(plan, "companions", ()):
+        companion_store = Store(companion.dest, companion.options.storage_options)
+        receipts.append(
+            delayed(_companion_summary, pure=True)(
+                build_graph(companion, companion_store, resume=resume),
+                dask_key_name=f"companion-{companion.dest}-{token}",
+            )
+        )
     coordinator = [preflight_requests or {}, metadata]
     return delayed(_finish, pure=False)(
         plan.describe(),

@@ -110,3 +110,24 @@ def existing_shard_receipt(plan: Any, task: Any, store: Store) -> dict[str, Any]
         "empty": False,
         "seconds": round(time.perf_counter() - started, 4),
     }
+
+
+def existing_object_shard_receipt(plan: Any, task: Any, store: Store) -> dict[str, Any] | None:
+    """A receipt for a stored mesh or skeleton shard that is sound and holds as many
+    segments as planned, or None to (re)write it."""
+    started = time.perf_counter()
+    try:
+        summary = check_precomputed_shard(store, task.key, plan.sharding, task.shard_number)
+    except (FileNotFoundError, ShardFormatError, ValueError):
+        return None
+    if summary.chunks != task.chunk_count:
+        return None
+    return {
+        "key": task.key,
+        "size": summary.size,
+        "crc32c": stream_crc32c(store, task.key, summary.size),
+        "chunks": summary.chunks,
+        "resumed": True,
+        "empty": False,
+        "seconds": round(time.perf_counter() - started, 4),
+    }

@@ -26,6 +26,8 @@ def build_manifest(
     """The manifest from the shard receipts; request totals also count the coordinator's
     (preflight probe, metadata), all but the manifest's own single PUT."""
     receipts = list(receipts)
+    companions = [r for r in receipts if "companion" in r]  # meshes / skeletons of the job
+    receipts = [r for r in receipts if "companion" not in r]
     written = sorted((r for r in receipts if not r["empty"]), key=lambda r: r["key"])
     manifest = {
         "shardwright_version": __version__,
@@ -48,6 +50,8 @@ def build_manifest(
             for r in written
         ],
     }
+    if companions:
+        manifest["companions"] = {r["companion"]: r["totals"] for r in companions}
     if any("level" in r for r in receipts):  # a pyramid: what each level wrote
         levels = sorted({r.get("level", 0) for r in receipts})
         manifest["totals"]["levels"] = [

@@ -49,6 +49,13 @@ class ConvertOptions:
     mips: int | str | None = None
     factor: tuple[int, int, int] | None = None
     downsample: str | None = None
+    # Legacy single-resolution meshes have no sharded form: re-encode them as one-level
+    # multi-resolution Draco meshes only when asked.
+    legacy_to_multires: bool = False
+    # A precomputed segmentation's meshes / skeletons (the directories its info names),
+    # converted to their sharded form in the same job.
+    with_meshes: bool = False
+    with_skeletons: bool = False
     # fsspec options (credentials among them): never shown in reprs, logs or the dashboard.
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)  # destination
     source_storage_options: dict[str, Any] = field(default_factory=dict, repr=False)

@@ -97,6 +97,9 @@ class ConversionPlan:
     level: int = 0  # which pyramid level this plan describes (0: the base)
     pyramid: Pyramid | None = None  # None: a single level, written exactly as without pyramids
     upper: tuple[ConversionPlan, ...] = ()  # on the base plan: the plans of levels 1, 2, ...
+    # Meshes / skeletons converted in the same job (objects.ObjectPlan, --with-meshes,
+    # --with-skeletons): each writes its own directory, info and manifest below DEST.
+    companions: tuple[Any, ...] = ()
 
     # -- geometry -------------------------------------------------------------------------------
     @property
@@ -442,6 +445,8 @@ class ConversionPlan:
         if self.pyramid is not None and self.level == 0:
             out["pyramid"] = self.pyramid.to_json()
             out["levels"] = [self.level_plan(k).describe_level() for k in range(self.level_count)]
+        if self.companions:
+            out["companions"] = [companion.describe() for companion in self.companions]
         return out
 
     def describe_level(self) -> dict[str, Any]:
@@ -525,6 +530,8 @@ class ConversionPlan:
             f"{_bytes(d['estimated_peak_bytes_per_task'])} of "
             f"{_bytes(d['memory_budget_per_task'])} budget"
         )
+        for companion in self.companions:
+            lines += ["", companion.report()]
         return "\n".join(lines)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import os
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import fsspec
@@ -134,6 +134,40 @@ class Store:
             f"reading bytes {start}-{end} of {self._describe(key)}",
         )
 
+    def read_many(self, keys: Sequence[str]) -> dict[str, bytes | None]:
+        """Whole objects, fetched concurrently on object stores (one batch `cat` of gcsfs or
+        s3fs); None for an object that does not exist. A fetch that fails in the batch is
+        counted as a retry and made again alone, with the usual retries."""
+        out: dict[str, bytes | None] = {}
+        if self.is_local:
+            for key in keys:
+                try:
+                    out[key] = self.read(key)
+                except FileNotFoundError:
+                    out[key] = None
+            return out
+        if not keys:
+            return out
+        self.requests.add("gets", len(keys))
+        paths = {self.path(key): key for key in keys}
+        try:
+            fetched = self.fs.cat(list(paths), on_error="return")
+        except Exception:  # the batch call itself failed: fetch each below, with retries
+            fetched = {}
+        for path, key in paths.items():
+            value = fetched.get(self.fs._strip_protocol(path), fetched.get(path))
+            if isinstance(value, bytes | bytearray):
+                out[key] = bytes(value)
+            elif isinstance(value, FileNotFoundError):
+                out[key] = None
+            else:
+                self.requests.add("retries")
+                try:
+                    out[key] = self.read(key)
+                except FileNotFoundError:
+                    out[key] = None
+        return out
+
     def size(self, key: str) -> int | None:
         self.requests.add("heads")
         try:
@@ -206,6 +240,24 @@ class Store:
         return sorted(
             p[len(root) :] if p.startswith(root) else p for p in found if TMP_MARKER not in p
         )
+
+    def list_sizes(self, prefix: str = "") -> dict[str, int]:
+        """The objects directly below `prefix` (not recursive) and their sizes, from one
+        listing: names relative to `prefix`. Empty if `prefix` does not exist."""
+        base = self.path(prefix).rstrip("/")
+        self.requests.add("lists")
+        try:
+            entries = self._retry(
+                lambda: self.fs.ls(base, detail=True), f"listing {self._describe(prefix)}"
+            )
+        except FileNotFoundError:
+            return {}
+        out = {}
+        for entry in entries:
+            name = str(entry["name"]).rstrip("/").rsplit("/", 1)[-1]
+            if entry.get("type") == "file" and TMP_MARKER not in name:
+                out[name] = int(entry.get("size") or 0)
+        return out
 
     def is_empty(self) -> bool:
         return not self.list_keys()

@@ -76,6 +76,22 @@ def verify(
         )
         return report
     report = VerifyReport(dest, manifest["format"])
+    if "object_type" in manifest["plan"]:  # meshes or skeletons
+        from shardwright.verify_objects import verify_objects
+
+        if against is not None and not isinstance(against, str):
+            raise TypeError("meshes and skeletons verify against a source path or URL")
+        verify_objects(
+            report,
+            store,
+            manifest,
+            _check_shards,
+            against,
+            full=full,
+            sample=sample,
+            source_storage_options=source_storage_options,
+        )
+        return report
     if manifest["format"] == "precomputed":
         info = PrecomputedInfo.from_json(json.loads(store.read("info")))
         scale = info.scale(manifest["plan"]["scale_key"])

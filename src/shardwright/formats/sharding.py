@@ -3,7 +3,8 @@
 Layout written by `ShardBuilder` (one shard object)::
 
     [shard index: 2**minishard_bits x (start, end) uint64le, relative to its own end]
-    [chunk data, grouped by minishard, ids ascending within a minishard]
+    [chunk data, grouped by minishard, ids ascending within a minishard; a chunk may carry
+     unindexed bytes right before it (a multi-resolution mesh's fragments before its manifest)]
     [minishard index of each non-empty minishard, in minishard order]
 
 Pure bytes in, bytes out: no I/O beyond the local spool a builder may spill to.
@@ -298,22 +299,27 @@ class ShardBuilder:
         self.shard_number = shard_number
         self._spool = ChunkSpool(memory_budget, spool_dir)
         self._ids: list[int] = []
+        self._prefix_sizes: list[int] = []
         self._encoder = byte_codec(spec.data_encoding) if spec.data_encoding != "raw" else None
 
     @property
     def spilled(self) -> bool:
         return self._spool.spilled
 
-    def add(self, chunk_id: int, payload: bytes | memoryview) -> None:
-        """Add a chunk; the spec's `data_encoding` (e.g. gzip) is applied here."""
+    def add(self, chunk_id: int, payload: bytes | memoryview, *, prefix: bytes = b"") -> None:
+        """Add a chunk; the spec's `data_encoding` (e.g. gzip) is applied here (not to
+        `prefix`: bytes stored right before the chunk that no index entry covers)."""
         if self._encoder is not None:
             payload = self._encoder.compress(payload)
-        self.add_encoded(chunk_id, payload)
+        self.add_encoded(chunk_id, payload, prefix=prefix)
 
-    def add_encoded(self, chunk_id: int, stored: bytes | memoryview) -> None:
+    def add_encoded(
+        self, chunk_id: int, stored: bytes | memoryview, *, prefix: bytes = b""
+    ) -> None:
         """Add a chunk whose bytes already carry the `data_encoding` (e.g. GPU-compressed)."""
         self._ids.append(int(chunk_id))
-        self._spool.append(stored)
+        self._prefix_sizes.append(len(prefix))
+        self._spool.append(prefix + bytes(stored) if prefix else stored)
 
     def add_many(
         self, chunk_ids: Sequence[int] | npt.NDArray[np.uint64], payloads: Sequence[bytes]
@@ -325,9 +331,20 @@ class ShardBuilder:
         ):
             self.add(chunk_id, payload)
 
+    def close(self) -> None:
+        """Drop what was added (a task failing before `finish`): the spool file goes too."""
+        self._spool.close()
+
     def finish(self) -> ShardFile:
         ids = np.asarray(self._ids, dtype=np.uint64)
-        layout = precomputed_layout(self.spec, ids, self._spool.sizes(), self.shard_number)
+        prefixes = np.asarray(self._prefix_sizes, dtype=np.uint64)
+        layout = precomputed_layout(
+            self.spec,
+            ids,
+            self._spool.sizes(),
+            self.shard_number,
+            prefixes if prefixes.any() else None,
+        )
         spool = self._spool
 
         def pieces() -> Iterator[bytes]:
@@ -364,8 +381,12 @@ def precomputed_layout(
     chunk_ids: npt.NDArray[np.uint64],
     sizes: npt.NDArray[np.uint64],
     shard_number: int | None = None,
+    prefix_sizes: npt.NDArray[np.uint64] | None = None,
 ) -> ShardLayout:
     """Order chunks by (minishard, id) and build the shard and minishard indexes.
+
+    `sizes` are the stored bytes of each entry; with `prefix_sizes`, the first bytes of an
+    entry are unindexed (the index covers the rest).
 
     The host-side bookkeeping shared by every engine: the CPU builder streams its spool in
     `order`; the GPU engine gathers its encoded buffer in the same order (engine/aggregate.py).
@@ -386,6 +407,9 @@ def precomputed_layout(
             raise ValueError(f"chunk id {int(ids_sorted[dup[0]])} added twice")
     starts = np.cumsum(sizes_sorted, dtype=np.uint64) - sizes_sorted
     data_nbytes = int(sizes_sorted.sum(dtype=np.uint64))
+    if prefix_sizes is not None:
+        skipped = np.asarray(prefix_sizes, dtype=np.uint64)[order]
+        starts, sizes_sorted = starts + skipped, sizes_sorted - skipped
 
     shard_index = np.zeros((spec.num_minishards, 2), dtype=_U64)
     blobs: list[bytes] = []
@@ -441,8 +465,8 @@ class ShardedReader:
             self._cache.popitem(last=False)
         return index
 
-    def read(self, chunk_id: int) -> bytes | None:
-        """The chunk's payload (data_encoding undone), or None if absent."""
+    def locate(self, chunk_id: int) -> tuple[str, int, int] | None:
+        """(shard filename, start, size) of the chunk's stored bytes, or None if absent."""
         shard, minishard = (int(v[0]) for v in self.spec.locate(np.array([chunk_id])))
         try:
             ids, starts, sizes = self._minishard(shard, minishard)
@@ -451,8 +475,15 @@ class ShardedReader:
         hits = np.flatnonzero(ids == np.uint64(chunk_id))  # writers need not sort ids
         if not hits.size:
             return None
-        start, size = int(starts[hits[0]]), int(sizes[hits[0]])
-        blob = self._fetch(self.spec.shard_filename(shard), start, start + size)
+        return self.spec.shard_filename(shard), int(starts[hits[0]]), int(sizes[hits[0]])
+
+    def read(self, chunk_id: int) -> bytes | None:
+        """The chunk's payload (data_encoding undone), or None if absent."""
+        where = self.locate(chunk_id)
+        if where is None:
+            return None
+        name, start, size = where
+        blob = self._fetch(name, start, start + size)
         if len(blob) != size:
             raise ShardFormatError(f"chunk {chunk_id}: read {len(blob)} of {size} bytes")
         return self._decoder.decompress(blob) if self._decoder else blob
