@@ -1,7 +1,7 @@
-"""Build the optional C encoder; everything else is declared in pyproject.toml.
+"""Build the optional C extensions; everything else is declared in pyproject.toml.
 
-`optional=True`: without a C compiler the install still succeeds and compressed_segmentation
-falls back to the reference library (same bytes, but encoding holds the GIL).
+`optional=True`: without a C compiler the install still succeeds; compressed_segmentation
+falls back to the reference library and pyramid reductions to NumPy (same bytes, slower).
 """
 
 import sys
@@ -15,6 +15,12 @@ setup(
             ["src/shardwright/codecs/_cseg.c"],
             optional=True,
             extra_compile_args=[] if sys.platform == "win32" else ["-O3"],
-        )
+        ),
+        Extension(
+            "shardwright._reduce",
+            ["src/shardwright/_reduce.c"],
+            optional=True,
+            extra_compile_args=[] if sys.platform == "win32" else ["-O3"],
+        ),
     ]
 )

@@ -126,6 +126,53 @@ def test_mode_matches_the_reference(
     np.testing.assert_array_equal(got, reference(vol, factor, "mode"))
 
 
+def test_the_c_reductions_are_built() -> None:
+    """CI builds `_reduce` (setup.py); without it pyramids fall back to NumPy, slower."""
+    assert downsample._reduce is not None
+
+
+INTEGER_TYPES = ["uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64"]
+
+
+@given(
+    dtype=st.sampled_from(INTEGER_TYPES),
+    shape=st.tuples(st.integers(1, 21), st.integers(1, 13), st.integers(1, 11), st.integers(1, 2)),
+    factor=st.sampled_from([*FACTORS, (4, 4, 4), (3, 3, 3), (1, 1, 1)]),
+    alphabet=st.integers(2, 300),
+    view=st.sampled_from(["F", "C", "transposed", "strided"]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_c_reductions_equal_numpys(
+    monkeypatch: pytest.MonkeyPatch,
+    dtype: str,
+    shape: tuple[int, int, int, int],
+    factor: tuple[int, int, int],
+    alphabet: int,
+    view: str,
+    seed: int,
+) -> None:
+    """Every integer type, odd sizes, partial edge blocks, any memory layout: the C kernels
+    give NumPy's values (small alphabets make ties and uniform blocks common)."""
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(seed)
+    pool = rng.integers(info.min, info.max, size=alphabet, dtype=dtype, endpoint=True)
+    pool[: alphabet // 3] = 0
+    vol = rng.choice(pool, size=shape)
+    if view == "F":
+        vol = np.asfortranarray(vol)
+    elif view == "transposed":  # as a C-order z, y, x source reads: x fastest
+        vol = np.ascontiguousarray(vol.transpose(3, 2, 1, 0)).transpose(3, 2, 1, 0)
+    elif view == "strided":
+        vol = np.repeat(vol, 2, axis=0)[::2]
+    for method in ("average", "mode"):
+        with_c = downsample.downsample(np, vol, factor, method)
+        with monkeypatch.context() as patched:
+            patched.setattr(downsample, "_reduce", None)
+            with_numpy = downsample.downsample(np, vol, factor, method)
+        assert with_c.dtype == with_numpy.dtype == vol.dtype
+        np.testing.assert_array_equal(with_c, with_numpy, err_msg=method)
+
+
 @given(vol=volumes(["float32"]), factor=st.sampled_from(FACTORS))
 def test_mode_of_floats_matches_the_reference(
     vol: np.ndarray, factor: tuple[int, int, int]
