@@ -373,7 +373,7 @@ BAD = [
         {"mips": 1, "hash": "murmurhash3_x86_128", "minishard_bits": 1, "shard_bits": 2},
         "spatial-box shards",
     ),
-    ("gpu", {"mips": 1, "engine": "gpu"}, "CPU engine"),
+    ("gpu with jpeg", {"mips": 1, "engine": "gpu", "encoding": "jpeg"}, "GPU engine encodes"),
     ("scale key clash", {"mips": 1, "scale_key": "2_2_2"}, "unique"),
 ]
 
@@ -657,3 +657,81 @@ def test_resume_rewrites_only_a_missing_upper_level_shard(tmp_path: pathlib.Path
     assert all(p.stat().st_mtime_ns == t for p, t in kept.items())
     report = api.verify(str(dest), str(tmp_path / "vol.npy"), full=True)
     assert report.ok, report.summary()
+
+
+# -- the GPU engine's pyramid path, run with NumPy as its array namespace ------------------------
+def _pyramid_in_process(plan: Any, dest: pathlib.Path, xp: Any, resume: bool = False) -> None:
+    """Every level's shard tasks in graph order, each fed its producers' pieces."""
+    from shardwright.graph import write_metadata
+
+    store = Store(str(dest))
+    write_metadata(plan, store)
+    handed: dict[str, Any] = {}
+    for level in range(plan.level_count):
+        for task in plan.level_plan(level).shards():
+            pieces = [handed[p.key][task.key] for p in plan.producers(task)]
+            _, handed[task.key] = run_pyramid_shard(plan, task, store, pieces, resume=resume, xp=xp)
+
+
+def _tree(root: pathlib.Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+BATCHED_CASES = [
+    ("precomputed", "uint8", dict(mips=3)),
+    (
+        "precomputed",
+        "uint64",
+        dict(
+            mips="auto",
+            factor=(2, 2, 1),
+            layer_type="segmentation",
+            encoding="compressed_segmentation",
+        ),
+    ),  # fmt: skip
+    ("zarr3", "uint16", dict(mips=2, compression="gzip")),
+]
+
+
+@pytest.mark.parametrize("case", BATCHED_CASES, ids=[f"{c[0]}-{c[1]}" for c in BATCHED_CASES])
+def test_batched_pyramid_shards_equal_the_cpu_engines(tmp_path: pathlib.Path, case: tuple) -> None:
+    """The GPU engine's pyramid tasks (batched pipeline, reductions in the array namespace)
+    with NumPy write the CPU engine's bytes at every level; on a GPU CuPy must too."""
+    fmt, dtype, options = case
+    vol = _labels(dtype) if options.get("layer_type") == "segmentation" else _image(dtype)
+    np.save(tmp_path / "vol.npy", vol)
+    plan = api.plan(str(tmp_path / "vol.npy"), str(tmp_path / "cpu"), format=fmt, **SMALL,
+                    **options)  # fmt: skip
+    assert plan.pyramid is not None and plan.level_count >= 3
+    _pyramid_in_process(plan, tmp_path / "cpu", None)
+    _pyramid_in_process(plan, tmp_path / "batched", np)
+    cpu, batched = _tree(tmp_path / "cpu"), _tree(tmp_path / "batched")
+    assert len(cpu) > plan.level_count and cpu == batched
+    if fmt == "precomputed":  # and the levels are the reference pyramid
+        levels = _levels_precomputed(tmp_path / "batched", plan.level_count)
+        want = reference_pyramid(_xyzc(vol), plan.pyramid.factor, plan.pyramid.method, 2)
+        for k in range(2):
+            np.testing.assert_array_equal(levels[k][0], want[k])
+    # Resuming into a complete output keeps every shard and still hands the pieces up.
+    _pyramid_in_process(plan, tmp_path / "batched", np, resume=True)
+    assert _tree(tmp_path / "batched") == batched
+
+
+@pytest.mark.gpu
+def test_gpu_pyramid_shards_equal_the_cpu_engines(tmp_path: pathlib.Path) -> None:
+    cupy = pytest.importorskip("cupy")
+    try:
+        cupy.cuda.runtime.getDeviceCount()
+    except cupy.cuda.runtime.CUDARuntimeError:
+        pytest.skip("no CUDA device")
+    for fmt, dtype, options in BATCHED_CASES:
+        vol = _labels(dtype) if options.get("layer_type") == "segmentation" else _image(dtype)
+        np.save(tmp_path / "vol.npy", vol)
+        dest = tmp_path / f"{fmt}-{dtype}"
+        plan = api.plan(str(tmp_path / "vol.npy"), str(dest / "cpu"), format=fmt, **SMALL,
+                        **options)  # fmt: skip
+        _pyramid_in_process(plan, dest / "cpu", None)
+        _pyramid_in_process(plan, dest / "gpu", cupy)
+        assert _tree(dest / "cpu") == _tree(dest / "gpu"), (fmt, dtype)

@@ -80,7 +80,12 @@ def _pyramid_shard(
     metadata_requests: dict[str, int],
     *pieces: Piece,
 ) -> tuple[dict[str, Any], Handoff]:
-    return run_pyramid_shard(plan, task, store, pieces, resume=resume)
+    xp = None
+    if plan.options.engine == "gpu":
+        from shardwright.engine.gpu import cupy_module
+
+        xp = cupy_module()
+    return run_pyramid_shard(plan, task, store, pieces, resume=resume, xp=xp)
 
 
 def _piece(result: tuple[dict[str, Any], Handoff], consumer: str) -> Piece:

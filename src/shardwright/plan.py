@@ -666,11 +666,6 @@ def _pyramid_request(
         if options.factor is not None or options.downsample is not None:
             raise PlanError("--factor and --downsample shape a pyramid: add --mips N or auto")
         return None
-    if options.engine == "gpu":
-        raise PlanError(
-            "pyramids (--mips) run on the CPU engine for now: drop --gpu (the reductions are "
-            "written for CuPy too, the GPU shard task does not call them yet)"
-        )
     if options.hash not in (None, "identity"):
         raise PlanError(
             f"pyramids need spatial-box shards (identity hash), not {options.hash}: each "

@@ -15,6 +15,7 @@ form, loop on the host.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 import numpy as np
@@ -30,6 +31,7 @@ from shardwright.store import Store
 
 Array = Any  # numpy.ndarray or cupy.ndarray
 Receipt = dict[str, Any]
+Block = tuple[tuple[int, int, int], Array]  # (first chunk (x, y, z), voxels [x, y, z, c])
 
 
 class BatchCompressor(Protocol):
@@ -85,11 +87,15 @@ def run_shard_batched(
     *,
     compressor: BatchCompressor | None = None,
     resume: bool = False,
+    blocks: Iterable[Block] | None = None,
+    on_epoch: Callable[[tuple[int, int, int], Array], None] | None = None,
 ) -> Receipt:
     """Produce one shard object through the batched pipeline; the receipt is the CPU engine's.
 
     `compressor` replaces the host-loop twin of the plan's byte codec (the GPU engine passes
-    its nvCOMP batch compressor).
+    its nvCOMP batch compressor). Pyramids pass `blocks` (an upper level's region, already on
+    the device, instead of source reads) or `on_epoch(voxel start, device block)`, which sees
+    each epoch as it is read (the base level reduces it there for the level above).
     """
     started = time.perf_counter()
     if resume:
@@ -101,10 +107,11 @@ def run_shard_batched(
             "the batched engine needs spatial-box shards (identity hash); murmurhash-sharded "
             "volumes run on the CPU engine"
         )
+    epochs = epoch_blocks(plan, task, xp, on_epoch) if blocks is None else blocks
     if plan.info is not None:
-        pieces, chunks = _precomputed_shard(plan, task, xp, compressor)
+        pieces, chunks = _precomputed_shard(plan, task, xp, compressor, epochs)
     else:
-        pieces, chunks = _zarr3_shard(plan, task, xp, compressor)
+        pieces, chunks = _zarr3_shard(plan, task, xp, compressor, epochs)
     if not pieces:
         return _receipt(task, 0, 0, 0, started, empty=True)
     size, crc = store.write_object(task.key, lambda: pieces)
@@ -125,18 +132,30 @@ def _receipt(
     }
 
 
-def _epoch_blocks(plan: ConversionPlan, task: ShardTask, xp: Any) -> Any:
+def epoch_blocks(
+    plan: ConversionPlan,
+    task: ShardTask,
+    xp: Any,
+    on_epoch: Callable[[tuple[int, int, int], Array], None] | None = None,
+) -> Iterator[Block]:
     """(epoch chunk start, the epoch's voxels [x, y, z, c] on the device) per epoch."""
     chunk = plan.chunk_size
     for cstart, cstop in plan.epochs(task):
         vstart = tuple(g * c for g, c in zip(cstart, chunk, strict=True))
         vstop = tuple(min(g * c, s) for g, c, s in zip(cstop, chunk, plan.size, strict=True))
-        yield cstart, xp.asarray(plan.source.read(vstart, vstop))  # type: ignore[arg-type]
+        block = xp.asarray(plan.source.read(vstart, vstop))  # type: ignore[arg-type]
+        if on_epoch is not None:
+            on_epoch(vstart, block)  # type: ignore[arg-type]
+        yield cstart, block
 
 
 # -- precomputed --------------------------------------------------------------------------------
 def _precomputed_shard(
-    plan: ConversionPlan, task: ShardTask, xp: Any, compressor: BatchCompressor | None
+    plan: ConversionPlan,
+    task: ShardTask,
+    xp: Any,
+    compressor: BatchCompressor | None,
+    epochs: Iterable[Block],
 ) -> tuple[list[bytes], int]:
     scale = plan.scale
     spec = plan.sharding
@@ -148,7 +167,7 @@ def _precomputed_shard(
     buffers: list[Array] = []
     sizes: list[np.ndarray] = []
     coords: list[np.ndarray] = []
-    for cstart, block in _epoch_blocks(plan, task, xp):
+    for cstart, block in epochs:
         for chunks, local in precomputed_regions(xp, block, plan.chunk_size):
             buffer, chunk_sizes = _encode_precomputed(xp, encoding, chunks)
             buffers.append(buffer)
@@ -185,7 +204,11 @@ def _encode_precomputed(xp: Any, encoding: Any, chunks: Array) -> tuple[Array, n
 
 # -- zarr3 --------------------------------------------------------------------------------------
 def _zarr3_shard(
-    plan: ConversionPlan, task: ShardTask, xp: Any, compressor: BatchCompressor | None
+    plan: ConversionPlan,
+    task: ShardTask,
+    xp: Any,
+    compressor: BatchCompressor | None,
+    epochs: Iterable[Block],
 ) -> tuple[list[bytes], int]:
     meta = plan.zarr
     assert meta is not None
@@ -199,7 +222,7 @@ def _zarr3_shard(
     chunk_bytes = int(np.prod(chunk_shape)) * dtype.itemsize
     buffers: list[Array] = []
     positions: list[np.ndarray] = []
-    for cstart, block in _epoch_blocks(plan, task, xp):
+    for cstart, block in epochs:
         ordered = xp.ascontiguousarray(to_zarr_order(block, axes)).astype(dtype, copy=False)
         buffer, local = scatter_zarr3(xp, ordered, chunk_shape, meta.fill_value)
         elements = buffer.view(dtype).reshape(len(local), -1)

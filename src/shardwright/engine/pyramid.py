@@ -19,12 +19,15 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from shardwright import pyramid
 from shardwright.downsample import downsample
+from shardwright.engine.batched import epoch_blocks, run_shard_batched
 from shardwright.engine.cpu import Receipt, block_cells, iter_chunks, run_shard
+from shardwright.integrity import existing_shard_receipt
 from shardwright.plan import ConversionPlan, ShardTask
 from shardwright.store import Store
 
@@ -40,13 +43,21 @@ def run_pyramid_shard(
     *,
     resume: bool = False,
     spool_dir: str | None = None,
+    xp: Any = None,
 ) -> tuple[Receipt, Handoff]:
     """Write one shard of any level of `plan` (the base plan); return its receipt and the
     pieces for the level above. A shard kept on resume is not rewritten, but its voxels are
-    still reduced: the level above needs them."""
+    still reduced: the level above needs them.
+
+    With an array namespace `xp` (CuPy on GPU workers; NumPy for the CPU twin) the shard goes
+    through the batched engine and the reductions run in `xp` too; only the reduced pieces
+    come back to the host.
+    """
     level = plan.level_plan(task.level)
-    handoff = _HandoffBuilder(plan, task)
-    if task.level == 0:
+    handoff = _HandoffBuilder(plan, task, np if xp is None else xp)
+    if xp is not None:
+        receipt = _batched_level_shard(level, task, store, pieces, handoff, xp, resume)
+    elif task.level == 0:
         cells = iter_chunks(level, task, on_epoch=handoff.add)
         receipt = run_shard(level, task, store, resume=resume, spool_dir=spool_dir, cells=cells)
         deque(cells, maxlen=0)  # read (and reduce) what a kept shard did not need
@@ -59,6 +70,31 @@ def run_pyramid_shard(
         del region, cells
     receipt["level"] = task.level
     return receipt, handoff.finish()
+
+
+def _batched_level_shard(
+    level: ConversionPlan,
+    task: ShardTask,
+    store: Store,
+    pieces: Sequence[Piece],
+    handoff: _HandoffBuilder,
+    xp: Any,
+    resume: bool,
+) -> Receipt:
+    """One pyramid shard through the batched engine, reductions on the device."""
+    if task.level == 0:
+        kept = existing_shard_receipt(level, task, store) if resume else None
+        if kept is None:
+            return run_shard_batched(level, task, store, xp, on_epoch=handoff.add)
+        for _ in epoch_blocks(level, task, xp, handoff.add):
+            pass  # a kept shard's voxels are still reduced for the level above
+        return kept
+    box = level.voxel_box(task)
+    region = xp.asarray(assemble(box, pieces, level.dtype, level.num_channels))
+    handoff.add(box[0], region)
+    return run_shard_batched(
+        level, task, store, xp, resume=resume, blocks=[(task.chunk_start, region)]
+    )
 
 
 def assemble(
@@ -89,8 +125,9 @@ def assemble(
 class _HandoffBuilder:
     """Reduces blocks of a task's region and pastes them into the level above's pieces."""
 
-    def __init__(self, plan: ConversionPlan, task: ShardTask):
+    def __init__(self, plan: ConversionPlan, task: ShardTask, xp: Any = np):
         assert plan.pyramid is not None
+        self.xp = xp
         self.factor = plan.pyramid.factor
         self.method = plan.pyramid.method
         self.slab = plan.reduce_slab_bytes
@@ -107,7 +144,9 @@ class _HandoffBuilder:
             return  # the top level hands nothing up
         if any(o % f for o, f in zip(origin, self.factor, strict=True)):
             raise ValueError(f"block origin {origin} is not on the factor {self.factor} grid")
-        reduced = downsample(np, block, self.factor, self.method, max_slab_bytes=self.slab)
+        reduced = downsample(self.xp, block, self.factor, self.method, max_slab_bytes=self.slab)
+        if self.xp is not np:
+            reduced = self.xp.asnumpy(reduced)  # the pieces travel through Dask on the host
         start = tuple(o // f for o, f in zip(origin, self.factor, strict=True))
         stop = tuple(a + n for a, n in zip(start, reduced.shape, strict=False))
         for key, (part, array) in self.parts.items():
