@@ -504,6 +504,19 @@ E2E = [
         dict(mips="auto", layer_type="segmentation"),
     ),
     ("zarr-int16-min-222", "zarr3", lambda: _image("int16"), dict(mips=1, downsample="min")),
+    # Level shards that do not nest: producers feeding several tasks of the level above.
+    (
+        "pc-uint8-average-331-shared-producers",
+        "precomputed",
+        _image,
+        dict(mips=2, factor=(3, 3, 1), chunk_size=(12, 12, 12), target_shard_bytes=5000),
+    ),
+    (
+        "zarr-uint8-average-222-shared-producers",
+        "zarr3",
+        _image,
+        dict(mips=2, shard_shape=(48, 48, 16)),
+    ),
 ]
 
 
@@ -544,6 +557,31 @@ def test_every_level_equals_the_reference_downsample(
     report = api.verify(str(dest), str(tmp_path / "vol.npy"), full=True)
     assert report.ok, report.summary()
     assert report.chunks_compared == sum(plan.level_plan(k).chunk_count for k in range(levels))
+
+
+def test_graph_splits_only_producers_that_feed_several_tasks(tmp_path: pathlib.Path) -> None:
+    """A producer feeding one task hands it its whole result (no getter task, receipts
+    travel up with it); one feeding several gets a piece task per consumer."""
+    for name in ("pc-uint8-average-331-shared-producers", "pc-uint8-average-222"):
+        _, fmt, make, options = next(case for case in E2E if case[0] == name)
+        np.save(tmp_path / "vol.npy", make())
+        plan = api.plan(str(tmp_path / "vol.npy"), "memory://g", format=fmt, **{**SMALL, **options})
+        assert plan.pyramid is not None
+        fanout = {
+            task.key: len(plan.consumers(task))
+            for k in range(plan.pyramid.levels)
+            for task in plan.level_plan(k).shards()
+        }
+        keys = [str(key) for key in api.convert(plan, compute=False).__dask_graph__()]
+        pieces = sum(1 for key in keys if key.startswith("piece-"))
+        receipt_lists = sum(1 for key in keys if key.startswith("receipts-"))
+        assert pieces == sum(n for n in fanout.values() if n > 1)
+        assert receipt_lists == sum(1 for n in fanout.values() if n != 1)
+        assert sum(1 for key in keys if key.startswith("shard-")) == len(fanout)
+        if name.endswith("shared-producers"):
+            assert pieces > 0
+        else:
+            assert pieces == 0 and receipt_lists == sum(1 for n in fanout.values() if n == 0)
 
 
 class _CountingSource(NpySource):

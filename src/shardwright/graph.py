@@ -3,8 +3,12 @@
 One task per shard (the only writer of that object), after a coordinator task that writes
 `info` / `zarr.json`; a final coordinator task writes the manifest from the shard receipts.
 Pyramids chain the levels: a level-k shard task depends on the level-(k-1) tasks whose reduced
-voxels make up its region, each handing it just its piece (a small getter task next to the
-producer), so the source is read once and no task holds more than its share of the budget.
+voxels make up its region, so the source is read once and no task holds more than its share
+of the budget. A producer that feeds one task (the usual case: level shards nest) hands it its
+whole result, receipts included, which travel up to the manifest with the top level's; one
+that feeds several is split by small getter tasks, so each consumer fetches only its piece.
+Every task costs the distributed scheduler about a millisecond of Python: the graph has as
+few as the data flow allows.
 """
 
 from __future__ import annotations
@@ -72,46 +76,68 @@ def _object_shard(
     return run_object_shard(plan, task, store, resume=resume)
 
 
+@dataclasses.dataclass(frozen=True)
+class LevelResult:
+    """What a pyramid shard task hands on: its receipt and those of the producers it alone
+    consumed, and the reduced pieces for the level above."""
+
+    receipts: list[dict[str, Any]]
+    handoff: Handoff
+
+
 def _pyramid_shard(
     plan: ConversionPlan,
     task: ShardTask,
     store: Store,
     resume: bool,
     metadata_requests: dict[str, int],
-    *pieces: Piece,
-) -> tuple[dict[str, Any], Handoff]:
+    *inputs: LevelResult | Piece,
+) -> LevelResult:
+    pieces: list[Piece] = []
+    receipts: list[dict[str, Any]] = []
+    for item in inputs:
+        if isinstance(item, LevelResult):  # a producer whose only consumer is this task
+            pieces.append(item.handoff[task.key])
+            receipts.extend(item.receipts)
+        else:
+            pieces.append(item)
     xp = None
     if plan.options.engine == "gpu":
         from shardwright.engine.gpu import cupy_module
 
         xp = cupy_module()
-    return run_pyramid_shard(plan, task, store, pieces, resume=resume, xp=xp)
+    receipt, handoff = run_pyramid_shard(plan, task, store, pieces, resume=resume, xp=xp)
+    return LevelResult([receipt, *receipts], handoff)
 
 
-def _piece(result: tuple[dict[str, Any], Handoff], consumer: str) -> Piece:
+def _piece(result: LevelResult, consumer: str) -> Piece:
     """The part of a producer's reduced voxels that one task of the level above takes."""
-    return result[1][consumer]
+    return result.handoff[consumer]
 
 
-def _receipt_of(result: tuple[dict[str, Any], Handoff]) -> dict[str, Any]:
-    return result[0]
+def _receipts_of(result: LevelResult) -> list[dict[str, Any]]:
+    return result.receipts
 
 
 def _pyramid_receipts(
     plan: ConversionPlan, plan_node: Delayed, store_node: Delayed, resume: bool, metadata: Any,
     token: str,
 ) -> list[Delayed]:  # fmt: skip
-    """Every level's shard tasks, each fed by the tasks of the level below; their receipts.
+    """Every level's shard tasks, each fed by the tasks of the level below; the nodes whose
+    results hold every receipt (lists of them, for the manifest).
 
-    Receipts and pieces are taken out by small tasks, so a producer's result is released as
-    soon as its consumers have their pieces (the manifest waits only on receipts).
+    A producer's result is released once its consumers have run; the manifest waits only on
+    receipt lists, never on reduced voxels.
     """
     results: dict[str, Delayed] = {}
-    receipts = []
+    sole_consumer: dict[str, bool] = {}
+    receipt_lists = []
     for level in range(plan.level_count):
         for task in plan.level_plan(level).shards():
             inputs = [
-                delayed(_piece, pure=True)(
+                results[producer.key]
+                if sole_consumer[producer.key]
+                else delayed(_piece, pure=True)(
                     results[producer.key],
                     task.key,
                     dask_key_name=f"piece-{producer.key}-{task.key}-{token}",
@@ -128,10 +154,14 @@ def _pyramid_receipts(
                 dask_key_name=f"shard-{task.key}-{token}",
             )
             results[task.key] = node
-            receipts.append(
-                delayed(_receipt_of, pure=True)(node, dask_key_name=f"receipt-{task.key}-{token}")
-            )
-    return receipts
+            sole_consumer[task.key] = len(plan.consumers(task)) == 1
+            if not sole_consumer[task.key]:  # the top level, or a producer split in pieces
+                receipt_lists.append(
+                    delayed(_receipts_of, pure=True)(
+                        node, dask_key_name=f"receipts-{task.key}-{token}"
+                    )
+                )
+    return receipt_lists
 
 
 def _companion_summary(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -145,17 +175,17 @@ def _finish(
     store: Store,
     started: float,
     coordinator_requests: list[dict[str, int]],
-    *receipts: dict[str, Any],
+    *receipts: dict[str, Any] | list[dict[str, Any]],
 ) -> dict[str, Any]:
     """Coordinator, last step: the manifest, written only once every shard is stored.
 
+    A receipt may come as a list of them (pyramid levels hand theirs up together).
     Temporaries of shard writes that died with their worker are removed first: every shard
     is in place by now, so nothing still needs them.
     """
     store.remove_stale_temporaries()
-    manifest = build_manifest(
-        plan_description, receipts, time.time() - started, coordinator_requests
-    )
+    flat = [r for item in receipts for r in (item if isinstance(item, list) else [item])]
+    manifest = build_manifest(plan_description, flat, time.time() - started, coordinator_requests)
     write_manifest(store, manifest)
     return manifest
 
@@ -175,8 +205,8 @@ def build_graph(
         if isinstance(plan, ObjectPlan)
         else dataclasses.replace(plan, companions=())
     )
-    plan_node = delayed(shared, name=f"plan-{token}", pure=True)
-    store_node = delayed(store, name=f"store-{token}", pure=True)
+    plan_node = delayed(shared, name=f"plan-{token}", pure=True, traverse=False)
+    store_node = delayed(store, name=f"store-{token}", pure=True, traverse=False)
     metadata = delayed(write_metadata, pure=False)(
         plan_node, store_node, dask_key_name=f"metadata-{token}"
     )
@@ -275,11 +305,14 @@ def _client(
     # The dashboard (bokeh) costs a few tenths of a second to start: only when someone looks.
     # Task errors reach the caller through the manifest future; the cluster's own log would
     # only add noise (e.g. the progress feed cancelled as the cluster closes).
-    cluster = LocalCluster(
-        **options,
-        dashboard_address=None if quiet else LOCAL_DASHBOARD,
-        silence_logs=logging.CRITICAL,
-    )
+    # Without a dashboard nobody can see the workers' statistical profiler, which samples
+    # every thread's stack every 10 ms while holding the GIL the shard tasks need.
+    with dask.config.set({"distributed.worker.profile.enabled": not quiet}):
+        cluster = LocalCluster(
+            **options,
+            dashboard_address=None if quiet else LOCAL_DASHBOARD,
+            silence_logs=logging.CRITICAL,
+        )
     try:
         with Client(cluster) as client:
             if not quiet:
