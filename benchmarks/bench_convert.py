@@ -142,6 +142,28 @@ def run_case(
     return figures
 
 
+def floors(source: str, workdir: pathlib.Path, repeat: int) -> dict[str, Any]:
+    """What no tool can beat on this machine, to read the ratios against: starting Python
+    with our imports and a local Dask cluster's, starting Python with TensorStore's, and
+    copying the source's bytes once (read + write through the page cache, no reordering)."""
+    ours = [sys.executable, "-c", "import shardwright.cli, distributed"]
+    theirs = [sys.executable, "-c", "import numpy, tensorstore"]
+    copy = workdir / "copy-floor.bin"
+
+    def copy_once() -> float:
+        started = time.perf_counter()
+        shutil.copyfile(source, copy)
+        seconds = time.perf_counter() - started
+        copy.unlink()
+        return seconds
+
+    return {
+        "ours_start_and_imports_s": min(_timed(ours) for _ in range(repeat)),
+        "tensorstore_start_and_imports_s": min(_timed(theirs) for _ in range(repeat)),
+        "copy_source_once_s": min(copy_once() for _ in range(repeat)),
+    }
+
+
 def _cli_options(options: dict[str, Any]) -> list[str]:
     out = []
     for key, value in options.items():
@@ -209,6 +231,14 @@ def main() -> None:
         )
         ratios = {k: round(v, 2) for k, v in figures[name].items() if k.startswith("ratio")}
         print(f"{name}: ours {figures[name]['ours_s']:.2f} s  {ratios}", flush=True)
+    figures["floors"] = floor = floors(image, workdir, args.repeat)
+    # The best ratio any converter started like ours could reach on the raw image: TensorStore's
+    # time over our start-up plus one plain copy of the bytes.
+    if "precomputed_raw" in figures:
+        floor["max_ratio_tensorstore_over_ours_raw"] = figures["precomputed_raw"][
+            "tensorstore_s"
+        ] / (floor["ours_start_and_imports_s"] + floor["copy_source_once_s"])
+    print(f"floors: {json.dumps({k: round(v, 3) for k, v in floor.items()})}")
     figures["setup"] = {
         "repeat": args.repeat,
         "image_xyz": image_size,
