@@ -333,7 +333,6 @@ def _run(args: argparse.Namespace, own_process: bool = False) -> int:
 
         if own_process:
             _freeze_startup_objects()
-
         return run_demo(args.out, args.size, scheduler=args.scheduler, workers=args.workers)
     raise AssertionError(args.command)
 

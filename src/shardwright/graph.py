@@ -7,8 +7,8 @@ voxels make up its region, so the source is read once and no task holds more tha
 of the budget. A producer that feeds one task (the usual case: level shards nest) hands it its
 whole result, receipts included, which travel up to the manifest with the top level's; one
 that feeds several is split by small getter tasks, so each consumer fetches only its piece.
-Every task costs the distributed scheduler about a millisecond of Python: the graph has as
-few as the data flow allows.
+Every task costs the distributed scheduler and worker a millisecond or two of Python (under
+the GIL the shard tasks need): the graph has as few as the data flow allows.
 """
 
 from __future__ import annotations

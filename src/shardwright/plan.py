@@ -807,8 +807,8 @@ def _sample_ratio(
 ) -> float:
     """Encoded/raw ratio over a few chunks spread through the volume (corners and centre).
 
-    The samples are read and encoded concurrently: remote reads overlap, and the codecs
-    release the GIL, so planning waits for about one chunk instead of all of them.
+    The samples are read and encoded concurrently: remote reads overlap instead of queueing,
+    and the codecs, which release the GIL, share the cores.
     """
     grid = [math.ceil(s / c) for s, c in zip(size, chunk, strict=True)]
     picks = {tuple(g // 2 for g in grid), (0, 0, 0), tuple(g - 1 for g in grid)}
