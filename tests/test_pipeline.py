@@ -7,6 +7,7 @@ import json
 import pathlib
 import subprocess
 import sys
+import urllib.request
 from typing import Any
 
 import h5py
@@ -21,6 +22,7 @@ from distributed import Client, LocalCluster
 
 from shardwright import api
 from shardwright.cli import main as cli_main
+from shardwright.graph import _client
 from shardwright.manifest import MANIFEST_KEY
 
 SIZE_XYZ = (45, 38, 21)  # not a multiple of any chunk size used below
@@ -265,6 +267,19 @@ def test_local_schedulers(tmp_path: pathlib.Path, scheduler: str) -> None:
     )
     for got in _read_precomputed(tmp_path / "out"):
         np.testing.assert_array_equal(got, _as_xyzc(vol))
+
+
+@pytest.mark.parametrize("scheduler", ["local", "processes"])
+def test_the_printed_dashboard_link_opens(
+    scheduler: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The link printed for a cluster we start answers: it names the loopback address the
+    dashboard listens on, not the machine's (which the in-process cluster would report)."""
+    with _client(scheduler, 1, quiet=False):
+        link = capsys.readouterr().err.split("dask dashboard: ")[1].split()[0]
+        assert link.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(link, timeout=30) as reply:
+            assert reply.status == 200
 
 
 def test_existing_scheduler_address_through_the_cli(tmp_path: pathlib.Path, client: Any) -> None:

@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -316,10 +317,18 @@ def _client(
     try:
         with Client(cluster) as client:
             if not quiet:
-                print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
+                print(f"dask dashboard: {local_dashboard_link(client)}", file=sys.stderr)
             yield client
     finally:
         cluster.close()
+
+
+def local_dashboard_link(client: Any) -> str:
+    """The dashboard of a cluster we started, as it can be opened: it listens on loopback only,
+    while distributed's own link names the scheduler's host (the machine's address when the
+    workers are threads of this process)."""
+    port = urllib.parse.urlsplit(client.dashboard_link).port
+    return f"http://127.0.0.1:{port}/status"
 
 
 @contextmanager
@@ -343,7 +352,7 @@ def _local_cuda_cluster(workers: int | None, quiet: bool) -> Iterator[Any]:
     try:
         with Client(cluster) as client:
             if not quiet:
-                print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
+                print(f"dask dashboard: {local_dashboard_link(client)}", file=sys.stderr)
             yield client
     finally:
         cluster.close()
