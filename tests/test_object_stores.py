@@ -71,8 +71,9 @@ def test_local_source_to_s3_precomputed(tmp_path: pathlib.Path, s3: S3Server) ->
     assert isinstance(manifest, dict)
     shards = manifest["totals"]["shards"]
     assert shards > 1
-    # One PUT per shard, plus the preflight probe and `info` (the manifest's own is not in it).
-    assert manifest["totals"]["requests"]["puts"] == shards + 2
+    # Two PUTs per shard (the shard, its receipt), the lease and its first heartbeat, the job
+    # record and `info` (the manifest's own is not in it).
+    assert manifest["totals"]["requests"]["puts"] == 2 * shards + 4
     got = _ts_read("neuroglancer_precomputed", _s3_kv(s3, "out-pc", "em"))
     np.testing.assert_array_equal(got[..., 0], vol.T)
     report = api.verify(dest, str(tmp_path / "vol.npy"), full=True, storage_options=s3.options())

@@ -327,10 +327,13 @@ def test_compute_false_returns_a_lazy_graph(tmp_path: pathlib.Path, client: Any)
     dest = tmp_path / "out"
     lazy = api.convert(str(tmp_path / "vol.npy"), str(dest), compute=False, **SMALL)
     assert isinstance(lazy, Delayed)
-    assert not dest.exists()  # nothing written until computed
+    # Nothing written until computed but the job's lease on DEST (and its heartbeat).
+    held = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+    assert [name.split("-")[0] for name in held] == [".shardwright/heartbeat", ".shardwright/lease"]
     manifest = client.compute(lazy).result()
     assert (dest / MANIFEST_KEY).exists()
     assert manifest["totals"]["chunks"] == 3 * 3 * 3
+    assert not list(dest.glob(".shardwright/lease-*"))  # the coordinator released it
 
 
 def test_plan_command_prints_the_report_and_writes_nothing(

@@ -142,8 +142,10 @@ def test_shard_task_memory_stays_near_the_budget(tmp_path: pathlib.Path) -> None
     assert peak < 1.25 * budget, f"peak {peak / 2**20:.1f} MiB for a {budget / 2**20} MiB budget"
 
 
-def _npy(tmp_path: pathlib.Path, dtype: str = "uint8") -> str:
-    np.save(tmp_path / "vol.npy", np.zeros((20, 30, 40), dtype=dtype))
+def _npy(
+    tmp_path: pathlib.Path, dtype: str = "uint8", shape: tuple[int, ...] = (20, 30, 40)
+) -> str:
+    np.save(tmp_path / "vol.npy", np.zeros(shape, dtype=dtype))
     return str(tmp_path / "vol.npy")
 
 
@@ -183,7 +185,79 @@ BAD_INPUTS = [
     (
         "key escaping the root",
         lambda t: (_npy(t), {"scale_key": "../../elsewhere"}),
-        "escapes the dataset root",
+        "directly below the dataset root",
+    ),
+    ("nested scale key", lambda t: (_npy(t), {"scale_key": "a/b"}), "no path separators"),
+    ("scale key info", lambda t: (_npy(t), {"scale_key": "info"}), "dataset's own objects"),
+    (
+        "scale key of the manifest",
+        lambda t: (_npy(t), {"scale_key": "shardwright-manifest.json"}),
+        "dataset's own objects",
+    ),
+    ("hidden scale key", lambda t: (_npy(t), {"scale_key": ".shardwright"}), "starting with '.'"),
+    ("nan resolution", lambda t: (_npy(t), {"resolution": (float("nan"), 1, 1)}), "finite"),
+    ("infinite resolution", lambda t: (_npy(t), {"resolution": (1, float("inf"), 1)}), "finite"),
+    ("zero resolution", lambda t: (_npy(t), {"resolution": (1, 0, 1)}), "positive"),
+    (
+        "offset beyond int64",
+        lambda t: (_npy(t), {"voxel_offset": (2**63 - 1, 0, 0)}),
+        "signed 64-bit",
+    ),
+    (
+        "offset below int64",
+        lambda t: (_npy(t), {"voxel_offset": (0, -(2**63) - 1, 0)}),
+        "signed 64-bit",
+    ),
+    ("zero-length axis", lambda t: (_npy(t, shape=(0, 4, 4)), {}), "zero-length axis"),
+    (
+        "float segmentation",
+        lambda t: (_npy(t, "float32"), {"layer_type": "segmentation"}),
+        "cannot be a segmentation",
+    ),
+    (
+        "float64 zarr3 segmentation",
+        lambda t: (_npy(t, "float64"), {"format": "zarr3", "layer_type": "segmentation"}),
+        "cannot be a segmentation",
+    ),
+    (
+        "jpeg quality with zarr3",
+        lambda t: (_npy(t), {"format": "zarr3", "jpeg_quality": 90}),
+        "--jpeg-quality applies to precomputed",
+    ),
+    (
+        "sharding bits with zarr3",
+        lambda t: (_npy(t), {"format": "zarr3", "minishard_bits": 2}),
+        "--minishard-bits applies to precomputed",
+    ),
+    (
+        "shard shape with precomputed",
+        lambda t: (_npy(t), {"shard_shape": (16, 16, 16)}),
+        "--shard-shape applies to zarr3",
+    ),
+    (
+        "index location with precomputed",
+        lambda t: (_npy(t), {"index_location": "start"}),
+        "--index-location applies to zarr3",
+    ),
+    (
+        "jpeg quality without jpeg",
+        lambda t: (_npy(t), {"jpeg_quality": 90}),
+        "--jpeg-quality applies to --encoding jpeg",
+    ),
+    (
+        "block size without compressed_segmentation",
+        lambda t: (_npy(t), {"compressed_segmentation_block_size": (4, 4, 4)}),
+        "--block-size applies",
+    ),
+    (
+        "compression level without compression",
+        lambda t: (_npy(t), {"compression": "none", "compression_level": 3}),
+        "not --compression none",
+    ),
+    (
+        "compression level of jpeg chunks",
+        lambda t: (_npy(t), {"encoding": "jpeg", "compression_level": 3}),
+        "use --jpeg-quality",
     ),
 ]
 
@@ -200,12 +274,16 @@ def test_bad_input_is_refused_before_anything_is_written(
     assert not dest.exists()
 
 
-def test_non_empty_destination_is_refused(tmp_path: pathlib.Path) -> None:
+@pytest.mark.parametrize("flags", [{}, {"resume": True}, {"overwrite": True}])
+def test_a_destination_holding_other_files_is_refused(
+    tmp_path: pathlib.Path, flags: dict[str, bool]
+) -> None:
     dest = tmp_path / "out"
     dest.mkdir()
     (dest / "precious.txt").write_text("keep me")
-    with pytest.raises(PlanError, match="not empty"):
-        api.convert(_npy(tmp_path), str(dest), scheduler="sync", progress=False)
+    with pytest.raises(PlanError, match=r"did not write \(e.g. precious.txt\)"):
+        api.convert(_npy(tmp_path), str(dest), scheduler="sync", progress=False, **flags)
+    assert [p.name for p in dest.iterdir()] == ["precious.txt"]
     assert (dest / "precious.txt").read_text() == "keep me"
 
 
@@ -213,7 +291,7 @@ def test_resume_into_a_different_plan_is_refused(tmp_path: pathlib.Path) -> None
     source = _npy(tmp_path)
     dest = str(tmp_path / "out")
     api.convert(source, dest, scheduler="sync", progress=False, chunk_size=(8, 8, 8))
-    with pytest.raises(PlanError, match="differs from this plan"):
+    with pytest.raises(PlanError, match=r"differs from the one that wrote it.*chunk_sizes"):
         api.convert(
             source, dest, scheduler="sync", progress=False, chunk_size=(16, 16, 16), resume=True
         )

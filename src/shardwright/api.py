@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from typing import Any
 
 from dask.delayed import Delayed
 
-from shardwright.graph import build_graph, execute, scheduler_address
+from shardwright.graph import execute, scheduler_address
+from shardwright.lifecycle.job import Job, mode_of
+from shardwright.lifecycle.lease import DEFAULT_TIMEOUT, Renewer
 from shardwright.objects import ObjectPlan, make_object_plan, object_source_info
 from shardwright.options import ConvertOptions
 from shardwright.plan import ConversionPlan, PlanError, make_plan
 from shardwright.sources import Source
-from shardwright.store import Store
+from shardwright.store import LeaseLost, Store
 from shardwright.verify import verify
 
-__all__ = ["ConvertOptions", "PlanError", "convert", "plan", "verify"]
+__all__ = ["ConvertOptions", "PlanError", "check", "convert", "plan", "verify"]
 
 
 def plan(
@@ -89,9 +92,19 @@ def convert(
     client: Any = None,
     compute: bool = True,
     progress: bool = True,
+    break_lease: bool = False,
+    lease_timeout: float = DEFAULT_TIMEOUT,
     **option_values: Any,
 ) -> dict[str, Any] | Delayed:
-    """Convert a volume to sharded output; returns the manifest (or a lazy Dask object)."""
+    """Convert a volume to sharded output; returns the manifest (or a lazy Dask object).
+
+    `resume` continues the job that wrote DEST, keeping the shards its receipts prove;
+    `overwrite` replaces a shardwright dataset in DEST (its objects go only once the new
+    manifest is written). The job holds DEST's lease while it runs (`lease_timeout`: how long
+    it may go unrenewed before another job takes it over; `break_lease`: take over a live
+    one). With `compute=False` the lease is taken now and renewed from a background thread
+    of this process until the graph's coordinator releases it.
+    """
     the_plan: ConversionPlan | ObjectPlan
     if isinstance(source, ConversionPlan | ObjectPlan):
         the_plan = source
@@ -104,71 +117,68 @@ def convert(
         from shardwright.engine.gpu import cupy_module
 
         cupy_module()  # this machine runs the GPU workers: it must have a GPU
-    store = Store(the_plan.dest, the_plan.options.storage_options)
-    before = store.requests.snapshot()
-    check_destination(
+    job = check(
         the_plan,
-        store,
         resume=resume,
         overwrite=overwrite,
-        other_processes=client is not None
-        or scheduler == "processes"
-        or scheduler_address(scheduler) is not None,
-    )
-    store.check_writable()
-    if overwrite:
-        store.clear()
-    if resume:
-        store.remove_stale_temporaries()
-    graph = build_graph(
-        the_plan, store, resume=resume, preflight_requests=store.requests.since(before)
-    )
-    if not compute:
-        return graph
-    return execute(
-        graph,
         scheduler=scheduler,
-        workers=workers,
         client=client,
-        progress=progress,
-        gpu=gpu,
+        break_lease=break_lease,
     )
+    before = job.datasets[0].store.requests.snapshot()
+    for notice in job.acquire(break_lease=break_lease, timeout=lease_timeout):
+        print(f"shardwright: {notice}", file=sys.stderr)
+    try:
+        graph = job.graph(preflight_requests=job.datasets[0].store.requests.since(before))
+    except BaseException:
+        job.release()
+        raise
+    if not compute:
+        Renewer(job.leases).start()  # ends when the coordinator releases the leases
+        return graph
+    try:
+        with Renewer(job.leases) as renewer:
+            manifest = execute(
+                graph,
+                scheduler=scheduler,
+                workers=workers,
+                client=client,
+                progress=progress,
+                gpu=gpu,
+            )
+    finally:
+        job.release()
+    if renewer.lost:
+        raise LeaseLost(
+            f"{', '.join(renewer.lost)}: another job took the lease over while this one ran"
+        )
+    return manifest
 
 
-def check_destination(
-    plan: ConversionPlan | ObjectPlan,
-    store: Store,
+def check(
+    the_plan: ConversionPlan | ObjectPlan,
     *,
-    resume: bool,
-    overwrite: bool,
-    other_processes: bool,
-) -> None:
-    """Refuse, before writing anything, destinations this run must not touch."""
-    if resume and overwrite:
-        raise PlanError("--resume and --overwrite contradict each other; pass one")
+    resume: bool = False,
+    overwrite: bool = False,
+    scheduler: str | None = None,
+    client: Any = None,
+    break_lease: bool = False,
+) -> Job:
+    """Every refusal that needs no write: where each destination lies, what it holds, and
+    whether this job may resume it. `convert` calls it first; the CLI calls it before it
+    prints the plan, so a refused destination shows its one error alone."""
+    store = Store(the_plan.dest, the_plan.options.storage_options)
+    other_processes = (
+        client is not None or scheduler == "processes" or scheduler_address(scheduler) is not None
+    )
     if store.is_process_local and other_processes:
         raise PlanError(
             f"{store.url} lives in this process; workers in other processes cannot write "
             "it: use --scheduler local, threads or sync with memory:// destinations"
         )
-    if store.is_empty():
-        return
-    if not (resume or overwrite):
-        raise PlanError(
-            f"destination {store.url} is not empty; pass --resume to continue an "
-            "earlier run into it or --overwrite to replace it"
-        )
-    if resume:
-        for key, expected in plan.metadata_documents():
-            try:
-                existing = json.loads(store.read(key))
-            except FileNotFoundError:
-                continue
-            if existing != json.loads(json.dumps(expected)):
-                raise PlanError(
-                    f"cannot resume into {store.url}: its {key} differs from this "
-                    "plan's (different options or source?)"
-                )
+    job = Job(the_plan, mode=mode_of(resume=resume, overwrite=overwrite))
+    job.check(break_lease=break_lease)
+    return job
 
 
 def _options(options: ConvertOptions | None, values: dict[str, Any]) -> ConvertOptions:

@@ -12,6 +12,7 @@ from typing import Any
 from shardwright.options import COMPRESSIONS, DOWNSAMPLE_METHODS, FORMATS, ConvertOptions
 
 SIZE_SUFFIXES = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+DEFAULT_LEASE_TIMEOUT = 120.0  # lifecycle/lease.py's default (not imported: keeps start-up lean)
 
 
 def _xyz(kind: type) -> Any:
@@ -69,7 +70,9 @@ def _add_conversion_options(p: argparse.ArgumentParser) -> None:
         help="precomputed data_encoding (none|gzip) or zarr3 inner codec; "
         "default gzip (none for jpeg/png)",
     )
-    p.add_argument("--compression-level", type=int)
+    p.add_argument(
+        "--compression-level", type=int, help="gzip 0-9, zstd 1-22, blosc 0-9 (codec default)"
+    )
     p.add_argument("--chunk-size", type=_xyz(int), metavar="X,Y,Z", help="default 64,64,64")
     p.add_argument("--resolution", type=_xyz(float), metavar="X,Y,Z", help="nm per voxel")
     p.add_argument("--voxel-offset", type=_xyz(int), metavar="X,Y,Z")
@@ -78,10 +81,9 @@ def _add_conversion_options(p: argparse.ArgumentParser) -> None:
         "--block-size",
         type=_xyz(int),
         metavar="X,Y,Z",
-        default=(8, 8, 8),
-        help="compressed_segmentation block size",
+        help="compressed_segmentation block size (default 8,8,8)",
     )
-    p.add_argument("--jpeg-quality", type=int, default=85)
+    p.add_argument("--jpeg-quality", type=int, help="1-100 (default 85)")
     p.add_argument("--target-shard-bytes", type=_bytes, default="1G", metavar="SIZE")
     p.add_argument(
         "--memory-budget", type=_bytes, default="1G", metavar="SIZE", help="per shard task"
@@ -100,8 +102,8 @@ def _add_conversion_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--index-location",
         choices=("end", "start"),
-        default="end",
-        help="zarr3 shard index position (start suits stores without suffix range reads)",
+        help="zarr3 shard index position (default end; start suits stores without suffix "
+        "range reads)",
     )
     p.add_argument(
         "--mips",
@@ -217,8 +219,31 @@ def build_parser() -> argparse.ArgumentParser:
         "core; or $DASK_SCHEDULER_ADDRESS)",
     )
     c.add_argument("--workers", type=int, help="worker processes (threads) to start")
-    c.add_argument("--resume", action="store_true", help="keep sound shards of an earlier run")
-    c.add_argument("--overwrite", action="store_true", help="replace what DEST holds")
+    c.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the job that wrote DEST: keep every shard its receipts prove intact",
+    )
+    c.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the shardwright dataset in DEST (never anything else); its objects go "
+        "only once the new manifest is written",
+    )
+    c.add_argument(
+        "--lease-timeout",
+        type=float,
+        default=DEFAULT_LEASE_TIMEOUT,
+        metavar="SECONDS",
+        help="how long this job's lease on DEST may go unrenewed before another job may take "
+        "it over (default %(default)s)",
+    )
+    c.add_argument(
+        "--break-lease",
+        action="store_true",
+        help="take over DEST's lease even though its job seems alive (only when you know it "
+        "has stopped)",
+    )
     c.add_argument("--dry-run", action="store_true", help="same as `plan`")
     c.add_argument("--quiet", action="store_true", help="no progress bar, plan report or dashboard")
 
@@ -285,6 +310,13 @@ def _run(args: argparse.Namespace, own_process: bool = False) -> int:
         if own_process:
             _freeze_startup_objects()
         plan = api.plan(args.source, args.dest, _options(args))
+        api.check(
+            plan,
+            resume=args.resume,
+            overwrite=args.overwrite,
+            scheduler=args.scheduler,
+            break_lease=args.break_lease,
+        )
         if not args.quiet:
             print(plan.report(), file=sys.stderr)
         manifest = api.convert(
@@ -294,6 +326,8 @@ def _run(args: argparse.Namespace, own_process: bool = False) -> int:
             scheduler=args.scheduler,
             workers=args.workers,
             progress=not args.quiet,
+            break_lease=args.break_lease,
+            lease_timeout=args.lease_timeout,
         )
         assert isinstance(manifest, dict)
         totals = manifest["totals"]

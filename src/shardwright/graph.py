@@ -1,7 +1,10 @@
 """The Dask graph of a conversion, and running it on the scheduler the user picked.
 
-One task per shard (the only writer of that object), after a coordinator task that writes
-`info` / `zarr.json`; a final coordinator task writes the manifest from the shard receipts.
+One task per shard (the only writer of that object), after a coordinator task that begins the
+job in its destination (withdraws a replaced dataset's manifest, records the job) and writes
+`info` / `zarr.json`; each shard task journals a receipt of what it stored; a final
+coordinator task writes the manifest from the receipts, removes what a replaced dataset owned
+and the new one does not reuse, and releases the job's lease (lifecycle/).
 Pyramids chain the levels: a level-k shard task depends on the level-(k-1) tasks whose reduced
 voxels make up its region, so the source is read once and no task holds more than its share
 of the budget. A producer that feeds one task (the usual case: level shards nest) hands it its
@@ -14,7 +17,6 @@ the GIL the shard tasks need): the graph has as few as the data flow allows.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import sys
@@ -30,7 +32,9 @@ from dask.delayed import Delayed, delayed
 
 from shardwright.engine import run_shard
 from shardwright.engine.pyramid import Handoff, Piece, run_pyramid_shard
-from shardwright.manifest import build_manifest, write_manifest
+from shardwright.lifecycle import journal, lease
+from shardwright.lifecycle.fingerprint import Fingerprint
+from shardwright.manifest import build_manifest, metadata_digests, metadata_text, write_manifest
 from shardwright.objects import ObjectPlan, ObjectShardTask
 from shardwright.plan import ConversionPlan, PlanError, ShardTask
 from shardwright.store import Store
@@ -40,14 +44,26 @@ GPU_RESOURCE = "GPU"
 
 
 def write_metadata(plan: ConversionPlan | ObjectPlan, store: Store) -> dict[str, int]:
-    """Coordinator, first step: the dataset's metadata objects (`info` or `zarr.json`; a
-    zarr3 pyramid's level arrays and multiscales group).
-
-    Returns the requests it made, for the manifest's totals.
-    """
+    """The dataset's metadata objects (`info` or `zarr.json`; a zarr3 pyramid's level arrays
+    and multiscales group). Returns the requests it made, for the manifest's totals."""
     before = store.requests.snapshot()
     for key, document in plan.metadata_documents():
-        store.write_text(key, json.dumps(document, indent=1) + "\n")
+        store.write_text(key, metadata_text(document))
+    return store.requests.since(before)
+
+
+def _begin(
+    plan: ConversionPlan | ObjectPlan,
+    store: Store,
+    fingerprint: Fingerprint | None,
+    replace: bool,
+) -> dict[str, int]:
+    """Coordinator, first step, once the job runs: begin the job in its destination (under
+    its lease), then write the metadata. Returns the requests made."""
+    before = store.requests.snapshot()
+    if store.run is not None:
+        journal.begin(store, fingerprint or {}, replace=replace)
+    write_metadata(plan, store)
     return store.requests.since(before)
 
 
@@ -61,8 +77,11 @@ def _shard(
     if plan.options.engine == "gpu":
         from shardwright.engine.gpu import run_shard_gpu  # CuPy only on GPU workers
 
-        return run_shard_gpu(plan, task, store, resume=resume)
-    return run_shard(plan, task, store, resume=resume)
+        receipt = run_shard_gpu(plan, task, store, resume=resume)
+    else:
+        receipt = run_shard(plan, task, store, resume=resume)
+    journal.record(store, receipt)
+    return receipt
 
 
 def _object_shard(
@@ -74,7 +93,9 @@ def _object_shard(
 ) -> dict[str, Any]:
     from shardwright.engine.objects import run_object_shard
 
-    return run_object_shard(plan, task, store, resume=resume)
+    receipt = run_object_shard(plan, task, store, resume=resume)
+    journal.record(store, receipt)
+    return receipt
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,6 +129,7 @@ def _pyramid_shard(
 
         xp = cupy_module()
     receipt, handoff = run_pyramid_shard(plan, task, store, pieces, resume=resume, xp=xp)
+    journal.record(store, receipt)
     return LevelResult([receipt, *receipts], handoff)
 
 
@@ -176,9 +198,12 @@ def _finish(
     store: Store,
     started: float,
     coordinator_requests: list[dict[str, int]],
+    metadata: dict[str, str],
     *receipts: dict[str, Any] | list[dict[str, Any]],
 ) -> dict[str, Any]:
-    """Coordinator, last step: the manifest, written only once every shard is stored.
+    """Coordinator, last step: the manifest, written only once every shard is stored; then
+    what a replaced dataset owned and this one did not reuse is removed, and the lease
+    released.
 
     A receipt may come as a list of them (pyramid levels hand theirs up together).
     Temporaries of shard writes that died with their worker are removed first: every shard
@@ -186,8 +211,20 @@ def _finish(
     """
     store.remove_stale_temporaries()
     flat = [r for item in receipts for r in (item if isinstance(item, list) else [item])]
-    manifest = build_manifest(plan_description, flat, time.time() - started, coordinator_requests)
+    manifest = build_manifest(
+        plan_description,
+        flat,
+        time.time() - started,
+        coordinator_requests,
+        job=store.run.job if store.run is not None else None,
+        metadata=metadata,
+    )
     write_manifest(store, manifest)
+    if store.run is not None:
+        own = [r for r in flat if "companion" not in r]
+        stored = {r["key"] for r in own if not r["empty"]} | set(metadata)
+        journal.remove_replaced(store, stored, {r["key"] for r in own})
+        lease.release(store)
     return manifest
 
 
@@ -196,9 +233,18 @@ def build_graph(
     store: Store,
     *,
     resume: bool = False,
+    replace: bool = False,
+    fingerprint: Fingerprint | None = None,
+    companions: dict[str, tuple[Store, Fingerprint | None]] | None = None,
     preflight_requests: dict[str, int] | None = None,
 ) -> Delayed:
-    """A lazy Dask object whose result is the manifest."""
+    """A lazy Dask object whose result is the manifest.
+
+    `store` carries the job's run (lifecycle/lease.py) when a job runs it; `resume` keeps the
+    shards this job's receipts prove, `replace` withdraws an existing dataset's manifest
+    before anything else is written; `companions` gives each companion dataset's store and
+    fingerprint, by destination.
+    """
     token = uuid.uuid4().hex[:8]
     # Mesh and skeleton tasks carry their own segment ids: the shared plan holds none.
     shared: Any = (
@@ -208,8 +254,8 @@ def build_graph(
     )
     plan_node = delayed(shared, name=f"plan-{token}", pure=True, traverse=False)
     store_node = delayed(store, name=f"store-{token}", pure=True, traverse=False)
-    metadata = delayed(write_metadata, pure=False)(
-        plan_node, store_node, dask_key_name=f"metadata-{token}"
+    metadata = delayed(_begin, pure=False)(
+        plan_node, store_node, fingerprint, replace, dask_key_name=f"metadata-{token}"
     )
     # GPU shard tasks go to workers that declare a GPU resource (dask-cuda-worker ...
     # --resources GPU=1); on our own LocalCUDACluster every worker is one GPU.
@@ -244,10 +290,18 @@ def build_graph(
     # Meshes / skeletons of the same job: their own graphs (shards, info, manifest); the
     # volume's manifest, which marks the job complete, waits for theirs.
     for companion in getattr(plan, "companions", ()):
-        companion_store = Store(companion.dest, companion.options.storage_options)
+        companion_store, companion_fingerprint = (companions or {}).get(
+            companion.dest, (Store(companion.dest, companion.options.storage_options), None)
+        )
         receipts.append(
             delayed(_companion_summary, pure=True)(
-                build_graph(companion, companion_store, resume=resume),
+                build_graph(
+                    companion,
+                    companion_store,
+                    resume=resume,
+                    replace=replace,
+                    fingerprint=companion_fingerprint,
+                ),
                 dask_key_name=f"companion-{companion.dest}-{token}",
             )
         )
@@ -257,6 +311,7 @@ def build_graph(
         store_node,
         time.time(),
         coordinator,
+        metadata_digests(plan.metadata_documents()),
         *receipts,
         dask_key_name=f"manifest-{token}",
     )
@@ -287,7 +342,7 @@ def _client(
     their time in C codecs and I/O that release the GIL, and starting no processes saves
     about a second per job. `processes` starts one single-threaded worker process per core.
     """
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     address = scheduler_address(scheduler)
     if address is not None:
@@ -299,21 +354,13 @@ def _client(
             yield client
         return
     cores = workers or max(1, os.cpu_count() or 1)
-    if scheduler == "processes":
-        options: dict[str, Any] = dict(n_workers=cores, threads_per_worker=1, processes=True)
-    else:
-        options = dict(n_workers=1, threads_per_worker=cores, processes=False)
-    # The dashboard (bokeh) costs a few tenths of a second to start: only when someone looks.
-    # Task errors reach the caller through the manifest future; the cluster's own log would
-    # only add noise (e.g. the progress feed cancelled as the cluster closes).
     # Without a dashboard nobody can see the workers' statistical profiler, which samples
     # every thread's stack every 10 ms while holding the GIL the shard tasks need.
     with dask.config.set({"distributed.worker.profile.enabled": not quiet}):
-        cluster = LocalCluster(
-            **options,
-            dashboard_address=None if quiet else LOCAL_DASHBOARD,
-            silence_logs=logging.CRITICAL,
-        )
+        if scheduler == "processes":
+            cluster = local_cluster(processes=True, workers=cores, threads=1, dashboard=not quiet)
+        else:
+            cluster = local_cluster(processes=False, workers=1, threads=cores, dashboard=not quiet)
     try:
         with Client(cluster) as client:
             if not quiet:
@@ -321,6 +368,42 @@ def _client(
             yield client
     finally:
         cluster.close()
+
+
+def local_cluster(*, processes: bool, workers: int, threads: int, dashboard: bool) -> Any:
+    """A cluster of our own whose every server (scheduler, workers, their HTTP endpoints)
+    listens on 127.0.0.1 only: worker threads of this process (`inproc`), or one worker
+    process per core behind a nanny (`tcp` on loopback).
+
+    The dashboard (bokeh) costs a few tenths of a second to start: only when someone looks.
+    Task errors reach the caller through the manifest future; the cluster's own log would only
+    add noise (e.g. the progress feed cancelled as the cluster closes).
+    """
+    from distributed import Nanny, Scheduler, SpecCluster, Worker
+
+    protocol, host = ("tcp://", "127.0.0.1") if processes else ("inproc://", None)
+    scheduler = {
+        "cls": Scheduler,
+        "options": dict(
+            protocol=protocol, host=host, dashboard=dashboard, dashboard_address=LOCAL_DASHBOARD
+        ),
+    }
+    worker = {
+        "cls": Nanny if processes else Worker,
+        "options": dict(
+            protocol=protocol,
+            host=host,
+            nthreads=threads,
+            dashboard=False,
+            dashboard_address=LOCAL_DASHBOARD,  # its HTTP endpoint (metrics), on loopback
+            silence_logs=logging.CRITICAL,
+        ),
+    }
+    return SpecCluster(
+        scheduler=scheduler,
+        workers={i: worker for i in range(workers)},
+        silence_logs=logging.CRITICAL,
+    )
 
 
 def local_dashboard_link(client: Any) -> str:
@@ -343,6 +426,7 @@ def _local_cuda_cluster(workers: int | None, quiet: bool) -> Iterator[Any]:
             f"the GPU engine starts a dask-cuda cluster: pip install 'shardwright[gpu]' ({exc})"
         ) from None
     cluster = LocalCUDACluster(
+        host="127.0.0.1",  # every server on loopback (workers' HTTP endpoints follow the host)
         n_workers=workers,
         threads_per_worker=1,
         resources={GPU_RESOURCE: 1},

@@ -1,15 +1,13 @@
 """Structural checks of stored shard objects, through byte-range reads only.
 
-Resume trusts a shard only if its indexes parse, point inside the object and list the expected
-number of chunks (ARCHITECTURE invariant 4); verify runs the same checks and also compares the
-object's size and crc32c with the manifest. Neither loads a whole shard into memory.
+verify checks that every shard's indexes parse, point inside the object and list the chunks
+they should, and compares the object's size and crc32c with the manifest (resume trusts only
+the receipts of lifecycle/journal.py). Nothing loads a whole shard into memory.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-from typing import Any
 
 import google_crc32c
 import numpy as np
@@ -82,52 +80,3 @@ def check_zarr3_shard(store: Store, key: str, meta: zarr3.ZarrArrayMetadata) -> 
     if (ends > np.uint64(size)).any():
         raise ShardFormatError(f"{key}: shard index points past the end of the object")
     return ShardSummary(key, size, int(present.sum()))
-
-
-def existing_shard_receipt(plan: Any, task: Any, store: Store) -> dict[str, Any] | None:
-    """A receipt for a shard that is already stored and sound, or None to (re)write it."""
-    started = time.perf_counter()
-    try:
-        if plan.info is not None:
-            summary = check_precomputed_shard(store, task.key, plan.sharding, task.shard_number)
-            expected = (
-                len(plan.scattered_chunk_coords(task.shard_number))
-                if task.scattered
-                else task.chunk_count
-            )
-            if summary.chunks != expected:
-                return None
-        else:
-            summary = check_zarr3_shard(store, task.key, plan.zarr)
-    except (FileNotFoundError, ShardFormatError, ValueError):
-        return None
-    return {
-        "key": task.key,
-        "size": summary.size,
-        "crc32c": stream_crc32c(store, task.key, summary.size),
-        "chunks": summary.chunks,
-        "resumed": True,
-        "empty": False,
-        "seconds": round(time.perf_counter() - started, 4),
-    }
-
-
-def existing_object_shard_receipt(plan: Any, task: Any, store: Store) -> dict[str, Any] | None:
-    """A receipt for a stored mesh or skeleton shard that is sound and holds as many
-    segments as planned, or None to (re)write it."""
-    started = time.perf_counter()
-    try:
-        summary = check_precomputed_shard(store, task.key, plan.sharding, task.shard_number)
-    except (FileNotFoundError, ShardFormatError, ValueError):
-        return None
-    if summary.chunks != task.chunk_count:
-        return None
-    return {
-        "key": task.key,
-        "size": summary.size,
-        "crc32c": stream_crc32c(store, task.key, summary.size),
-        "chunks": summary.chunks,
-        "resumed": True,
-        "empty": False,
-        "seconds": round(time.perf_counter() - started, 4),
-    }

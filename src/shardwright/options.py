@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shardwright.downsample import METHODS as DOWNSAMPLE_METHODS
@@ -13,6 +13,11 @@ MiB = 1024**2
 FORMATS = ("precomputed", "zarr3")
 COMPRESSIONS = ("none", "gzip", "zstd", "blosc")
 ENGINES = ("cpu", "gpu")
+
+
+DEFAULT_BLOCK_SIZE = (8, 8, 8)
+DEFAULT_JPEG_QUALITY = 85
+DEFAULT_INDEX_LOCATION = "end"
 
 
 @dataclass(frozen=True)
@@ -28,8 +33,8 @@ class ConvertOptions:
     resolution: tuple[float, float, float] | None = None
     voxel_offset: tuple[int, int, int] | None = None
     scale_key: str | None = None
-    compressed_segmentation_block_size: tuple[int, int, int] = (8, 8, 8)
-    jpeg_quality: int = 85
+    compressed_segmentation_block_size: tuple[int, int, int] | None = None  # default 8,8,8
+    jpeg_quality: int | None = None  # default 85
     target_shard_bytes: int = 1 * GiB
     memory_budget: int = 1 * GiB
     min_shards: int = 16  # automatic sharding keeps at least this many shards, volume allowing
@@ -38,8 +43,8 @@ class ConvertOptions:
     shard_bits: int | None = None
     hash: str | None = None
     shard_shape: tuple[int, int, int] | None = None
-    index_location: str = "end"  # zarr3 shard index: "end", or "start" for stores without
-    # suffix range reads
+    index_location: str | None = None  # zarr3 shard index: "end" (default), or "start" for
+    # stores without suffix range reads
     source_axes: str | None = None
     source_scale: str | None = None
     engine: str = "cpu"  # "gpu": shard tasks run the batched pipeline on CUDA workers
@@ -60,6 +65,21 @@ class ConvertOptions:
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)  # destination
     source_storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
 
+    def resolved(self) -> ConvertOptions:
+        """The options with every encoding default filled in (what a plan runs with); the
+        fields stay None until then so that the planner can tell what the user gave."""
+        block, quality, location = (
+            self.compressed_segmentation_block_size,
+            self.jpeg_quality,
+            self.index_location,
+        )
+        return replace(
+            self,
+            compressed_segmentation_block_size=DEFAULT_BLOCK_SIZE if block is None else block,
+            jpeg_quality=DEFAULT_JPEG_QUALITY if quality is None else quality,
+            index_location=DEFAULT_INDEX_LOCATION if location is None else location,
+        )
+
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
             raise ValueError(f"unknown output format {self.format!r}; choose one of {FORMATS}")
@@ -67,6 +87,8 @@ class ConvertOptions:
             raise ValueError(
                 f"unknown compression {self.compression!r}; choose one of {COMPRESSIONS}"
             )
+        if self.index_location not in (None, "start", "end"):
+            raise ValueError(f"index location must be start or end, got {self.index_location!r}")
         if self.engine not in ENGINES:
             raise ValueError(f"unknown engine {self.engine!r}; choose one of {ENGINES}")
         if self.memory_budget < 16 * MiB:

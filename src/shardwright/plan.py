@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from shardwright import downsample, pyramid
+from shardwright import checks, downsample, pyramid
+from shardwright.checks import PlanError
 from shardwright.codecs import byte_codec
 from shardwright.formats import ome_zarr
 from shardwright.formats.morton import compressed_morton_code, grid_bits, morton_bit_dims
@@ -52,10 +53,6 @@ PYRAMID_IMAGE_SHARE = 4
 PYRAMID_REGION_SHARE = 8
 REDUCE_SLAB_SHARE = 32
 REDUCE_SLAB_MAX = 2 * 1024**2
-
-
-class PlanError(ValueError):
-    """A conversion that cannot be done as asked; raised before anything is written."""
 
 
 Box = tuple[tuple[int, int, int], tuple[int, int, int]]
@@ -565,7 +562,8 @@ def make_plan(
     source: str | Source, dest: str, options: ConvertOptions | None = None
 ) -> ConversionPlan:
     """Open the source, validate every choice and decide geometry and sharding."""
-    options = options or ConvertOptions()
+    checks.check_options_for_format(options or ConvertOptions())
+    options = (options or ConvertOptions()).resolved()
     src = (
         source
         if not isinstance(source, str)
@@ -579,6 +577,7 @@ def make_plan(
     size = tuple(int(s) for s in src.shape_xyz)
     dtype = np.dtype(src.dtype)
     channels = int(src.num_channels)
+    checks.check_size(size, src.url)
     layer_type = (
         options.layer_type
         or src.hints.layer_type
@@ -588,9 +587,9 @@ def make_plan(
         raise PlanError(f"layer type must be image or segmentation, got {layer_type!r}")
     chunk = _chunk_size(options.chunk_size, size)
     resolution = tuple(float(r) for r in (options.resolution or src.hints.resolution or (1, 1, 1)))
-    if len(resolution) != 3 or min(resolution) <= 0:
-        raise PlanError(f"resolution must be three positive numbers x,y,z, got {resolution}")
+    checks.check_resolution(resolution)
     offset = tuple(int(v) for v in (options.voxel_offset or src.hints.voxel_offset or (0, 0, 0)))
+    checks.check_voxel_offset(offset, size)
     grid = tuple(math.ceil(s / c) for s, c in zip(size, chunk, strict=True))
     raw_chunk = math.prod(chunk) * channels * dtype.itemsize
 
@@ -830,7 +829,8 @@ def _sample_ratio(
 
 
 def _scale_key(options: ConvertOptions, resolution: tuple[float, ...]) -> str:
-    if options.scale_key:
+    if options.scale_key is not None:
+        checks.check_scale_key(options.scale_key)
         return options.scale_key
     return "_".join(str(int(r)) if float(r).is_integer() else str(r) for r in resolution)
 
@@ -859,7 +859,8 @@ def _plan_precomputed(
         raise PlanError(str(exc)) from exc
     encoding = scale.chunk_encoding(options.jpeg_quality)
     encoding.check(common["dtype"], common["num_channels"], common["layer_type"])
-    gzip = byte_codec("gzip") if compression == "gzip" else None
+    checks.check_layer_dtype(common["layer_type"], common["dtype"])
+    gzip = byte_codec("gzip", level=options.compression_level) if compression == "gzip" else None
 
     def encode(block_xyzc: np.ndarray) -> bytes:
         data = encoding.encode(block_xyzc)
@@ -980,6 +981,7 @@ def _plan_zarr3(common: dict[str, Any], grid: tuple[int, ...], raw_chunk: int) -
             f"--encoding {options.encoding} is a precomputed chunk encoding; zarr3 "
             "output stores raw chunks with --compression none|gzip|zstd|blosc"
         )
+    checks.check_layer_dtype(common["layer_type"], common["dtype"])
     compression = options.compression or "gzip"
     chunk = common["chunk_size"]
     src: Source = common["source"]
@@ -1022,7 +1024,7 @@ def _plan_zarr3(common: dict[str, Any], grid: tuple[int, ...], raw_chunk: int) -
             fill_value=0,
             dimension_names=tuple(axes),
             compressor=compressor,
-            index_location=options.index_location,
+            index_location=options.index_location or "end",
         )
     except ValueError as exc:
         raise PlanError(f"cannot describe the zarr3 array: {exc}") from exc

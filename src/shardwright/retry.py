@@ -122,6 +122,8 @@ def call_with_retries(
             cause = redact(f"{type(exc).__name__}: {exc}", secrets)
             if isinstance(exc, FileNotFoundError):
                 raise FileNotFoundError(f"{what}: not found ({cause})") from None
+            if isinstance(exc, FileExistsError):  # an exclusive create lost to another writer
+                raise FileExistsError(f"{what}: already exists ({cause})") from None
             if not is_transient(exc):
                 if is_access_denied(exc):
                     raise StoreError(

@@ -5,14 +5,22 @@ written under a temporary name in its own directory and renamed into place, so a
 never leaves a torn object at a shard's key; object stores make an upload (single PUT, or
 multipart / resumable for large shards, streamed from the spool) visible only when complete.
 Requests to object stores are retried on transient failures and counted per thread.
+
+A store that a job's run writes through carries that run (`JobRun`): before each data object
+it checks that the destination's lease still names the run (lifecycle/lease.py), so a job that
+lost its lease stops writing, and its temporaries carry its run id.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import json
 import os
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import fsspec
@@ -20,28 +28,54 @@ import fsspec
 from shardwright.formats.shardfile import Piece, write_pieces
 from shardwright.retry import RequestCounter, StoreError, call_with_retries
 
+CONTROL_PREFIX = ".shardwright/"  # a job's own objects in its destination (lifecycle/)
 TMP_MARKER = ".shardwright-tmp-"
 PROBE_MARKER = ".shardwright-probe-"
 T = TypeVar("T")
+_MEMORY_CREATE = threading.Lock()  # memory:// is one process: a lock makes creation exclusive
 
-__all__ = ["Store", "StoreError"]
+__all__ = ["CONTROL_PREFIX", "JobRun", "LeaseLost", "Store", "StoreError"]
+
+
+class LeaseLost(StoreError):
+    """The destination's lease no longer names this run: another job took it over."""
+
+
+@dataclass(frozen=True)
+class JobRun:
+    """One run of a job writing a destination: `job` is the job's fingerprint digest (what
+    its receipts name), `run` this attempt's id, `lease` the key of the lease it holds."""
+
+    job: str
+    run: str
+    lease: str
 
 
 class Store:
     """A dataset root: keys are '/'-separated paths below it."""
 
-    def __init__(self, url: str, storage_options: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        url: str,
+        storage_options: dict[str, Any] | None = None,
+        run: JobRun | None = None,
+    ):
         self.url = url.rstrip("/")
         self.storage_options = dict(storage_options or {})
+        self.run = run
         self._fs: fsspec.AbstractFileSystem | None = None
         self._root: str | None = None
         self.requests = RequestCounter()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"url": self.url, "storage_options": self.storage_options}
+        return {"url": self.url, "storage_options": self.storage_options, "run": self.run}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["url"], state["storage_options"])  # type: ignore[misc]
+        self.__init__(state["url"], state["storage_options"], state.get("run"))  # type: ignore[misc]
+
+    def with_run(self, run: JobRun | None) -> Store:
+        """The same destination, written by `run` (fenced by its lease)."""
+        return Store(self.url, self.storage_options, run)
 
     def __repr__(self) -> str:
         return f"Store({self.url!r})"
@@ -93,10 +127,12 @@ class Store:
         """
         pieces = data if callable(data) else (lambda: [data])
         path = self.path(key)
+        if self.run is not None and not key.startswith(CONTROL_PREFIX):
+            self.check_lease()
         if self.is_local:
             directory = os.path.dirname(path)
             os.makedirs(directory, exist_ok=True)
-            tmp = os.path.join(directory, f"{TMP_MARKER}{uuid.uuid4().hex}")
+            tmp = os.path.join(directory, self._temporary_name())
             try:
                 with open(tmp, "wb") as out:
                     written = write_pieces(pieces(), out)
@@ -116,6 +152,75 @@ class Store:
 
     def write_text(self, key: str, text: str) -> None:
         self.write_object(key, text.encode())
+
+    def create_exclusive(self, key: str, data: bytes) -> None:
+        """Create an object that must not exist yet, whole, in one step; FileExistsError if
+        it does (another writer was first). Local disk links a complete temporary into place
+        (link never replaces), GCS uploads with ifGenerationMatch=0, S3 with If-None-Match."""
+        path = self.path(key)
+        if self.is_local:
+            directory = os.path.dirname(path)
+            os.makedirs(directory, exist_ok=True)
+            tmp = os.path.join(directory, self._temporary_name())
+            with open(tmp, "wb") as out:
+                out.write(data)
+            try:
+                os.link(tmp, path)
+            finally:
+                os.unlink(tmp)
+            return
+        if self.is_process_local:
+            with _MEMORY_CREATE:
+                if self.fs.exists(path):
+                    raise FileExistsError(path)
+                self.fs.pipe_file(path, data)
+            return
+        if not {"s3", "s3a", "gs", "gcs"} & set(_protocols(self.fs)):
+            raise StoreError(
+                f"{self.url}: this store cannot create an object only if it is absent, so no "
+                "job can hold a lease on it; use a local path, gs:// or s3://"
+            )
+        self.requests.add("puts")
+        self._retry(
+            lambda: self.fs.pipe_file(path, data, mode="create"), f"creating {self._describe(key)}"
+        )
+
+    def delete(self, key: str) -> None:
+        """Remove one object this project wrote (nothing happens if it is gone already); on
+        local disk, also the folders that removal left empty, up to the root."""
+        if self.is_local:
+            path = self.path(key)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            directory = os.path.dirname(path)
+            while len(directory) > len(self.root) and directory.startswith(self.root + os.sep):
+                try:
+                    os.rmdir(directory)  # only ever an empty folder
+                except OSError:
+                    break
+                directory = os.path.dirname(directory)
+            return
+        self.requests.add("deletes")
+        with contextlib.suppress(FileNotFoundError):
+            self._retry(lambda: self.fs.rm_file(self.path(key)), f"deleting {self._describe(key)}")
+
+    def check_lease(self) -> None:
+        """Raise LeaseLost unless the destination's lease still names this store's run."""
+        assert self.run is not None
+        try:
+            holder = json.loads(self.read(self.run.lease))
+        except (FileNotFoundError, ValueError):
+            holder = None
+        if not isinstance(holder, dict) or holder.get("run") != self.run.run:
+            raise LeaseLost(
+                f"{self.url}: this job no longer holds the destination's lease "
+                f"({self.run.lease}); another job took it over, so this one stops writing"
+            )
+
+    def _temporary_name(self) -> str:
+        """A temporary's name: the marker, the run that writes it, a unique part."""
+        owner = self.run.run if self.run is not None else "norun"
+        return f"{TMP_MARKER}{owner}-{uuid.uuid4().hex}"
 
     # -- reads ------------------------------------------------------------------------------
     def read(self, key: str) -> bytes:
@@ -256,22 +361,51 @@ class Store:
         return out
 
     def is_empty(self) -> bool:
-        return not self.list_keys()
+        return self.first_entry() is None
 
-    def clear(self) -> None:
-        """Remove everything below the root (used by --overwrite, after validation)."""
-        if self.exists(""):
-            self._retry(lambda: self.fs.rm(self.root, recursive=True), f"clearing {self.url}")
+    def first_entry(self) -> str | None:
+        """Some object (or, on object stores, folder) below the root, None when there is
+        nothing at all: stops at the first one found."""
+        if self.is_local:
+            if not os.path.isdir(self.root):
+                return self.root if os.path.lexists(self.root) else None
+            for directory, _, files in os.walk(self.root):
+                if files:
+                    return os.path.relpath(os.path.join(directory, files[0]), self.root)
+            return None
+        self.requests.add("lists")
+        try:
+            entries = self._retry(lambda: self.fs.ls(self.root), f"listing {self.url}")
+        except FileNotFoundError:
+            return None
+        if not entries:
+            return None
+        return str(entries[0]).rstrip("/").rsplit("/", 1)[-1]
 
-    def remove_stale_temporaries(self) -> int:
-        """Delete temporary files a killed job left behind; returns how many."""
+    def is_file(self) -> bool:
+        """The root itself is one file or object (not a directory or prefix)."""
+        if self.is_local:
+            return os.path.isfile(self.root)
+        self.requests.add("heads")
+        try:
+            return bool(self._retry(lambda: self.fs.isfile(self.root), f"looking up {self.url}"))
+        except FileNotFoundError:
+            return False
+
+    def remove_stale_temporaries(self, keep_run: str | None = None) -> int:
+        """Delete temporary files that killed or lost runs left behind (all but `keep_run`'s);
+        returns how many. Only the lease holder calls it: every other run is dead."""
         if not self.is_local or not os.path.isdir(self.root):
             return 0
+        keep = f"{TMP_MARKER}{keep_run}-" if keep_run else None
         removed = 0
         for directory, _, files in os.walk(self.root):
             for name in files:
-                if name.startswith(TMP_MARKER):
-                    os.unlink(os.path.join(directory, name))
+                if name.startswith(TMP_MARKER) and not (keep and name.startswith(keep)):
+                    try:
+                        os.unlink(os.path.join(directory, name))
+                    except FileNotFoundError:  # its own run finished or removed it meanwhile
+                        continue
                     removed += 1
         return removed
 

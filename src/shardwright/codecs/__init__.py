@@ -59,7 +59,9 @@ def _build(kind: str, name: str, cls: type, options: dict[str, Any]) -> Any:
 
 
 def byte_codec(name: str | None, **options: Any) -> ByteCodec | None:
-    """The bytes-to-bytes codec called `name` ("none"/"raw"/None: no codec)."""
+    """The bytes-to-bytes codec called `name` ("none"/"raw"/None: no codec); options given
+    as None take the codec's default."""
+    options = {k: v for k, v in options.items() if v is not None}
     if name in (None, "none", "raw"):
         return None
     if name not in BYTE_CODECS:

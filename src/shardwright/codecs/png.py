@@ -37,7 +37,10 @@ class PngEncoding:
         image = to_image(data.astype(data.dtype.newbyteorder("="), copy=False))
         if image.shape[2] == 1:
             image = image[..., 0]
-        return bytes(imagecodecs.png_encode(image, level=self.level))
+        # imagecodecs sizes its output from the image and runs short for narrow images (one
+        # voxel wide chunks): give it the worst case, every row stored plus zlib's overhead.
+        rows = image.shape[0] * (image[0].nbytes + 1)
+        return bytes(imagecodecs.png_encode(image, level=self.level, out=rows + rows // 64 + 1024))
 
     def decode(
         self, data: Buffer, shape_xyzc: tuple[int, int, int, int], dtype: DTypeLike

@@ -25,7 +25,7 @@ from shardwright.engine import cseg_batch
 from shardwright.engine.aggregate import aggregate_precomputed, aggregate_zarr3
 from shardwright.engine.scatter import precomputed_regions, scatter_zarr3
 from shardwright.formats import zarr3
-from shardwright.integrity import existing_shard_receipt
+from shardwright.lifecycle import journal
 from shardwright.plan import ConversionPlan, ShardTask, to_zarr_order
 from shardwright.store import Store
 
@@ -99,9 +99,9 @@ def run_shard_batched(
     """
     started = time.perf_counter()
     if resume:
-        receipt = existing_shard_receipt(plan, task, store)
-        if receipt is not None:
-            return receipt
+        kept = journal.proven(store, task.key)
+        if kept is not None:
+            return kept
     if task.scattered:
         raise NotImplementedError(
             "the batched engine needs spatial-box shards (identity hash); murmurhash-sharded "
@@ -161,7 +161,7 @@ def _precomputed_shard(
     spec = plan.sharding
     encoding = scale.chunk_encoding(plan.options.jpeg_quality)
     if compressor is None and spec.data_encoding != "raw":
-        codec = byte_codec(spec.data_encoding)
+        codec = byte_codec(spec.data_encoding, level=plan.options.compression_level)
         assert codec is not None
         compressor = HostLoopCompressor(codec)
     buffers: list[Array] = []

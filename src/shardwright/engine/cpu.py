@@ -16,7 +16,7 @@ import numpy as np
 
 from shardwright.formats import zarr3
 from shardwright.formats.shardfile import ShardFile
-from shardwright.integrity import existing_shard_receipt
+from shardwright.lifecycle import journal
 from shardwright.plan import ConversionPlan, ShardTask, to_zarr_order
 from shardwright.store import Store
 
@@ -57,9 +57,9 @@ def _produce(
     cells: Iterable[Cell] | None = None,
 ) -> Receipt:
     if resume:
-        receipt = existing_shard_receipt(plan, task, store)
-        if receipt is not None:
-            return receipt
+        kept = journal.proven(store, task.key)
+        if kept is not None:
+            return kept
     shard: ShardFile | None
     if plan.info is not None:
         shard = _assemble_precomputed(plan, task, spool_dir, cells)
@@ -153,7 +153,10 @@ def _assemble_precomputed(
     scale = plan.scale
     encoding = scale.chunk_encoding(plan.options.jpeg_quality)
     builder = plan.sharding.builder(
-        task.shard_number, memory_budget=plan.spool_budget, spool_dir=spool_dir
+        task.shard_number,
+        memory_budget=plan.spool_budget,
+        spool_dir=spool_dir,
+        level=plan.options.compression_level,
     )
     coords = None
     if task.scattered:

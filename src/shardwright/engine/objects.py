@@ -22,7 +22,7 @@ import numpy as np
 
 from shardwright.formats import meshes, skeletons
 from shardwright.formats.sharding import ShardBuilder
-from shardwright.integrity import existing_object_shard_receipt
+from shardwright.lifecycle import journal
 from shardwright.objects import LEGACY, MULTILOD, SKELETONS, ObjectPlan, ObjectShardTask
 from shardwright.store import Store
 
@@ -42,14 +42,18 @@ def run_object_shard(
     started = time.perf_counter()
     before = store.requests.snapshot()
     if resume:
-        kept = existing_object_shard_receipt(plan, task, store)
+        kept = journal.proven(store, task.key)
         if kept is not None:
             kept["requests"] = store.requests.since(before)
             kept["objects_read"] = 0
             return kept
     source = Store(plan.source, plan.options.source_storage_options)
     builder = ShardBuilder(
-        plan.sharding, task.shard_number, memory_budget=plan.spool_budget, spool_dir=spool_dir
+        plan.sharding,
+        task.shard_number,
+        memory_budget=plan.spool_budget,
+        spool_dir=spool_dir,
+        level=plan.options.compression_level,
     )
     try:
         for segment_id, manifest, prefix in _entries(plan, task, source):

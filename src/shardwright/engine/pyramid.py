@@ -27,7 +27,7 @@ from shardwright import pyramid
 from shardwright.downsample import downsample
 from shardwright.engine.batched import epoch_blocks, run_shard_batched
 from shardwright.engine.cpu import Receipt, block_cells, iter_chunks, run_shard
-from shardwright.integrity import existing_shard_receipt
+from shardwright.lifecycle import journal
 from shardwright.plan import ConversionPlan, ShardTask
 from shardwright.store import Store
 
@@ -83,7 +83,7 @@ def _batched_level_shard(
 ) -> Receipt:
     """One pyramid shard through the batched engine, reductions on the device."""
     if task.level == 0:
-        kept = existing_shard_receipt(level, task, store) if resume else None
+        kept = journal.proven(store, task.key) if resume else None
         if kept is None:
             return run_shard_batched(level, task, store, xp, on_epoch=handoff.add)
         for _ in epoch_blocks(level, task, xp, handoff.add):

@@ -95,12 +95,13 @@ class PrecomputedScale:
                 ),
             )
 
-    def chunk_encoding(self, jpeg_quality: int = 85) -> ChunkEncoding:
-        """The codec of this scale's chunks (jpeg quality is not recorded in `info`)."""
+    def chunk_encoding(self, jpeg_quality: int | None = None) -> ChunkEncoding:
+        """The codec of this scale's chunks (jpeg quality is not recorded in `info`; None:
+        the codec's default)."""
         options: dict[str, Any] = {}
         if self.compressed_segmentation_block_size is not None:
             options["block_size"] = self.compressed_segmentation_block_size
-        if self.encoding == "jpeg":
+        if self.encoding == "jpeg" and jpeg_quality is not None:
             options["quality"] = jpeg_quality
         return chunk_encoding(self.encoding, **options)
 

@@ -162,8 +162,11 @@ class ShardingSpec:
         shard_number: int | None = None,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
         spool_dir: str | None = None,
+        level: int | None = None,
     ) -> ShardBuilder:
-        return ShardBuilder(self, shard_number, memory_budget=memory_budget, spool_dir=spool_dir)
+        return ShardBuilder(
+            self, shard_number, memory_budget=memory_budget, spool_dir=spool_dir, level=level
+        )
 
     def encode_shards(self, items: Mapping[int, bytes]) -> dict[str, bytes]:
         """Assemble complete shard files (filename -> bytes) holding every item."""
@@ -294,13 +297,16 @@ class ShardBuilder:
         *,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
         spool_dir: str | None = None,
+        level: int | None = None,
     ):
+        """`level`: the `data_encoding`'s compression level (None: its default); readers do
+        not need it, so the spec does not record it."""
         self.spec = spec
         self.shard_number = shard_number
         self._spool = ChunkSpool(memory_budget, spool_dir)
         self._ids: list[int] = []
         self._prefix_sizes: list[int] = []
-        self._encoder = byte_codec(spec.data_encoding) if spec.data_encoding != "raw" else None
+        self._encoder = byte_codec(spec.data_encoding, level=level)
 
     @property
     def spilled(self) -> bool:

@@ -7,6 +7,7 @@ Sources are sent to Dask workers, so they hold paths, not open handles, when pic
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -47,6 +48,13 @@ class Source(Protocol):
     def read_native(self, start_xyz: Box, stop_xyz: Box) -> np.ndarray:
         """The box [start, stop) in the source's own axis order."""
         ...
+
+
+def file_identity(path: str) -> dict[str, Any]:
+    """A local file as a job records it: where it really is, its size and last change, so
+    that resuming from a replaced or edited file is refused."""
+    stat = os.stat(path)
+    return {"path": os.path.realpath(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
 VALID_AXES = (sorted("xyz"), sorted("xyzc"))
@@ -161,6 +169,11 @@ class ArraySource:
     def read(self, start_xyz: Box, stop_xyz: Box) -> np.ndarray:
         block = np.transpose(self.read_native(start_xyz, stop_xyz), self._to_xyzc)
         return block if "c" in self.axes else block[..., np.newaxis]
+
+    def identity(self) -> dict[str, Any]:
+        """What tells this source apart from another of the same shape (lifecycle/
+        fingerprint.py): file sizes and change times, metadata digests and generations."""
+        return {"url": self.url}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r}, axes={self.axes!r})"

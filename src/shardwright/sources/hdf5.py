@@ -8,7 +8,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from shardwright.sources.base import ArraySource, SourceError, axes_from_names
+from shardwright.sources.base import ArraySource, SourceError, axes_from_names, file_identity
 
 
 class Hdf5Source(ArraySource):
@@ -45,6 +45,9 @@ class Hdf5Source(ArraySource):
         if self._file is None:
             self._file = h5py.File(self.path, "r")
         return np.asarray(self._file[self.dataset][slices])
+
+    def identity(self) -> dict[str, Any]:
+        return {**file_identity(self.path), "dataset": self.dataset}
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_file": None}

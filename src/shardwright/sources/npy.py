@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.sources.base import ArraySource, SourceError
+from shardwright.sources.base import ArraySource, SourceError, file_identity
 
 
 class NpySource(ArraySource):
@@ -33,6 +33,9 @@ class NpySource(ArraySource):
         # A view of the map: the engine's next step (scatter, encode) makes the only copy, and
         # the pages are read as it does so. A box of a .npy file costs no extra memory copy.
         return self._open()[slices]
+
+    def identity(self) -> dict[str, Any]:
+        return file_identity(self.path)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_array": None}

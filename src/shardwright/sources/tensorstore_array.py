@@ -6,6 +6,7 @@ metadata reads, and the picklable TensorStore-backed source.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from typing import Any
@@ -15,6 +16,9 @@ import numpy as np
 import tensorstore as ts
 
 from shardwright.sources.base import ArraySource, SourceError, SourceHints
+
+# The metadata object of an array, by TensorStore driver: what identifies it.
+METADATA_KEYS = {"zarr3": "zarr.json", "zarr": ".zarray", "neuroglancer_precomputed": "info"}
 
 
 def endpoint_url(storage_options: dict[str, Any] | None) -> str | None:
@@ -120,6 +124,29 @@ class TensorStoreSource(ArraySource):
 
     def _read(self, slices: tuple[slice, ...]) -> np.ndarray:
         return np.asarray(self._open()[slices].read(order=self._order).result())
+
+    def identity(self) -> dict[str, Any]:
+        """The array's metadata object: a digest of its bytes and the store's generation of
+        it (a local file's change time and size, a GCS generation, an S3 ETag)."""
+        key = METADATA_KEYS.get(self.spec["driver"])
+        kvstore = self.spec["kvstore"]
+        where = kvstore.get("path", "")
+        if kvstore["driver"] == "file":
+            where = os.path.realpath(where)
+        out: dict[str, Any] = {"driver": self.spec["driver"], "store": kvstore["driver"],
+                               "bucket": kvstore.get("bucket"), "path": where}  # fmt: skip
+        if key is None:
+            return out
+        try:
+            result = ts.KvStore.open(kvstore).result().read(key).result()
+        except ValueError as exc:
+            raise SourceError(f"{self.url}: cannot read {key} ({exc})") from exc
+        if result.state == "value":
+            out[key] = {
+                "sha256": hashlib.sha256(bytes(result.value)).hexdigest(),
+                "generation": bytes(result.stamp.generation).hex(),
+            }
+        return out
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_store": None}

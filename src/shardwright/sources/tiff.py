@@ -8,6 +8,8 @@ strips/tiles the box overlaps. A slice stack opens only the slice files of the b
 from __future__ import annotations
 
 import glob
+import hashlib
+import json
 import os
 import re
 import threading
@@ -18,7 +20,7 @@ from typing import Any
 import numpy as np
 import tifffile
 
-from shardwright.sources.base import ArraySource, SourceError, axes_from_names
+from shardwright.sources.base import ArraySource, SourceError, axes_from_names, file_identity
 from shardwright.sources.kinds import is_tiff_name
 
 # tifffile's axis codes: S are samples (RGB, or contiguous extra channels), C channels, and
@@ -111,6 +113,9 @@ class TiffFileSource(ArraySource):
     def _read(self, slices: tuple[slice, ...]) -> np.ndarray:
         return np.array(self._open()[slices], order="C")
 
+    def identity(self) -> dict[str, Any]:
+        return file_identity(self.path)
+
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_reader": None, "_closer": None, "_lock": None}
 
@@ -158,6 +163,14 @@ class TiffSlicesSource(ArraySource):
         if not headers[0][3]:
             with _open_tiff(self.files[0]) as tif:
                 _region_reader(tif, self.files[0])
+
+    def identity(self) -> dict[str, Any]:
+        """Every slice's path, size and change time, as one digest."""
+        digest = hashlib.sha256()
+        for path in self.files:
+            digest.update(json.dumps(file_identity(path), sort_keys=True).encode())
+        return {"slices": len(self.files), "first": os.path.realpath(self.files[0]),
+                "sha256": digest.hexdigest()}  # fmt: skip
 
     def _read(self, slices: tuple[slice, ...]) -> np.ndarray:
         files = self.files[slices[0]]

@@ -1,0 +1,130 @@
+"""Values no conversion can honour, refused while planning, before anything is written.
+
+Each check names the value and why it cannot be used: a geometry that readers cannot
+represent (non-finite resolutions, coordinates beyond int64, empty axes), scale keys that
+would collide with the dataset's own objects, data types a layer type cannot hold, and
+options the chosen format or encoding would silently ignore.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from shardwright.manifest import MANIFEST_KEY
+from shardwright.options import ConvertOptions
+from shardwright.store import CONTROL_PREFIX
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# Objects of a dataset that a scale directory must not shadow: the metadata, the manifest
+# and the job's own control prefix (see lifecycle/).
+RESERVED_NAMES = ("info", "zarr.json", MANIFEST_KEY, CONTROL_PREFIX.rstrip("/"))
+
+
+class PlanError(ValueError):
+    """A conversion that cannot be done as asked; raised before anything is written."""
+
+
+def check_size(size: Sequence[int], source: str) -> None:
+    if any(int(s) <= 0 for s in size):
+        raise PlanError(
+            f"{source} has a zero-length axis (size x,y,z = {_xyz(size)}): nothing to convert"
+        )
+
+
+def check_resolution(resolution: Sequence[float]) -> None:
+    if len(resolution) != 3 or not all(math.isfinite(r) and r > 0 for r in resolution):
+        raise PlanError(
+            f"resolution must be three finite positive numbers x,y,z, got {_xyz(resolution)}"
+        )
+
+
+def check_voxel_offset(offset: Sequence[int], size: Sequence[int]) -> None:
+    """Every voxel coordinate, offset included, must fit a signed 64-bit integer: what
+    `info` readers (TensorStore, Neuroglancer) and OME-Zarr translations store."""
+    if len(offset) != 3:
+        raise PlanError(f"voxel offset must be three integers x,y,z, got {_xyz(offset)}")
+    for axis, start, extent in zip("xyz", offset, size, strict=True):
+        if start < INT64_MIN or start + extent - 1 > INT64_MAX:
+            raise PlanError(
+                f"voxel offset {_xyz(offset)}: the {axis} coordinates {start} .. "
+                f"{start + extent - 1} do not fit a signed 64-bit integer"
+            )
+
+
+def check_scale_key(key: str) -> None:
+    """A scale key names one directory directly below the dataset root."""
+    if "/" in key or "\\" in key or key in (".", "..") or key.startswith("."):
+        raise PlanError(
+            f"scale key {key!r} must name one directory directly below the dataset root "
+            "(no path separators, not starting with '.')"
+        )
+    if key in RESERVED_NAMES:
+        raise PlanError(f"scale key {key!r} is the name of one of the dataset's own objects")
+
+
+def check_layer_dtype(layer_type: str, dtype: np.dtype) -> None:
+    """Segmentations hold integer labels: floating-point voxels cannot be segment ids."""
+    if layer_type == "segmentation" and dtype.kind not in "ui":
+        raise PlanError(
+            f"{dtype.name} voxels cannot be a segmentation (segment ids are integers); "
+            "use layer type image, or convert the labels to an unsigned integer type first"
+        )
+
+
+def check_options_for_format(options: ConvertOptions) -> None:
+    """Refuse options the chosen format or encoding would ignore, so that what the user
+    asked for is either honoured or refused, never dropped."""
+    if options.format == "zarr3":
+        ignored = {
+            "--scale-key": options.scale_key,
+            "--preshift-bits": options.preshift_bits,
+            "--minishard-bits": options.minishard_bits,
+            "--shard-bits": options.shard_bits,
+            "--hash": options.hash,
+            "--jpeg-quality": options.jpeg_quality,
+            "--block-size": options.compressed_segmentation_block_size,
+        }
+        _refuse_given(ignored, "precomputed output; zarr3 output ignores it")
+    else:
+        ignored = {
+            "--shard-shape": options.shard_shape,
+            "--index-location": options.index_location,
+        }
+        _refuse_given(ignored, "zarr3 output; precomputed output ignores it")
+        if options.jpeg_quality is not None and options.encoding != "jpeg":
+            raise PlanError(f"--jpeg-quality applies to --encoding jpeg, not {options.encoding}")
+        if (
+            options.compressed_segmentation_block_size is not None
+            and options.encoding != "compressed_segmentation"
+        ):
+            raise PlanError(
+                "--block-size applies to --encoding compressed_segmentation, not "
+                f"{options.encoding}"
+            )
+    if options.compression_level is not None and options.compression == "none":
+        raise PlanError(
+            "--compression-level applies to gzip, zstd or blosc, not --compression none"
+        )
+    if (
+        options.compression_level is not None
+        and options.compression is None
+        and options.format == "precomputed"
+        and options.encoding in ("jpeg", "png")
+    ):
+        raise PlanError(
+            f"--compression-level: {options.encoding} chunks are not compressed again "
+            + ("(use --jpeg-quality)" if options.encoding == "jpeg" else "(png compresses itself)")
+        )
+
+
+def _refuse_given(options: Mapping[str, object], where: str) -> None:
+    for flag, value in options.items():
+        if value is not None:
+            raise PlanError(f"{flag} applies to {where}")
+
+
+def _xyz(values: Sequence[object]) -> str:
+    return ",".join(str(v) for v in values)

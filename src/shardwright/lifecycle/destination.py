@@ -1,0 +1,180 @@
+"""Which destinations a job may write, decided before anything is written.
+
+A destination is ours when it holds our marker (a job record or lease under `.shardwright/`,
+or a manifest); `--resume` and `--overwrite` act only on ours or on an empty destination.
+Whatever the flags, a destination is refused when it is a plain file, holds anything we did
+not write, is the source or lies inside it or around it (same bucket and prefix for object
+stores), or is the current directory, one of its parents or the home directory: writing
+there could bury or, on a later overwrite, delete what the user keeps.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+from shardwright.checks import PlanError
+from shardwright.lifecycle import fingerprint as fingerprints
+from shardwright.lifecycle.journal import JOB_KEY, read_job
+from shardwright.lifecycle.lease import LEASE_NAME
+from shardwright.manifest import ManifestError, read_manifest
+from shardwright.store import CONTROL_PREFIX, Store
+
+
+class DestinationError(PlanError):
+    """A destination this job must not write, as asked."""
+
+
+@dataclass(frozen=True)
+class Holding:
+    """What a destination holds: nothing, a plain file, something not ours, or ours (with
+    its job record and manifest, when they exist)."""
+
+    kind: str  # "empty" | "file" | "foreign" | "ours"
+    example: str | None = None  # an object that is not ours (foreign)
+    job: dict[str, Any] | None = None
+    manifest: dict[str, Any] | None = None
+
+    @property
+    def dataset(self) -> bool:
+        """Ours and more than a lease: a job started writing here."""
+        return self.kind == "ours" and (self.job is not None or self.manifest is not None)
+
+
+def inspect(store: Store) -> Holding:
+    if store.is_file():
+        return Holding("file")
+    control = store.list_sizes(CONTROL_PREFIX.rstrip("/"))
+    try:
+        manifest = read_manifest(store)
+        job = read_job(store) if JOB_KEY.removeprefix(CONTROL_PREFIX) in control else None
+    except ManifestError as exc:
+        raise DestinationError(
+            f"{exc}; shardwright cannot tell what this destination holds, so it changes "
+            "nothing there"
+        ) from None
+    if job is not None or manifest is not None or any(LEASE_NAME.fullmatch(n) for n in control):
+        return Holding("ours", job=job, manifest=manifest)
+    example = store.first_entry()
+    return Holding("empty") if example is None else Holding("foreign", example=example)
+
+
+def check_holding(
+    store: Store,
+    holding: Holding,
+    *,
+    mode: str,
+    job: str,
+    fingerprint: fingerprints.Fingerprint,
+) -> None:
+    """Refuse a destination this mode ("new", "resume" or "overwrite") must not write."""
+    url = store.url
+    if holding.kind == "file":
+        raise DestinationError(f"destination {url} is a file; name a folder for the dataset")
+    if holding.kind == "foreign":
+        raise DestinationError(
+            f"destination {url} holds files shardwright did not write (e.g. "
+            f"{holding.example}); choose a new or empty destination. --overwrite replaces "
+            "only shardwright datasets"
+        )
+    if not holding.dataset:
+        return
+    state = "a complete" if holding.manifest is not None else "an unfinished"
+    if mode == "new":
+        raise DestinationError(
+            f"destination {url} is not empty: it holds {state} shardwright dataset; pass "
+            "--resume to continue the job that wrote it or --overwrite to replace it"
+        )
+    if mode != "resume":
+        return
+    recorded = holding.job or {}
+    written_by = recorded.get("job") or (holding.manifest or {}).get("job")
+    if written_by is None:
+        raise DestinationError(
+            f"cannot resume into {url}: its dataset was written by a shardwright that kept no "
+            "job record, so its shards cannot be proven; pass --overwrite to replace it"
+        )
+    if written_by != job:
+        found = fingerprints.differences(recorded.get("fingerprint") or {}, fingerprint)
+        raise DestinationError(
+            f"cannot resume into {url}: this job differs from the one that wrote it "
+            f"(different source or options?): {'; '.join(found) or 'fingerprints differ'}. "
+            "Pass the same source and options, or --overwrite to replace it"
+        )
+
+
+# -- where a destination lies ---------------------------------------------------------------
+@dataclass(frozen=True)
+class Place:
+    """A location comparable across URLs: scheme, the store (bucket and endpoint) and the
+    path's parts."""
+
+    scheme: str
+    store: str
+    parts: tuple[str, ...]
+    endpoint: str | None = None
+
+    def contains(self, other: Place) -> bool:
+        same_store = self.scheme == other.scheme and self.store == other.store
+        endpoints_differ = None not in (self.endpoint, other.endpoint) and (
+            self.endpoint != other.endpoint
+        )
+        return same_store and not endpoints_differ and other.parts[: len(self.parts)] == self.parts
+
+
+def place(url: str, storage_options: Mapping[str, Any] | None = None) -> Place:
+    """Where `url` points; local paths resolved (symlinks, `..`, the current directory)."""
+    url = url.partition("#")[0]  # file.h5#/dataset: the file
+    parsed = urlparse(url)
+    scheme = parsed.scheme.lower()
+    if scheme in ("", "file") or len(scheme) == 1:  # one letter: a Windows drive
+        path = parsed.path if scheme == "file" else url
+        if glob.has_magic(path):  # a glob of slices: the folder of its first pattern part
+            path = path[: min(path.index(c) for c in "*?[" if c in path)]
+            path = path if path.endswith(os.sep) else os.path.dirname(path)
+        resolved = os.path.realpath(path or ".").split(os.sep)
+        return Place("file", "", tuple(p for p in resolved if p))
+    options = storage_options or {}
+    endpoint = options.get("endpoint_url") or options.get("client_kwargs", {}).get("endpoint_url")
+    scheme = {"gcs": "gs", "s3a": "s3"}.get(scheme, scheme)
+    parts = tuple(p for p in parsed.path.split("/") if p)
+    return Place(scheme, parsed.netloc, parts, endpoint)
+
+
+def check_location(
+    dest: str,
+    dest_options: Mapping[str, Any] | None,
+    sources: Iterable[tuple[str, Mapping[str, Any] | None]],
+) -> None:
+    """Refuse a destination that is, holds or lies inside a source, or that is the current
+    directory, one of its parents or the home directory."""
+    where = place(dest, dest_options)
+    if where.scheme == "file":
+        cwd = place(os.getcwd())
+        if where.contains(cwd):
+            raise DestinationError(
+                f"destination {dest} is the current directory or one of its parents; name a "
+                "new folder for the dataset"
+            )
+        if where == place(os.path.expanduser("~")):
+            raise DestinationError(
+                f"destination {dest} is the home directory; name a new folder for the dataset"
+            )
+    for source, source_options in sources:
+        there = place(source, source_options)
+        if where.contains(there) and there.contains(where):
+            raise DestinationError(f"destination {dest} is the source {source} itself")
+        if where.contains(there):
+            raise DestinationError(
+                f"destination {dest} contains the source {source}; a dataset goes in a folder "
+                "of its own, not around its source"
+            )
+        if there.contains(where):
+            raise DestinationError(
+                f"destination {dest} lies inside the source {source}; writing there would "
+                "change the source"
+            )

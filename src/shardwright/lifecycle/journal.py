@@ -1,0 +1,179 @@
+"""What a job has proven it wrote, and what an older dataset in its destination owned.
+
+Under `.shardwright/` in the destination:
+- `job.json`, the job record: the fingerprint of the job that last started writing here
+  (resume continues only that job);
+- `receipts/<key>.json`, one per shard a run stored (or found entirely empty), naming the job
+  and the object's size and crc32c as written. Resume keeps a stored shard only when its
+  receipt names this job and the object still has exactly that size and crc32c;
+- `retired/*.json`: the objects of a dataset being replaced, recorded when its manifest is
+  withdrawn (so it no longer looks complete) and removed, with those objects the new dataset
+  does not reuse, only after the new manifest is written.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import time
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from shardwright import __version__
+from shardwright.integrity import stream_crc32c
+from shardwright.lifecycle.fingerprint import Fingerprint
+from shardwright.manifest import MANIFEST_KEY, ManifestError, owned_keys, read_manifest
+from shardwright.store import CONTROL_PREFIX, Store
+
+JOB_KEY = f"{CONTROL_PREFIX}job.json"
+RECEIPTS = f"{CONTROL_PREFIX}receipts/"
+RETIRED = f"{CONTROL_PREFIX}retired/"
+HEARTBEATS = f"{CONTROL_PREFIX}heartbeat-"
+Receipt = dict[str, Any]
+
+
+def receipt_key(key: str) -> str:
+    return f"{RECEIPTS}{key}.json"
+
+
+def record(store: Store, receipt: Receipt) -> None:
+    """Journal a shard this run just stored (or found empty) as the job's; the request is
+    counted in the receipt's own."""
+    if store.run is None or receipt.get("resumed"):
+        return
+    before = store.requests.snapshot()
+    entry = {
+        "key": receipt["key"],
+        "job": store.run.job,
+        "size": receipt["size"],
+        "crc32c": receipt["crc32c"],
+        "chunks": receipt["chunks"],
+        "empty": bool(receipt["empty"]),
+    }
+    store.write_text(receipt_key(receipt["key"]), json.dumps(entry) + "\n")
+    requests = receipt.setdefault("requests", {})
+    for kind, n in store.requests.since(before).items():
+        requests[kind] = requests.get(kind, 0) + n
+
+
+def proven(store: Store, key: str) -> Receipt | None:
+    """The receipt of a shard this job stored that is still exactly as written (its size,
+    then its crc32c streamed), or None: the shard must be written again."""
+    started = time.perf_counter()
+    if store.run is None:
+        return None
+    try:
+        entry = json.loads(store.read(receipt_key(key)))
+    except (FileNotFoundError, ValueError):
+        return None
+    if not isinstance(entry, dict) or entry.get("job") != store.run.job or entry.get("key") != key:
+        return None
+    size = store.size(key)
+    if entry.get("empty") is True:
+        intact = size is None  # no object where this job found nothing to store
+    else:
+        intact = (
+            size is not None
+            and size == entry.get("size")
+            and stream_crc32c(store, key, size) == entry.get("crc32c")
+        )
+    if not intact:
+        return None
+    return {
+        "key": key,
+        "size": int(entry["size"]),
+        "crc32c": int(entry["crc32c"]),
+        "chunks": int(entry["chunks"]),
+        "resumed": True,
+        "empty": bool(entry["empty"]),
+        "seconds": round(time.perf_counter() - started, 4),
+    }
+
+
+def read_job(store: Store) -> dict[str, Any] | None:
+    """The job record, None without one; ManifestError if it is not ours to read."""
+    try:
+        record = json.loads(store.read(JOB_KEY))
+    except FileNotFoundError:
+        return None
+    except ValueError as exc:
+        raise ManifestError(f"{store.url}/{JOB_KEY} is not valid JSON ({exc})") from None
+    if not isinstance(record, dict) or not isinstance(record.get("job"), str):
+        raise ManifestError(f"{store.url}/{JOB_KEY} is not a shardwright job record")
+    return record
+
+
+def begin(store: Store, fingerprint: Fingerprint, *, replace: bool) -> None:
+    """The coordinator's first step, under the lease and once the job runs: withdraw the
+    manifest of a dataset being replaced (`replace`, or one another job wrote), record this
+    job, and remove temporaries of runs that are gone. Safe to run again (task retries)."""
+    run = store.run
+    assert run is not None, "a job's coordinator writes through its run"
+    try:
+        manifest = read_manifest(store)
+    except ManifestError:  # ours (the pre-checks said so) but unreadable: retire it whole
+        manifest = {"shards": [], "format": "unknown"}
+    if manifest is not None and (replace or manifest.get("job") != run.job):
+        retired = {
+            "keys": owned_keys(manifest),
+            "job": manifest.get("job"),
+            "retired_at": _now(),
+        }
+        store.write_text(f"{RETIRED}{uuid.uuid4().hex}.json", json.dumps(retired) + "\n")
+        store.delete(MANIFEST_KEY)
+    job = {
+        "job": run.job,
+        "run": run.run,
+        "started": _now(),
+        "shardwright_version": __version__,
+        "fingerprint": fingerprint,
+    }
+    store.write_text(JOB_KEY, json.dumps(job, indent=1) + "\n")
+    store.remove_stale_temporaries(keep_run=run.run)
+
+
+def remove_replaced(store: Store, stored: Iterable[str], journaled: Iterable[str]) -> int:
+    """After the new manifest is written: remove the objects older datasets owned (retired
+    records, receipts of other jobs) that the new one did not store, then those records.
+
+    `stored`: every key the new dataset holds (shards, metadata, manifest); `journaled`: every
+    key this job has a receipt for (stored or empty). Returns how many objects were removed.
+    """
+    keep = set(stored) | {MANIFEST_KEY}
+    journaled = set(journaled)
+    records = store.list_keys(RETIRED.rstrip("/"))
+    owned: set[str] = set()
+    for name in records:
+        try:
+            owned.update(
+                k for k in json.loads(store.read(name)).get("keys", []) if isinstance(k, str)
+            )
+        except (ValueError, AttributeError):
+            continue  # an unreadable record names nothing we could prove is ours
+    stale_receipts = [
+        key
+        for name in store.list_keys(RECEIPTS.rstrip("/"))
+        if name.endswith(".json") and (key := name[len(RECEIPTS) : -len(".json")]) not in journaled
+    ]
+    owned.update(stale_receipts)
+    removed = 0
+    for key in sorted(owned - keep):
+        if key.startswith(CONTROL_PREFIX) or ".." in key.split("/"):
+            continue
+        store.delete(key)
+        removed += 1
+    for key in stale_receipts:
+        store.delete(receipt_key(key))
+    for name in records:
+        store.delete(name)
+    run = store.run.run if store.run is not None else None
+    for name in store.list_sizes(CONTROL_PREFIX.rstrip("/")):
+        beat = f"{CONTROL_PREFIX}{name}"
+        if beat.startswith(HEARTBEATS) and name != f"heartbeat-{run}.json":
+            store.delete(beat)
+    return removed
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")

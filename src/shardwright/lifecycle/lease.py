@@ -1,0 +1,325 @@
+"""One job per destination: a lease taken exclusively before anything is written.
+
+The lease is a small immutable object, `.shardwright/lease-NNNNNN.json`, created only if
+absent (a hard link on local disk, `ifGenerationMatch=0` on GCS, `If-None-Match: *` on S3),
+naming the job, its run, host, process and start. While the job runs it writes a heartbeat
+(`.shardwright/heartbeat-<run>.json`) every quarter of the lease's timeout; a lease whose
+heartbeat is older than the timeout, or whose process is provably gone (same host, no such
+process), may be taken over, as may any lease when the user says so (`--break-lease`).
+
+Taking over never deletes first: the taker creates the next epoch's lease exclusively, so of
+several jobs racing for a stale lease exactly one wins, and only then removes the older
+epochs. A shard task writes only while the newest lease names its run (store.py checks before
+every data object), so a job whose lease was taken over stops writing.
+
+Clocks: expiry compares the holder's heartbeat time with this machine's clock; hosts whose
+clocks disagree by more than the timeout would take over early.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+import socket
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from shardwright import __version__
+from shardwright.checks import PlanError
+from shardwright.store import CONTROL_PREFIX, JobRun, Store
+
+DEFAULT_TIMEOUT = 120.0  # seconds without a heartbeat before a lease may be taken over
+LEASE_NAME = re.compile(r"lease-(\d{6,})\.json")
+
+
+class LeaseHeld(PlanError):
+    """Another job holds the destination's lease."""
+
+
+def lease_key(epoch: int) -> str:
+    return f"{CONTROL_PREFIX}lease-{epoch:06d}.json"
+
+
+def heartbeat_key(run: str) -> str:
+    return f"{CONTROL_PREFIX}heartbeat-{run}.json"
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a lease: what the lease object records (never changed once written)."""
+
+    run: str
+    job: str
+    host: str
+    pid: int
+    process_started: float
+    started_at: float
+    timeout: float
+    epoch: int
+    version: str = __version__
+
+    @classmethod
+    def from_json(cls, value: Any) -> Holder:
+        if not isinstance(value, dict):
+            raise ValueError("not a JSON object")
+        try:
+            return cls(
+                run=str(value["run"]),
+                job=str(value["job"]),
+                host=str(value["host"]),
+                pid=int(value["pid"]),
+                process_started=float(value["process_started"]),
+                started_at=float(value["started_at"]),
+                timeout=float(value["timeout"]),
+                epoch=int(value["epoch"]),
+                version=str(value.get("version", "")),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"missing or malformed field ({exc})") from None
+
+    def gone_here(self) -> bool:
+        """The holder ran on this host and its process is gone (or is this very process, a
+        restarted container reusing the pid under a new run)."""
+        if self.host != socket.gethostname():
+            return False
+        if self.pid == os.getpid():
+            return True
+        started = _process_started(self.pid)
+        return started is None or abs(started - self.process_started) > 1.0
+
+    def describe(self, renewed_at: float, now: float) -> str:
+        return (
+            f"job {self.job[:12]} (run {self.run[:12]}) on host {self.host}, pid {self.pid}, "
+            f"started {_when(self.started_at)}, last heard from {now - renewed_at:.0f} s ago"
+        )
+
+
+def _process_started(pid: int) -> float | None:
+    import psutil  # a dependency of distributed
+
+    try:
+        return float(psutil.Process(pid).create_time())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return None
+
+
+def _when(timestamp: float) -> str:
+    moment = datetime.datetime.fromtimestamp(timestamp, datetime.UTC)
+    return moment.isoformat(timespec="seconds")
+
+
+def current_lease(store: Store) -> tuple[int, Holder | None, float] | None:
+    """The newest lease in a destination: (epoch, holder or None when unreadable, when its
+    holder was last heard from); None when no job holds it."""
+    epochs = sorted(
+        int(m.group(1))
+        for name in store.list_sizes(CONTROL_PREFIX.rstrip("/"))
+        if (m := LEASE_NAME.fullmatch(name))
+    )
+    if not epochs:
+        return None
+    epoch = epochs[-1]
+    try:
+        holder = Holder.from_json(json.loads(store.read(lease_key(epoch))))
+    except FileNotFoundError:
+        return None  # released between the listing and the read
+    except ValueError:
+        return epoch, None, 0.0
+    heard = holder.started_at
+    try:
+        beat = json.loads(store.read(heartbeat_key(holder.run)))
+        heard = max(heard, float(beat["renewed_at"]))
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        pass
+    return epoch, holder, heard
+
+
+def check_free(store: Store, *, break_lease: bool = False) -> None:
+    """Refuse (LeaseHeld) when a live job holds the destination's lease; reads only."""
+    found = current_lease(store)
+    if found is not None:
+        _, holder, heard = found
+        takeover_notice(store.url, holder, heard, time.time(), break_lease)
+
+
+def takeover_notice(
+    url: str, holder: Holder | None, heard: float, now: float, break_lease: bool
+) -> str:
+    """A notice for taking over the current lease, or LeaseHeld if its job is alive."""
+    if holder is None:
+        if break_lease:
+            return f"taking over an unreadable lease of {url} (--break-lease)"
+        raise LeaseHeld(
+            f"{url} is locked by an unreadable lease ({CONTROL_PREFIX}lease-*.json); if no "
+            "job is writing it, pass --break-lease"
+        )
+    who = holder.describe(heard, now)
+    if break_lease:
+        return f"taking over the lease of {who} (--break-lease)"
+    if holder.gone_here():
+        return f"taking over the lease of {who}: that process is gone"
+    if now - heard > holder.timeout:
+        return (
+            f"taking over the lease of {who}: it stopped renewing it (timeout "
+            f"{holder.timeout:.0f} s)"
+        )
+    raise LeaseHeld(
+        f"{url} is being written by another job: {who}. One job writes a destination at "
+        f"a time. Its lease is taken over once it has not been renewed for "
+        f"{holder.timeout:.0f} s (in {holder.timeout - (now - heard):.0f} s); pass "
+        "--break-lease only if you know that job has stopped"
+    )
+
+
+class Lease:
+    """This process's claim on one destination for one job run."""
+
+    def __init__(self, store: Store, job: str, timeout: float = DEFAULT_TIMEOUT):
+        if not timeout > 0:
+            raise PlanError(f"lease timeout must be positive, got {timeout}")
+        self.store = store
+        self.job = job
+        self.timeout = float(timeout)
+        self.run = uuid.uuid4().hex
+        self.epoch: int | None = None
+
+    @property
+    def job_run(self) -> JobRun:
+        assert self.epoch is not None, "acquire the lease first"
+        return JobRun(job=self.job, run=self.run, lease=lease_key(self.epoch))
+
+    def acquire(self, *, break_lease: bool = False) -> str | None:
+        """Take the lease; returns a notice when it took over another job's, raises LeaseHeld
+        when another job holds it. Writes nothing but the lease (and its heartbeat)."""
+        notice = None
+        for _ in range(8):  # each round loses only to a job that won a round
+            now = time.time()
+            found = current_lease(self.store)
+            epoch = 1
+            if found is not None:
+                epoch, holder, heard = found
+                if holder is not None and holder.run == self.run:
+                    self.epoch = epoch
+                    return notice
+                notice = takeover_notice(self.store.url, holder, heard, now, break_lease)
+                epoch += 1
+            holder_record = Holder(
+                run=self.run,
+                job=self.job,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                process_started=_process_started(os.getpid()) or now,
+                started_at=now,
+                timeout=self.timeout,
+                epoch=epoch,
+            )
+            try:
+                self.store.create_exclusive(
+                    lease_key(epoch), json.dumps(asdict(holder_record), indent=1).encode()
+                )
+            except FileExistsError:
+                # Another job was first, or an earlier attempt of this very request landed.
+                continue
+            self.epoch = epoch
+            self._beat()
+            for older in range(1, epoch):  # stale epochs, dead by now: only the newest counts
+                self.store.delete(lease_key(older))
+            return notice
+        raise LeaseHeld(f"{self.store.url}: other jobs keep taking its lease; try again later")
+
+    def _beat(self) -> None:
+        self.store.write_text(
+            heartbeat_key(self.run), json.dumps({"run": self.run, "renewed_at": time.time()})
+        )
+
+    def holds(self) -> bool:
+        """The newest lease still names this run (nobody took it over, it was not released)."""
+        if self.epoch is None:
+            return False
+        try:
+            holder = Holder.from_json(json.loads(self.store.read(lease_key(self.epoch))))
+        except (FileNotFoundError, ValueError):
+            return False
+        return holder.run == self.run and not self.store.exists(lease_key(self.epoch + 1))
+
+    def renew(self) -> bool:
+        """Write a heartbeat if the lease is still this run's; False when it is not."""
+        if not self.holds():
+            return False
+        self._beat()
+        return True
+
+    def release(self) -> None:
+        """Give the lease up (only if it is still this run's)."""
+        if self.epoch is not None:
+            release(self.store.with_run(self.job_run))
+            self.epoch = None
+
+
+def release(store: Store) -> None:
+    """Remove the lease and heartbeat of `store`'s run, if the lease still names that run
+    (the last step of a job's coordinator, or of the process that started it)."""
+    run = store.run
+    assert run is not None
+    try:
+        holder = Holder.from_json(json.loads(store.read(run.lease)))
+    except (FileNotFoundError, ValueError):
+        return
+    if holder.run == run.run:
+        store.delete(heartbeat_key(run.run))
+        store.delete(run.lease)
+
+
+class Renewer:
+    """Renews leases from a daemon thread while a job runs, every quarter of the timeout.
+    Stops on its own once every lease is released or lost (`lost` names those taken over)."""
+
+    def __init__(self, leases: list[Lease]):
+        self.leases = [lease for lease in leases if lease.epoch is not None]
+        self.lost: list[str] = []
+        self._stop = threading.Event()
+        interval = min((lease.timeout for lease in self.leases), default=DEFAULT_TIMEOUT) / 4
+        self._thread = threading.Thread(
+            target=self._run, args=(interval,), name="shardwright-lease", daemon=True
+        )
+
+    def __enter__(self) -> Renewer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Renew until stopped, or until every lease is released (a lazy job handed to the
+        caller: its coordinator releases them when it ends) or lost."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=10)
+
+    def _run(self, interval: float) -> None:
+        active = list(self.leases)
+        while active and not self._stop.wait(interval):
+            for lease in list(active):
+                try:
+                    held = lease.renew()
+                except OSError:  # a transient store failure: try again next round
+                    continue
+                if not held:
+                    active.remove(lease)
+                    if lease.epoch is not None and self._taken_over(lease):
+                        self.lost.append(lease.store.url)
+
+    @staticmethod
+    def _taken_over(lease: Lease) -> bool:
+        """Released by the job's coordinator (it finished), or taken by another job?"""
+        found = current_lease(lease.store)
+        return found is not None and (found[1] is None or found[1].run != lease.run)
