@@ -349,24 +349,10 @@ class ConversionPlan:
     def zarr_axes(self) -> str:
         return _output_axes(self.source.axes, self.num_channels)
 
-    def _scattered_shard_numbers(self) -> Iterator[np.ndarray]:
-        """Shard number of every chunk, in batches of grid order (vectorized)."""
-        grid = self.grid_shape
-        total = math.prod(grid)
-        batch = 1 << 20
-        for first in range(0, total, batch):
-            flat = np.arange(first, min(first + batch, total), dtype=np.int64)
-            coords = np.stack(np.unravel_index(flat, grid, order="F"), axis=1)
-            shard, _ = self.sharding.locate(self.scale.chunk_ids(coords))
-            yield shard
-
     @functools.cached_property
     def _scattered_shard_numbers_present(self) -> list[int]:
         """The hashed shards that hold at least one chunk (one vectorized scan, then kept)."""
-        seen: set[int] = set()
-        for shard in self._scattered_shard_numbers():
-            seen.update(np.unique(shard).tolist())
-        return sorted(seen)
+        return self.scale.shard_numbers()
 
     def _scattered_shards(self) -> Iterator[ShardTask]:
         for number in self._scattered_shard_numbers_present:
@@ -383,7 +369,7 @@ class ConversionPlan:
         grid = self.grid_shape
         found = []
         offset = 0
-        for shard in self._scattered_shard_numbers():
+        for shard in self.scale.chunk_shard_numbers():
             hits = np.flatnonzero(shard == np.uint64(shard_number)) + offset
             found.append(np.stack(np.unravel_index(hits, grid, order="F"), axis=1))
             offset += shard.size

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,6 +113,26 @@ class PrecomputedScale:
     def chunk_ids(self, grid_coords: npt.ArrayLike) -> npt.NDArray[np.uint64]:
         """Sharded chunk ids (compressed Morton codes) of (N, 3) grid coordinates."""
         return compressed_morton_code(grid_coords, self.grid_shape)
+
+    def chunk_shard_numbers(self, batch: int = 1 << 20) -> Iterator[npt.NDArray[np.uint64]]:
+        """The shard number of every chunk of a sharded scale, in batches of grid order
+        (x fastest), computed vectorized."""
+        if self.sharding is None:
+            raise InfoError(f"scale {self.key!r} is not sharded")
+        grid = self.grid_shape
+        total = math.prod(grid)
+        for first in range(0, total, batch):
+            flat = np.arange(first, min(first + batch, total), dtype=np.int64)
+            coords = np.stack(np.unravel_index(flat, grid, order="F"), axis=1)
+            shard, _ = self.sharding.locate(self.chunk_ids(coords))
+            yield shard
+
+    def shard_numbers(self) -> list[int]:
+        """The shards of a sharded scale that hold at least one chunk, in order."""
+        seen: set[int] = set()
+        for shard in self.chunk_shard_numbers():
+            seen.update(np.unique(shard).tolist())
+        return sorted(seen)
 
     def chunk_bounds(self, grid_coord: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """[start, stop) voxel bounds (relative to voxel_offset) of one grid cell, truncated."""
