@@ -3,6 +3,7 @@ a seeded fault-injecting HTTP proxy to put between a client and either of them."
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -11,6 +12,7 @@ import re
 import socket
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -83,10 +85,11 @@ class FaultyProxy:
     """Forwards HTTP requests to `upstream`, failing a seeded share of them on purpose:
     a 503, a connection reset before any response, or a stall before forwarding.
 
-    `gcs_conformance` adds two things real GCS does and the emulator does not, for
-    TensorStore's gcs driver: the `x-goog-generation` header on media reads (TensorStore's
-    sharded readers make conditional reads with it) and suffix ranges (`bytes=-N`, how it
-    reads a shard index stored at the end)."""
+    `gcs_conformance` adds three things real GCS does and the emulator does not: the
+    `x-goog-generation` header on media reads (TensorStore's sharded readers make conditional
+    reads with it), suffix ranges (`bytes=-N`, how TensorStore reads a shard index stored at
+    the end), and uploads with `ifGenerationMatch=0` that fail with 412 when the object exists
+    (how a job creates its lease exclusively)."""
 
     def __init__(
         self,
@@ -110,6 +113,7 @@ class FaultyProxy:
         self.spare = spare  # path suffixes never faulted
         self.gcs_conformance = gcs_conformance
         self._lock = threading.Lock()
+        self._create_lock = threading.Lock()  # existence check + upload, as one step
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -167,9 +171,26 @@ class FaultyProxy:
                 suffix = None
                 if proxy.gcs_conformance and self.command == "GET" and "alt=media" in self.path:
                     extra, suffix = proxy._gcs_media_fixes(self.path, headers)
-                status, response_headers, data = proxy._forward(
-                    self.command, self.path, body, headers
+                exclusive = (
+                    proxy.gcs_conformance
+                    and self.command == "POST"
+                    and "ifGenerationMatch=0" in self.path
                 )
+                with proxy._create_lock if exclusive else contextlib.nullcontext():
+                    if exclusive and proxy._gcs_object_exists(self.path, body, headers):
+                        payload = json.dumps(
+                            {"error": {"code": 412, "message": "conditionNotMet",
+                                       "errors": [{"reason": "conditionNotMet"}]}}
+                        ).encode()  # fmt: skip
+                        self.send_response(412)
+                        self.send_header("Content-Type", "application/json")
+                        self.send_header("Content-Length", str(len(payload)))
+                        self.end_headers()
+                        self.wfile.write(payload)
+                        return
+                    status, response_headers, data = proxy._forward(
+                        self.command, self.path, body, headers
+                    )
                 if suffix is not None and status == 200:
                     start = max(len(data) - suffix, 0)
                     extra["Content-Range"] = f"bytes {start}-{len(data) - 1}/{len(data)}"
@@ -227,6 +248,26 @@ class FaultyProxy:
             for key in ("Range", "range"):
                 headers.pop(key, None)
         return extra, suffix
+
+    def _gcs_object_exists(self, path: str, body: bytes, headers: dict[str, str]) -> bool:
+        """Whether the object an upload names exists (its name is in the query of a media
+        or resumable upload, or in the JSON part of a multipart one)."""
+        bucket = re.search(r"/upload/storage/v1/b/([^/]+)/o", path)
+        name = re.search(r"[?&]name=([^&]+)", path) or re.search(rb'"name": ?"([^"]+)"', body)
+        if bucket is None or name is None:
+            return False
+        value = name.group(1)
+        key = urllib.parse.unquote(value.decode() if isinstance(value, bytes) else value)
+        plain = {
+            k: v for k, v in headers.items() if k.lower() not in ("content-length", "content-type")
+        }
+        status, _, _ = self._forward(
+            "GET",
+            f"/storage/v1/b/{bucket.group(1)}/o/{urllib.parse.quote(key, safe='')}",
+            b"",
+            plain,
+        )
+        return status == 200
 
     def _draw(self) -> str | None:
         with self._lock:

@@ -282,6 +282,24 @@ def test_the_printed_dashboard_link_opens(
             assert reply.status == 200
 
 
+@pytest.mark.parametrize("scheduler", ["local", "processes"])
+@pytest.mark.parametrize("quiet", [True, False])
+def test_a_cluster_we_start_listens_on_loopback_only(scheduler: str, quiet: bool) -> None:
+    """Scheduler, workers, nannies and every HTTP endpoint of theirs, dashboard or not."""
+    import psutil
+
+    with _client(scheduler, 2, quiet=quiet):
+        me = psutil.Process()
+        listening = [
+            conn.laddr
+            for process in [me, *me.children(recursive=True)]
+            for conn in process.net_connections(kind="inet")
+            if conn.status == psutil.CONN_LISTEN
+        ]
+    assert listening, "a cluster listens somewhere"
+    assert {address.ip for address in listening} == {"127.0.0.1"}, listening
+
+
 def test_existing_scheduler_address_through_the_cli(tmp_path: pathlib.Path, client: Any) -> None:
     vol = _image()
     np.save(tmp_path / "vol.npy", vol)

@@ -351,7 +351,7 @@ class Store:
             entries = self._retry(
                 lambda: self.fs.ls(base, detail=True), f"listing {self._describe(prefix)}"
             )
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return {}
         out = {}
         for entry in entries:

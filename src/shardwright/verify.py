@@ -354,7 +354,8 @@ def _check_shards(
             report.problems.append(f"{key}: missing")
             continue
         except Exception as exc:  # noqa: BLE001 - a corrupt shard must not end the run
-            report.problems.append(f"{key}: unreadable index ({type(exc).__name__}: {exc})")
+            cause = str(exc).removeprefix(f"{key}: ")
+            report.problems.append(f"{key}: unreadable index ({type(exc).__name__}: {cause})")
             continue
         if size != entry["size"]:
             report.problems.append(f"{key}: size {size}, the manifest says {entry['size']}")

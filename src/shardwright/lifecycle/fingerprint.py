@@ -87,10 +87,11 @@ def digest(fingerprint: Fingerprint) -> str:
 
 
 def differences(old: Any, new: Any, limit: int = 4) -> list[str]:
-    """What differs between two fingerprints, as `path: old -> new` lines (at most `limit`,
-    then how many more)."""
+    """What differs between two fingerprints, as `path: old -> new` lines, the broadest first
+    (the source's URL before its file's change time; at most `limit`, then how many more)."""
     found: list[str] = []
     _compare(old, new, "", found)
+    found.sort(key=lambda line: line.split(":", 1)[0].count("."))
     if len(found) > limit:
         found = [*found[:limit], f"... and {len(found) - limit} more"]
     return found
@@ -109,7 +110,7 @@ def _compare(old: Any, new: Any, path: str, found: list[str]) -> None:
 
 def _short(value: Any) -> str:
     text = json.dumps(value, sort_keys=True)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _json(value: Any) -> Any:

@@ -17,7 +17,7 @@ from dask.delayed import Delayed
 
 from shardwright.graph import build_graph
 from shardwright.lifecycle import fingerprint as fingerprints
-from shardwright.lifecycle.destination import check_holding, check_location, inspect
+from shardwright.lifecycle.destination import Holding, check_holding, check_location, inspect
 from shardwright.lifecycle.lease import DEFAULT_TIMEOUT, Lease, check_free
 from shardwright.objects import ObjectPlan
 from shardwright.plan import ConversionPlan
@@ -77,13 +77,15 @@ class Job:
         destination lies, whether another job is writing it, what it holds."""
         for dataset in self.datasets:
             check_location(dataset.plan.dest, dataset.store.storage_options, dataset.sources)
-            check_free(dataset.store, break_lease=break_lease)
-            self._check_holding(dataset)
+            holding = inspect(dataset.store)
+            if holding.kind == "ours":  # a job writing it now is the first thing to say
+                check_free(dataset.store, break_lease=break_lease)
+            self._check_holding(dataset, holding)
 
-    def _check_holding(self, dataset: Dataset) -> None:
+    def _check_holding(self, dataset: Dataset, holding: Holding | None = None) -> None:
         check_holding(
             dataset.store,
-            inspect(dataset.store),
+            holding or inspect(dataset.store),
             mode=self.mode,
             job=dataset.job,
             fingerprint=dataset.fingerprint,

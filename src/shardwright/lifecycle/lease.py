@@ -35,6 +35,9 @@ from shardwright.store import CONTROL_PREFIX, JobRun, Store
 
 DEFAULT_TIMEOUT = 120.0  # seconds without a heartbeat before a lease may be taken over
 LEASE_NAME = re.compile(r"lease-(\d{6,})\.json")
+# Runs holding a lease from this process: a lease naming this pid but none of these runs was
+# left by an earlier process that had the same pid (a restarted container).
+_LIVE_RUNS: set[str] = set()
 
 
 class LeaseHeld(PlanError):
@@ -83,12 +86,12 @@ class Holder:
             raise ValueError(f"missing or malformed field ({exc})") from None
 
     def gone_here(self) -> bool:
-        """The holder ran on this host and its process is gone (or is this very process, a
-        restarted container reusing the pid under a new run)."""
+        """The holder ran on this host and its process is gone (or had this process's pid and
+        is none of its live runs: a restarted container reusing the pid)."""
         if self.host != socket.gethostname():
             return False
         if self.pid == os.getpid():
-            return True
+            return self.run not in _LIVE_RUNS
         started = _process_started(self.pid)
         return started is None or abs(started - self.process_started) > 1.0
 
@@ -226,6 +229,7 @@ class Lease:
                 # Another job was first, or an earlier attempt of this very request landed.
                 continue
             self.epoch = epoch
+            _LIVE_RUNS.add(self.run)
             self._beat()
             for older in range(1, epoch):  # stale epochs, dead by now: only the newest counts
                 self.store.delete(lease_key(older))
@@ -259,6 +263,7 @@ class Lease:
         if self.epoch is not None:
             release(self.store.with_run(self.job_run))
             self.epoch = None
+        _LIVE_RUNS.discard(self.run)
 
 
 def release(store: Store) -> None:

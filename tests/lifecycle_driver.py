@@ -1,0 +1,82 @@
+"""Runs `shardwright` with a pause at one step of a job, for tests that kill it there.
+
+    python lifecycle_driver.py PAUSE MARKER convert SOURCE DEST [options]
+
+PAUSE names the step: `lease` (the lease taken, nothing else written), `begin` (the job
+recorded in its destination), `shards:N` (N shards stored with their receipts), `manifest`
+(the manifest written,
+nothing removed yet), `cleanup` (the first object of a replaced dataset removed), `slow`
+(every shard task sleeps 0.2 s first, no pause) or `none`. At the pause the driver creates
+MARKER and sleeps until it is killed. Runs with `--scheduler sync`: one process, so SIGKILL
+of its process group stops every part of the job at once.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+import time
+from typing import Any
+
+import shardwright.graph as graph
+from shardwright.cli import main
+from shardwright.lifecycle import job, journal
+
+PAUSE, MARKER = sys.argv[1], pathlib.Path(sys.argv[2])
+
+
+def hold() -> None:
+    MARKER.touch()
+    time.sleep(3600)
+
+
+def after(owner: Any, name: str, condition: Any = lambda: True) -> None:
+    """Pause right after `owner.name` returns, once `condition()` holds."""
+    original = getattr(owner, name)
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        if condition():
+            hold()
+        return result
+
+    setattr(owner, name, wrapped)
+
+
+if PAUSE == "lease":
+    after(job.Job, "acquire")
+elif PAUSE == "begin":
+    after(journal, "begin")
+elif PAUSE.startswith("shards:"):
+    written = {"n": 0}
+    limit = int(PAUSE.split(":")[1])
+
+    def count() -> bool:
+        written["n"] += 1
+        return written["n"] >= limit
+
+    after(journal, "record", count)
+elif PAUSE == "manifest":
+    after(graph, "write_manifest")
+elif PAUSE == "cleanup":  # inside the removal of a replaced dataset's objects
+    removing = {"on": False}
+    remove_replaced = journal.remove_replaced
+
+    def flagged(*args: Any, **kwargs: Any) -> Any:
+        removing["on"] = True
+        return remove_replaced(*args, **kwargs)
+
+    journal.remove_replaced = flagged
+    after(journal.Store, "delete", lambda: removing["on"])
+elif PAUSE == "slow":
+    original = graph.run_shard
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.2)
+        return original(*args, **kwargs)
+
+    graph.run_shard = slow
+elif PAUSE != "none":
+    raise SystemExit(f"unknown pause {PAUSE!r}")
+
+raise SystemExit(main([*sys.argv[3:], "--scheduler", "sync", "--quiet"]))
