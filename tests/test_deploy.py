@@ -343,6 +343,7 @@ def test_job_converts_against_the_scheduler_with_referenced_credentials(
     args = build_parser().parse_args(words[1:])
     assert args.scheduler == f"tcp://{FULLNAME}-scheduler.{NAMESPACE}.svc:8786"
     assert args.resume  # a retried pod keeps what an earlier one wrote
+    assert args.lease_wait > args.lease_timeout  # ... once its predecessor's lease expired
     assert (args.source, args.dest) == (
         "gs://example-bucket/em.zarr",
         "s3://example-bucket/em-sharded",

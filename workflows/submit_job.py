@@ -7,7 +7,9 @@ The scheduler is --scheduler, else $DASK_SCHEDULER_ADDRESS: this script connects
 never starts a cluster of its own. It plans here (nothing is written if the plan is refused),
 submits the graph, prints the dashboard link and waits with a progress bar; with --detach it
 hands the job to the scheduler and exits, and the job runs on (the manifest
-shardwright-manifest.json appears in DEST when it is complete). SOURCE and DEST must be
+shardwright-manifest.json appears in DEST when it is complete). The job holds DEST's lease
+(one job per destination); this process renews it while it waits, and a detached job keeps it
+for --lease-timeout seconds, until its coordinator releases it at the end. SOURCE and DEST must be
 reachable from the workers: object-store URLs, or paths on a shared file system.
 """
 
@@ -60,7 +62,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     mode.add_argument("--resume", action="store_true", help="keep sound shards of a killed run")
     mode.add_argument("--overwrite", action="store_true", help="replace what DEST holds")
     parser.add_argument(
-        "--detach", action="store_true", help="submit and exit; the job runs on the cluster"
+        "--detach",
+        action="store_true",
+        help="submit and exit; the job runs on the cluster (give a --lease-timeout longer "
+        "than the job: once this process exits nothing renews DEST's lease)",
+    )
+    parser.add_argument(
+        "--lease-timeout",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="how long DEST's lease may go unrenewed before another job may take it over",
     )
     parser.add_argument("--verify", action="store_true", help="verify DEST against SOURCE after")
     args = parser.parse_args(argv)
@@ -81,7 +93,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"scheduler {args.scheduler}: {workers} workers", file=sys.stderr)
         print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
         graph = api.convert(
-            plan, client=client, resume=args.resume, overwrite=args.overwrite, compute=False
+            plan,
+            client=client,
+            resume=args.resume,
+            overwrite=args.overwrite,
+            compute=False,
+            lease_timeout=args.lease_timeout,
         )
         future = client.compute(graph)
         if args.detach:

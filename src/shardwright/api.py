@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+import time
 from typing import Any
 
 from dask.delayed import Delayed
 
 from shardwright.graph import execute, scheduler_address
 from shardwright.lifecycle.job import Job, mode_of
-from shardwright.lifecycle.lease import DEFAULT_TIMEOUT, Renewer
+from shardwright.lifecycle.lease import DEFAULT_TIMEOUT, LeaseHeld, Renewer
 from shardwright.objects import ObjectPlan, make_object_plan, object_source_info
 from shardwright.options import ConvertOptions
 from shardwright.plan import ConversionPlan, PlanError, make_plan
@@ -19,7 +20,9 @@ from shardwright.sources import Source
 from shardwright.store import LeaseLost, Store
 from shardwright.verify import verify
 
-__all__ = ["ConvertOptions", "PlanError", "check", "convert", "plan", "verify"]
+LEASE_POLL_SECONDS = 5.0  # how often a job waiting for a lease looks again
+
+__all__ = ["ConvertOptions", "LeaseHeld", "PlanError", "check", "convert", "plan", "verify"]
 
 
 def plan(
@@ -94,6 +97,7 @@ def convert(
     progress: bool = True,
     break_lease: bool = False,
     lease_timeout: float = DEFAULT_TIMEOUT,
+    lease_wait: float = 0.0,
     **option_values: Any,
 ) -> dict[str, Any] | Delayed:
     """Convert a volume to sharded output; returns the manifest (or a lazy Dask object).
@@ -101,9 +105,10 @@ def convert(
     `resume` continues the job that wrote DEST, keeping the shards its receipts prove;
     `overwrite` replaces a shardwright dataset in DEST (its objects go only once the new
     manifest is written). The job holds DEST's lease while it runs (`lease_timeout`: how long
-    it may go unrenewed before another job takes it over; `break_lease`: take over a live
-    one). With `compute=False` the lease is taken now and renewed from a background thread
-    of this process until the graph's coordinator releases it.
+    it may go unrenewed before another job takes it over; `lease_wait`: how long to wait for
+    another job's lease to be released or to expire, as a retried pod should; `break_lease`:
+    take over a live one). With `compute=False` the lease is taken now and renewed from a
+    background thread of this process until the graph's coordinator releases it.
     """
     the_plan: ConversionPlan | ObjectPlan
     if isinstance(source, ConversionPlan | ObjectPlan):
@@ -117,16 +122,27 @@ def convert(
         from shardwright.engine.gpu import cupy_module
 
         cupy_module()  # this machine runs the GPU workers: it must have a GPU
-    job = check(
-        the_plan,
-        resume=resume,
-        overwrite=overwrite,
-        scheduler=scheduler,
-        client=client,
-        break_lease=break_lease,
-    )
-    before = job.datasets[0].store.requests.snapshot()
-    for notice in job.acquire(break_lease=break_lease, timeout=lease_timeout):
+    deadline = time.monotonic() + lease_wait
+    while True:
+        try:
+            job = check(
+                the_plan,
+                resume=resume,
+                overwrite=overwrite,
+                scheduler=scheduler,
+                client=client,
+                break_lease=break_lease,
+            )
+            before = job.datasets[0].store.requests.snapshot()
+            notices = job.acquire(break_lease=break_lease, timeout=lease_timeout)
+            break
+        except LeaseHeld as held:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            print(f"shardwright: waiting up to {left:.0f} s: {held}", file=sys.stderr)
+            time.sleep(min(LEASE_POLL_SECONDS, left))
+    for notice in notices:
         print(f"shardwright: {notice}", file=sys.stderr)
     try:
         graph = job.graph(preflight_requests=job.datasets[0].store.requests.since(before))

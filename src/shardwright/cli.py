@@ -239,6 +239,14 @@ def build_parser() -> argparse.ArgumentParser:
         "it over (default %(default)s)",
     )
     c.add_argument(
+        "--lease-wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait up to SECONDS for another job's lease on DEST to be released or to expire "
+        "(a retried pod whose predecessor was killed); default: refuse at once",
+    )
+    c.add_argument(
         "--break-lease",
         action="store_true",
         help="take over DEST's lease even though its job seems alive (only when you know it "
@@ -310,13 +318,17 @@ def _run(args: argparse.Namespace, own_process: bool = False) -> int:
         if own_process:
             _freeze_startup_objects()
         plan = api.plan(args.source, args.dest, _options(args))
-        api.check(
-            plan,
-            resume=args.resume,
-            overwrite=args.overwrite,
-            scheduler=args.scheduler,
-            break_lease=args.break_lease,
-        )
+        try:  # what is refused, is refused before the plan is printed
+            api.check(
+                plan,
+                resume=args.resume,
+                overwrite=args.overwrite,
+                scheduler=args.scheduler,
+                break_lease=args.break_lease,
+            )
+        except api.LeaseHeld:
+            if not args.lease_wait:
+                raise
         if not args.quiet:
             print(plan.report(), file=sys.stderr)
         manifest = api.convert(
@@ -328,6 +340,7 @@ def _run(args: argparse.Namespace, own_process: bool = False) -> int:
             progress=not args.quiet,
             break_lease=args.break_lease,
             lease_timeout=args.lease_timeout,
+            lease_wait=args.lease_wait,
         )
         assert isinstance(manifest, dict)
         totals = manifest["totals"]

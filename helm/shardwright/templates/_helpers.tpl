@@ -260,6 +260,10 @@ affinity:
     {{- if $job.resume }}
     - --resume
     {{- end }}
+    {{- if $job.leaseWait }}
+    - --lease-wait
+    - {{ $job.leaseWait | quote }}
+    {{- end }}
     {{- if $job.gpu }}
     - --gpu
     {{- end }}
