@@ -20,7 +20,7 @@ from typing import Any
 
 import shardwright.graph as graph
 from shardwright.cli import main
-from shardwright.lifecycle import job, journal
+from shardwright.lifecycle import journal, lease
 
 PAUSE, MARKER = sys.argv[1], pathlib.Path(sys.argv[2])
 
@@ -44,7 +44,7 @@ def after(owner: Any, name: str, condition: Any = lambda: True) -> None:
 
 
 if PAUSE == "lease":
-    after(job.Job, "acquire")
+    after(lease.Lease, "acquire")
 elif PAUSE == "begin":
     after(journal, "begin")
 elif PAUSE.startswith("shards:"):
@@ -60,13 +60,13 @@ elif PAUSE == "manifest":
     after(graph, "write_manifest")
 elif PAUSE == "cleanup":  # inside the removal of a replaced dataset's objects
     removing = {"on": False}
-    remove_replaced = journal.remove_replaced
+    remove = journal.remove
 
     def flagged(*args: Any, **kwargs: Any) -> Any:
         removing["on"] = True
-        return remove_replaced(*args, **kwargs)
+        return remove(*args, **kwargs)
 
-    journal.remove_replaced = flagged
+    journal.remove = flagged
     after(journal.Store, "delete", lambda: removing["on"])
 elif PAUSE == "slow":
     original = graph.run_shard

@@ -110,7 +110,7 @@ class FaultyProxy:
         self.counts = {"requests": 0, "503": 0, "reset": 0, "stall": 0}
         self.deny = deny  # HTTP methods answered 403 AccessDenied (bad keys, read-only bucket)
         self.log: list[str] = []  # "METHOD path?query" of every request
-        self.spare = spare  # path suffixes never faulted
+        self.spare = spare  # requests whose path holds one of these are never faulted
         self.gcs_conformance = gcs_conformance
         self._lock = threading.Lock()
         self._create_lock = threading.Lock()  # existence check + upload, as one step
@@ -147,7 +147,7 @@ class FaultyProxy:
                     if self.command != "HEAD":
                         self.wfile.write(payload)
                     return
-                spared = self.path.split("?")[0].endswith(proxy.spare) if proxy.spare else False
+                spared = any(part in self.path.split("?")[0] for part in proxy.spare)
                 fault = None if spared else proxy._draw()
                 if fault == "reset":
                     self.connection.setsockopt(

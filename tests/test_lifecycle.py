@@ -350,20 +350,30 @@ def test_jobs_started_together_into_one_destination(tmp_path: pathlib.Path) -> N
 
 
 def test_two_jobs_on_one_multi_process_cluster(tmp_path: pathlib.Path) -> None:
+    """A lazy graph takes nothing until it runs; once it runs on the cluster's worker
+    processes, its lease refuses a second job into the same destination."""
     from distributed import Client, LocalCluster
 
     source, vol = _volume(tmp_path, "vol", 30)
     other, _ = _volume(tmp_path, "other", 31)
     dest = tmp_path / "out"
+    slow = "import time, shardwright.graph as g; r = g.run_shard\n"
+    slow += "g.run_shard = lambda *a, **k: (time.sleep(0.2), r(*a, **k))[1]"
     with (
         LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
                      silence_logs=50) as cluster,
         Client(cluster) as client,
     ):  # fmt: skip
+        client.run(exec, slow, {})
         lazy = api.convert(source, str(dest), client=client, compute=False, **A_KW)
+        assert not dest.exists()
+        running = client.compute(lazy)
+        while not list(dest.glob(".shardwright/lease-*")):
+            assert not running.done(), running
+            time.sleep(0.02)
         with pytest.raises(LeaseHeld, match="is being written by another job"):
             api.convert(other, str(dest), client=client, overwrite=True, **A_KW)
-        manifest = client.compute(lazy).result()
+        manifest = running.result()
     assert manifest["totals"]["shards"] == len(_stored_shards(dest))
     np.testing.assert_array_equal(_read(dest), vol)
     _clean(dest)  # the coordinator released the lease

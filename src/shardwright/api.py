@@ -4,23 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
-import time
 from typing import Any
 
 from dask.delayed import Delayed
 
-from shardwright.graph import execute, scheduler_address
+from shardwright.graph import build_graph, execute, scheduler_address
 from shardwright.lifecycle.job import Job, mode_of
-from shardwright.lifecycle.lease import DEFAULT_TIMEOUT, LeaseHeld, Renewer
+from shardwright.lifecycle.lease import DEFAULT_TIMEOUT, LeaseHeld
 from shardwright.objects import ObjectPlan, make_object_plan, object_source_info
 from shardwright.options import ConvertOptions
 from shardwright.plan import ConversionPlan, PlanError, make_plan
 from shardwright.sources import Source
-from shardwright.store import LeaseLost, Store
+from shardwright.store import Store
 from shardwright.verify import verify
-
-LEASE_POLL_SECONDS = 5.0  # how often a job waiting for a lease looks again
 
 __all__ = ["ConvertOptions", "LeaseHeld", "PlanError", "check", "convert", "plan", "verify"]
 
@@ -104,11 +100,12 @@ def convert(
 
     `resume` continues the job that wrote DEST, keeping the shards its receipts prove;
     `overwrite` replaces a shardwright dataset in DEST (its objects go only once the new
-    manifest is written). The job holds DEST's lease while it runs (`lease_timeout`: how long
-    it may go unrenewed before another job takes it over; `lease_wait`: how long to wait for
-    another job's lease to be released or to expire, as a retried pod should; `break_lease`:
-    take over a live one). With `compute=False` the lease is taken now and renewed from a
-    background thread of this process until the graph's coordinator releases it.
+    manifest is written). When the job runs it takes DEST's lease (one job per destination):
+    `lease_timeout` is how long the lease may go unrenewed before another job may take it
+    over, `lease_wait` how long to wait for another job's lease to be released or to expire
+    (as a retried pod should), `break_lease` takes over a live one. With `compute=False`
+    nothing is written until the graph is computed; the lease is then renewed from the process
+    that runs the job's first step until the graph's last step releases it.
     """
     the_plan: ConversionPlan | ObjectPlan
     if isinstance(source, ConversionPlan | ObjectPlan):
@@ -122,53 +119,34 @@ def convert(
         from shardwright.engine.gpu import cupy_module
 
         cupy_module()  # this machine runs the GPU workers: it must have a GPU
-    deadline = time.monotonic() + lease_wait
-    while True:
-        try:
-            job = check(
-                the_plan,
-                resume=resume,
-                overwrite=overwrite,
-                scheduler=scheduler,
-                client=client,
-                break_lease=break_lease,
-            )
-            before = job.datasets[0].store.requests.snapshot()
-            notices = job.acquire(break_lease=break_lease, timeout=lease_timeout)
-            break
-        except LeaseHeld as held:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise
-            print(f"shardwright: waiting up to {left:.0f} s: {held}", file=sys.stderr)
-            time.sleep(min(LEASE_POLL_SECONDS, left))
-    for notice in notices:
-        print(f"shardwright: {notice}", file=sys.stderr)
-    try:
-        graph = job.graph(preflight_requests=job.datasets[0].store.requests.since(before))
-    except BaseException:
-        job.release()
-        raise
+    job = check(
+        the_plan,
+        resume=resume,
+        overwrite=overwrite,
+        scheduler=scheduler,
+        client=client,
+        break_lease=break_lease,
+        lease_timeout=lease_timeout,
+        lease_wait=lease_wait,
+    )
+    main, *companions = job.datasets
+    graph = build_graph(
+        the_plan,
+        main.store,
+        resume=job.mode == "resume",
+        claim=main.claim,
+        companions={d.plan.dest: d.claim for d in companions},
+        preflight_requests=main.store.requests.snapshot(),  # the checks' (a new store's)
+    )
     if not compute:
-        Renewer(job.leases).start()  # ends when the coordinator releases the leases
         return graph
     try:
-        with Renewer(job.leases) as renewer:
-            manifest = execute(
-                graph,
-                scheduler=scheduler,
-                workers=workers,
-                client=client,
-                progress=progress,
-                gpu=gpu,
-            )
-    finally:
-        job.release()
-    if renewer.lost:
-        raise LeaseLost(
-            f"{', '.join(renewer.lost)}: another job took the lease over while this one ran"
+        return execute(
+            graph, scheduler=scheduler, workers=workers, client=client, progress=progress, gpu=gpu
         )
-    return manifest
+    except BaseException:
+        job.release()  # a job that failed gives its leases back (a finished one did already)
+        raise
 
 
 def check(
@@ -179,10 +157,13 @@ def check(
     scheduler: str | None = None,
     client: Any = None,
     break_lease: bool = False,
+    lease_timeout: float = DEFAULT_TIMEOUT,
+    lease_wait: float = 0.0,
 ) -> Job:
-    """Every refusal that needs no write: where each destination lies, what it holds, and
-    whether this job may resume it. `convert` calls it first; the CLI calls it before it
-    prints the plan, so a refused destination shows its one error alone."""
+    """Every refusal that needs no write: where each destination lies, whether another job
+    is writing it, what it holds and whether this job may resume it. `convert` calls it
+    first; the CLI calls it before it prints the plan, so a refused destination shows its one
+    error alone."""
     store = Store(the_plan.dest, the_plan.options.storage_options)
     other_processes = (
         client is not None or scheduler == "processes" or scheduler_address(scheduler) is not None
@@ -192,8 +173,14 @@ def check(
             f"{store.url} lives in this process; workers in other processes cannot write "
             "it: use --scheduler local, threads or sync with memory:// destinations"
         )
-    job = Job(the_plan, mode=mode_of(resume=resume, overwrite=overwrite))
-    job.check(break_lease=break_lease)
+    job = Job(
+        the_plan,
+        mode=mode_of(resume=resume, overwrite=overwrite),
+        lease_timeout=lease_timeout,
+        lease_wait=lease_wait,
+        break_lease=break_lease,
+    )
+    job.check()
     return job
 
 

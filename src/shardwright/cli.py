@@ -318,17 +318,15 @@ def _run(args: argparse.Namespace, own_process: bool = False) -> int:
         if own_process:
             _freeze_startup_objects()
         plan = api.plan(args.source, args.dest, _options(args))
-        try:  # what is refused, is refused before the plan is printed
-            api.check(
-                plan,
-                resume=args.resume,
-                overwrite=args.overwrite,
-                scheduler=args.scheduler,
-                break_lease=args.break_lease,
-            )
-        except api.LeaseHeld:
-            if not args.lease_wait:
-                raise
+        # What is refused is refused before the plan is printed.
+        api.check(
+            plan,
+            resume=args.resume,
+            overwrite=args.overwrite,
+            scheduler=args.scheduler,
+            break_lease=args.break_lease,
+            lease_wait=args.lease_wait,
+        )
         if not args.quiet:
             print(plan.report(), file=sys.stderr)
         manifest = api.convert(

@@ -33,11 +33,11 @@ from dask.delayed import Delayed, delayed
 from shardwright.engine import run_shard
 from shardwright.engine.pyramid import Handoff, Piece, run_pyramid_shard
 from shardwright.lifecycle import journal, lease
-from shardwright.lifecycle.fingerprint import Fingerprint
+from shardwright.lifecycle.job import Claim, begin
 from shardwright.manifest import build_manifest, metadata_digests, metadata_text, write_manifest
 from shardwright.objects import ObjectPlan, ObjectShardTask
 from shardwright.plan import ConversionPlan, PlanError, ShardTask
-from shardwright.store import Store
+from shardwright.store import JobRun, Store
 
 TASK_RETRIES = 3  # a shard lost with its worker is recomputed elsewhere
 GPU_RESOURCE = "GPU"
@@ -52,19 +52,29 @@ def write_metadata(plan: ConversionPlan | ObjectPlan, store: Store) -> dict[str,
     return store.requests.since(before)
 
 
-def _begin(
-    plan: ConversionPlan | ObjectPlan,
-    store: Store,
-    fingerprint: Fingerprint | None,
-    replace: bool,
-) -> dict[str, int]:
-    """Coordinator, first step, once the job runs: begin the job in its destination (under
-    its lease), then write the metadata. Returns the requests made."""
+@dataclasses.dataclass(frozen=True)
+class Begun:
+    """What the coordinator's first step hands every task of its dataset: the run their
+    writes carry (None for a graph built without a job), and the requests it made."""
+
+    run: JobRun | None
+    requests: dict[str, int]
+
+    def store(self, store: Store) -> Store:
+        return store if self.run is None else store.with_run(self.run)
+
+
+def _begin(plan: ConversionPlan | ObjectPlan, store: Store, claim: Claim | None) -> Begun:
+    """Coordinator, first step, once the job runs: take the destination and begin the job
+    there (lifecycle/job.py), then write the metadata."""
     before = store.requests.snapshot()
-    if store.run is not None:
-        journal.begin(store, fingerprint or {}, replace=replace)
-    write_metadata(plan, store)
-    return store.requests.since(before)
+    run = None
+    if claim is not None:
+        run, notices = begin(store, claim)
+        for notice in notices:
+            print(f"shardwright: {notice}", file=sys.stderr)
+    write_metadata(plan, store.with_run(run) if run else store)
+    return Begun(run, store.requests.since(before))
 
 
 def _shard(
@@ -72,8 +82,9 @@ def _shard(
     task: ShardTask,
     store: Store,
     resume: bool,
-    metadata_requests: dict[str, int],
+    begun: Begun,
 ) -> dict[str, Any]:
+    store = begun.store(store)
     if plan.options.engine == "gpu":
         from shardwright.engine.gpu import run_shard_gpu  # CuPy only on GPU workers
 
@@ -89,10 +100,11 @@ def _object_shard(
     task: ObjectShardTask,
     store: Store,
     resume: bool,
-    metadata_requests: dict[str, int],
+    begun: Begun,
 ) -> dict[str, Any]:
     from shardwright.engine.objects import run_object_shard
 
+    store = begun.store(store)
     receipt = run_object_shard(plan, task, store, resume=resume)
     journal.record(store, receipt)
     return receipt
@@ -112,9 +124,10 @@ def _pyramid_shard(
     task: ShardTask,
     store: Store,
     resume: bool,
-    metadata_requests: dict[str, int],
+    begun: Begun,
     *inputs: LevelResult | Piece,
 ) -> LevelResult:
+    store = begun.store(store)
     pieces: list[Piece] = []
     receipts: list[dict[str, Any]] = []
     for item in inputs:
@@ -197,33 +210,38 @@ def _finish(
     plan_description: dict[str, Any],
     store: Store,
     started: float,
-    coordinator_requests: list[dict[str, int]],
+    preflight_requests: dict[str, int],
+    begun: Begun,
     metadata: dict[str, str],
     *receipts: dict[str, Any] | list[dict[str, Any]],
 ) -> dict[str, Any]:
     """Coordinator, last step: the manifest, written only once every shard is stored; then
     what a replaced dataset owned and this one did not reuse is removed, and the lease
-    released.
+    released. Those last requests, and the manifest's own PUT, are not in its totals.
 
     A receipt may come as a list of them (pyramid levels hand theirs up together).
     Temporaries of shard writes that died with their worker are removed first: every shard
     is in place by now, so nothing still needs them.
     """
+    store = begun.store(store)
     store.remove_stale_temporaries()
     flat = [r for item in receipts for r in (item if isinstance(item, list) else [item])]
+    own = [r for r in flat if "companion" not in r]
+    found = None
+    if store.run is not None:  # found now, so that the manifest counts these requests too
+        stored = {r["key"] for r in own if not r["empty"]} | set(metadata)
+        found = journal.replaced(store, stored, {r["key"] for r in own})
     manifest = build_manifest(
         plan_description,
         flat,
         time.time() - started,
-        coordinator_requests,
+        [preflight_requests, begun.requests],
         job=store.run.job if store.run is not None else None,
         metadata=metadata,
     )
     write_manifest(store, manifest)
-    if store.run is not None:
-        own = [r for r in flat if "companion" not in r]
-        stored = {r["key"] for r in own if not r["empty"]} | set(metadata)
-        journal.remove_replaced(store, stored, {r["key"] for r in own})
+    if found is not None:
+        journal.remove(store, found)
         lease.release(store)
     return manifest
 
@@ -233,17 +251,16 @@ def build_graph(
     store: Store,
     *,
     resume: bool = False,
-    replace: bool = False,
-    fingerprint: Fingerprint | None = None,
-    companions: dict[str, tuple[Store, Fingerprint | None]] | None = None,
+    claim: Claim | None = None,
+    companions: dict[str, Claim] | None = None,
     preflight_requests: dict[str, int] | None = None,
 ) -> Delayed:
     """A lazy Dask object whose result is the manifest.
 
-    `store` carries the job's run (lifecycle/lease.py) when a job runs it; `resume` keeps the
-    shards this job's receipts prove, `replace` withdraws an existing dataset's manifest
-    before anything else is written; `companions` gives each companion dataset's store and
-    fingerprint, by destination.
+    `claim`: how the job takes its destination when it runs (lifecycle/job.py; None: a graph
+    that writes without a lease or journal, for tests of the engine alone); `resume` keeps the
+    shards this job's receipts prove; `companions`: each companion dataset's claim, by
+    destination.
     """
     token = uuid.uuid4().hex[:8]
     # Mesh and skeleton tasks carry their own segment ids: the shared plan holds none.
@@ -255,7 +272,7 @@ def build_graph(
     plan_node = delayed(shared, name=f"plan-{token}", pure=True, traverse=False)
     store_node = delayed(store, name=f"store-{token}", pure=True, traverse=False)
     metadata = delayed(_begin, pure=False)(
-        plan_node, store_node, fingerprint, replace, dask_key_name=f"metadata-{token}"
+        plan_node, store_node, claim, dask_key_name=f"metadata-{token}"
     )
     # GPU shard tasks go to workers that declare a GPU resource (dask-cuda-worker ...
     # --resources GPU=1); on our own LocalCUDACluster every worker is one GPU.
@@ -290,27 +307,24 @@ def build_graph(
     # Meshes / skeletons of the same job: their own graphs (shards, info, manifest); the
     # volume's manifest, which marks the job complete, waits for theirs.
     for companion in getattr(plan, "companions", ()):
-        companion_store, companion_fingerprint = (companions or {}).get(
-            companion.dest, (Store(companion.dest, companion.options.storage_options), None)
-        )
+        companion_store = Store(companion.dest, companion.options.storage_options)
         receipts.append(
             delayed(_companion_summary, pure=True)(
                 build_graph(
                     companion,
                     companion_store,
                     resume=resume,
-                    replace=replace,
-                    fingerprint=companion_fingerprint,
+                    claim=(companions or {}).get(companion.dest),
                 ),
                 dask_key_name=f"companion-{companion.dest}-{token}",
             )
         )
-    coordinator = [preflight_requests or {}, metadata]
     return delayed(_finish, pure=False)(
         plan.describe(),
         store_node,
         time.time(),
-        coordinator,
+        preflight_requests or {},
+        metadata,
         metadata_digests(plan.metadata_documents()),
         *receipts,
         dask_key_name=f"manifest-{token}",

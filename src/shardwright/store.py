@@ -74,8 +74,11 @@ class Store:
         self.__init__(state["url"], state["storage_options"], state.get("run"))  # type: ignore[misc]
 
     def with_run(self, run: JobRun | None) -> Store:
-        """The same destination, written by `run` (fenced by its lease)."""
-        return Store(self.url, self.storage_options, run)
+        """The same destination, written by `run` (fenced by its lease); its requests are
+        counted with this store's."""
+        other = Store(self.url, self.storage_options, run)
+        other.requests = self.requests
+        return other
 
     def __repr__(self) -> str:
         return f"Store({self.url!r})"

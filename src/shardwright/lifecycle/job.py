@@ -1,54 +1,46 @@
-"""A conversion job around its graph: the checks, the leases and the datasets it writes.
+"""A conversion job and its destinations: the checks before it runs, the start when it runs.
 
-In the process that starts a job, in this order: the read-only checks of every destination
-(where it lies, what it holds, whether this job may resume it), the lease of every
-destination, the same holding checks again under the leases (another job may have finished
-in between), then the graph, whose stores carry this run. The leases are renewed while the
-job runs; the graph's coordinator releases each one when its dataset is complete, and the
-starting process releases whatever is left when it stops early.
+Before the job runs, in the process that starts it, everything that can be refused without
+writing is refused (`Job.check`): where each destination lies, whether another job is writing
+it, what it holds and whether this job may resume it. Nothing is written then, not even for a
+lazy graph (`compute=False`).
+
+When the job runs, its coordinator's first step (`begin`, one per destination) takes the
+destination's lease (waiting for it if asked), checks the destination again under the lease
+(another job may have finished in between), begins the job in the journal (withdrawing a
+replaced dataset's manifest) and keeps the lease renewed from a thread of the process it runs
+in. The run id is fixed when the graph is built, so a retried coordinator step recognises its
+own lease. The coordinator's last step releases the lease; a job that fails is released by the
+process that started it, or expires.
 """
 
 from __future__ import annotations
 
+import sys
+import threading
+import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from dask.delayed import Delayed
-
-from shardwright.graph import build_graph
 from shardwright.lifecycle import fingerprint as fingerprints
-from shardwright.lifecycle.destination import Holding, check_holding, check_location, inspect
-from shardwright.lifecycle.lease import DEFAULT_TIMEOUT, Lease, check_free
+from shardwright.lifecycle import journal
+from shardwright.lifecycle.destination import (
+    Holding,
+    check_holding,
+    check_location,
+    inspect,
+)
+from shardwright.lifecycle.lease import DEFAULT_TIMEOUT, Lease, LeaseHeld, Renewer, check_free
+from shardwright.lifecycle.lease import release_run as _release_run
 from shardwright.objects import ObjectPlan
 from shardwright.plan import ConversionPlan
-from shardwright.store import Store, StoreError
+from shardwright.store import JobRun, Store, StoreError
 
 MODES = ("new", "resume", "overwrite")
-
-
-@dataclass
-class Dataset:
-    """One destination of a job (a volume's, or one of its meshes' / skeletons')."""
-
-    plan: ConversionPlan | ObjectPlan
-    store: Store
-    fingerprint: fingerprints.Fingerprint
-    lease: Lease | None = None
-
-    @property
-    def job(self) -> str:
-        return fingerprints.digest(self.fingerprint)
-
-    @property
-    def sources(self) -> list[tuple[str, dict[str, Any]]]:
-        url = self.plan.source if isinstance(self.plan, ObjectPlan) else self.plan.source.url
-        return [(url, self.plan.options.source_storage_options)]
-
-    @property
-    def run_store(self) -> Store:
-        """The store as the graph writes it: through this job's run, fenced by its lease."""
-        assert self.lease is not None
-        return self.store.with_run(self.lease.job_run)
+LEASE_POLL_SECONDS = 5.0  # how often a job waiting for a lease looks again
+_RENEWING: set[str] = set()  # runs whose lease a thread of this process renews
+_RENEWING_LOCK = threading.Lock()
 
 
 def mode_of(*, resume: bool, overwrite: bool) -> str:
@@ -57,88 +49,128 @@ def mode_of(*, resume: bool, overwrite: bool) -> str:
     return "overwrite" if overwrite else "resume" if resume else "new"
 
 
-class Job:
-    def __init__(self, plan: ConversionPlan | ObjectPlan, *, mode: str):
-        if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r}; one of {MODES}")
-        self.plan = plan
-        self.mode = mode
-        plans = [plan, *getattr(plan, "companions", ())]
-        self.datasets = [
-            Dataset(p, Store(p.dest, p.options.storage_options), _fingerprint(p)) for p in plans
-        ]
+@dataclass(frozen=True)
+class Claim:
+    """What a job's coordinator needs to take its destination once the job runs."""
+
+    mode: str
+    fingerprint: fingerprints.Fingerprint
+    run: str
+    timeout: float = DEFAULT_TIMEOUT
+    wait: float = 0.0
+    break_lease: bool = False
 
     @property
-    def leases(self) -> list[Lease]:
-        return [d.lease for d in self.datasets if d.lease is not None]
+    def job(self) -> str:
+        return fingerprints.digest(self.fingerprint)
 
-    def check(self, *, break_lease: bool = False) -> None:
+
+@dataclass
+class Dataset:
+    """One destination of a job (a volume's, or one of its meshes' / skeletons')."""
+
+    plan: ConversionPlan | ObjectPlan
+    store: Store
+    claim: Claim
+
+    @property
+    def sources(self) -> list[tuple[str, dict[str, Any]]]:
+        url = self.plan.source if isinstance(self.plan, ObjectPlan) else self.plan.source.url
+        return [(url, self.plan.options.source_storage_options)]
+
+
+class Job:
+    def __init__(
+        self,
+        plan: ConversionPlan | ObjectPlan,
+        *,
+        mode: str,
+        lease_timeout: float = DEFAULT_TIMEOUT,
+        lease_wait: float = 0.0,
+        break_lease: bool = False,
+    ):
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; one of {MODES}")
+        if not lease_timeout > 0 or lease_wait < 0:
+            raise ValueError(
+                f"lease timeout must be positive and lease wait not negative, got "
+                f"{lease_timeout} and {lease_wait}"
+            )
+        self.plan = plan
+        self.mode = mode
+        self.break_lease = break_lease
+        self.datasets = [
+            Dataset(
+                p,
+                Store(p.dest, p.options.storage_options),
+                Claim(
+                    mode, _fingerprint(p), uuid.uuid4().hex, lease_timeout, lease_wait, break_lease
+                ),
+            )  # fmt: skip
+            for p in [plan, *getattr(plan, "companions", ())]
+        ]
+
+    def check(self) -> None:
         """Everything that can be refused without writing a byte (reads only): where each
         destination lies, whether another job is writing it, what it holds."""
         for dataset in self.datasets:
             check_location(dataset.plan.dest, dataset.store.storage_options, dataset.sources)
             holding = inspect(dataset.store)
-            if holding.kind == "ours":  # a job writing it now is the first thing to say
-                check_free(dataset.store, break_lease=break_lease)
-            self._check_holding(dataset, holding)
-
-    def _check_holding(self, dataset: Dataset, holding: Holding | None = None) -> None:
-        check_holding(
-            dataset.store,
-            holding or inspect(dataset.store),
-            mode=self.mode,
-            job=dataset.job,
-            fingerprint=dataset.fingerprint,
-        )
-
-    def acquire(self, *, break_lease: bool = False, timeout: float = DEFAULT_TIMEOUT) -> list[str]:
-        """Lease every destination, then check them again under the leases; returns the
-        notices of leases taken over. On any failure, the leases taken are released."""
-        notices = []
-        try:
-            for dataset in self.datasets:
-                dataset.lease = Lease(dataset.store, dataset.job, timeout)
-                notice = _acquire(dataset.lease, break_lease)
-                if notice:
-                    notices.append(notice)
-            for dataset in self.datasets:
-                self._check_holding(dataset)
-        except BaseException:
-            self.release()
-            raise
-        return notices
-
-    def graph(self, *, preflight_requests: dict[str, int] | None = None) -> Delayed:
-        main, *companions = self.datasets
-        return build_graph(
-            self.plan,
-            main.run_store,
-            resume=self.mode == "resume",
-            replace=self.mode == "overwrite",
-            fingerprint=main.fingerprint,
-            companions={d.plan.dest: (d.run_store, d.fingerprint) for d in companions},
-            preflight_requests=preflight_requests,
-        )
+            if holding.kind == "ours" and not dataset.claim.wait:
+                check_free(dataset.store, break_lease=self.break_lease)
+            _check_holding(dataset.store, holding, dataset.claim)
 
     def release(self) -> None:
-        """Give back every lease this job still holds (a finished dataset's coordinator has
-        released its own already)."""
+        """Give back the leases this job's runs still hold (after a failure: a finished
+        dataset's coordinator has released its own already)."""
         for dataset in self.datasets:
-            if dataset.lease is not None:
-                dataset.lease.release()
+            _release_run(dataset.store, dataset.claim.run)
 
 
-def _acquire(lease: Lease, break_lease: bool) -> str | None:
-    """The lease, or one error naming the destination when it cannot take objects at all
-    (a missing bucket, bad credentials, a read-only bucket): the lease is the job's first
-    write, so this is where such a destination shows."""
-    url = lease.store.url
+def begin(store: Store, claim: Claim) -> tuple[JobRun, list[str]]:
+    """The coordinator's first step for one destination (see the module's docstring); returns
+    the run the job's writes carry and the notices of a lease taken over."""
+    lease = Lease(store, claim.job, claim.timeout, run=claim.run)
+    notice = _acquire(lease, claim)
     try:
-        return lease.acquire(break_lease=break_lease)
-    except FileNotFoundError as exc:
-        raise StoreError(f"cannot write to {url}: the bucket does not exist ({exc})") from None
-    except StoreError as exc:
-        raise StoreError(f"cannot write to {url}: {exc}") from None
+        holding = inspect(store)
+        if (holding.job or {}).get("run") != claim.run:  # not begun yet (this is no retry)
+            _check_holding(store, holding, claim)
+        run = lease.job_run
+        journal.begin(store.with_run(run), claim.fingerprint, replace=claim.mode == "overwrite")
+    except BaseException:
+        lease.release()
+        raise
+    with _RENEWING_LOCK:
+        if claim.run not in _RENEWING:  # a retried step in this process renews already
+            _RENEWING.add(claim.run)
+            Renewer([lease], on_end=lambda: _RENEWING.discard(claim.run)).start()
+    return run, [notice] if notice else []
+
+
+def _acquire(lease: Lease, claim: Claim) -> str | None:
+    """The lease, waiting up to `claim.wait` for another job's to go; a destination that
+    cannot take objects at all (a missing bucket, bad credentials, a read-only bucket) shows
+    here, at the job's first write, as one error naming it."""
+    url = lease.store.url
+    deadline = time.monotonic() + claim.wait
+    while True:
+        try:
+            return lease.acquire(break_lease=claim.break_lease)
+        except LeaseHeld as held:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            print(f"shardwright: waiting up to {left:.0f} s: {held}", file=sys.stderr)
+            time.sleep(min(LEASE_POLL_SECONDS, left))
+        except FileNotFoundError as exc:
+            raise StoreError(f"cannot write to {url}: the bucket does not exist ({exc})") from None
+        except StoreError as exc:
+            raise StoreError(f"cannot write to {url}: {exc}") from None
+
+
+def _check_holding(store: Store, holding: Holding, claim: Claim) -> None:
+    check_holding(store, holding, mode=claim.mode, job=claim.job, fingerprint=claim.fingerprint)
 
 
 def _fingerprint(plan: ConversionPlan | ObjectPlan) -> fingerprints.Fingerprint:

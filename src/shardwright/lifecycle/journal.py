@@ -18,6 +18,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from shardwright import __version__
@@ -133,12 +134,22 @@ def begin(store: Store, fingerprint: Fingerprint, *, replace: bool) -> None:
     store.remove_stale_temporaries(keep_run=run.run)
 
 
-def remove_replaced(store: Store, stored: Iterable[str], journaled: Iterable[str]) -> int:
-    """After the new manifest is written: remove the objects older datasets owned (retired
-    records, receipts of other jobs) that the new one did not store, then those records.
+@dataclass(frozen=True)
+class Replaced:
+    """What older datasets in a destination owned and the new one does not reuse: removed
+    only once the new manifest is written (`remove`)."""
 
-    `stored`: every key the new dataset holds (shards, metadata, manifest); `journaled`: every
-    key this job has a receipt for (stored or empty). Returns how many objects were removed.
+    objects: list[str]  # shards and metadata of the replaced datasets
+    receipts: list[str]  # receipts of keys this job did not produce
+    records: list[str]  # the retired records themselves
+    heartbeats: list[str]  # of runs that are gone
+
+
+def replaced(store: Store, stored: Iterable[str], journaled: Iterable[str]) -> Replaced:
+    """Find what `remove` will remove (reads only, before the new manifest is written).
+
+    `stored`: every key the new dataset holds (shards, metadata); `journaled`: every key this
+    job has a receipt for (stored or empty).
     """
     keep = set(stored) | {MANIFEST_KEY}
     journaled = set(journaled)
@@ -146,33 +157,35 @@ def remove_replaced(store: Store, stored: Iterable[str], journaled: Iterable[str
     owned: set[str] = set()
     for name in records:
         try:
-            owned.update(
-                k for k in json.loads(store.read(name)).get("keys", []) if isinstance(k, str)
-            )
+            keys = json.loads(store.read(name)).get("keys", [])
         except (ValueError, AttributeError):
             continue  # an unreadable record names nothing we could prove is ours
+        owned.update(k for k in keys if isinstance(k, str))
     stale_receipts = [
         key
         for name in store.list_keys(RECEIPTS.rstrip("/"))
         if name.endswith(".json") and (key := name[len(RECEIPTS) : -len(".json")]) not in journaled
     ]
     owned.update(stale_receipts)
-    removed = 0
-    for key in sorted(owned - keep):
-        if key.startswith(CONTROL_PREFIX) or ".." in key.split("/"):
-            continue
+    objects = [
+        key
+        for key in sorted(owned - keep)
+        if not key.startswith(CONTROL_PREFIX) and ".." not in key.split("/")
+    ]
+    ours = f"heartbeat-{store.run.run}.json" if store.run is not None else None
+    heartbeats = [
+        f"{CONTROL_PREFIX}{name}"
+        for name in store.list_sizes(CONTROL_PREFIX.rstrip("/"))
+        if f"{CONTROL_PREFIX}{name}".startswith(HEARTBEATS) and name != ours
+    ]
+    return Replaced(objects, [receipt_key(k) for k in stale_receipts], records, heartbeats)
+
+
+def remove(store: Store, found: Replaced) -> None:
+    """Remove what `replaced` found: the old objects first, their records last, so that a
+    removal cut short is finished by the next run of the job."""
+    for key in [*found.objects, *found.receipts, *found.heartbeats, *found.records]:
         store.delete(key)
-        removed += 1
-    for key in stale_receipts:
-        store.delete(receipt_key(key))
-    for name in records:
-        store.delete(name)
-    run = store.run.run if store.run is not None else None
-    for name in store.list_sizes(CONTROL_PREFIX.rstrip("/")):
-        beat = f"{CONTROL_PREFIX}{name}"
-        if beat.startswith(HEARTBEATS) and name != f"heartbeat-{run}.json":
-            store.delete(beat)
-    return removed
 
 
 def _now() -> str:

@@ -26,6 +26,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -182,13 +183,15 @@ def takeover_notice(
 class Lease:
     """This process's claim on one destination for one job run."""
 
-    def __init__(self, store: Store, job: str, timeout: float = DEFAULT_TIMEOUT):
+    def __init__(
+        self, store: Store, job: str, timeout: float = DEFAULT_TIMEOUT, run: str | None = None
+    ):
         if not timeout > 0:
             raise PlanError(f"lease timeout must be positive, got {timeout}")
         self.store = store
         self.job = job
         self.timeout = float(timeout)
-        self.run = uuid.uuid4().hex
+        self.run = run or uuid.uuid4().hex
         self.epoch: int | None = None
 
     @property
@@ -206,8 +209,8 @@ class Lease:
             epoch = 1
             if found is not None:
                 epoch, holder, heard = found
-                if holder is not None and holder.run == self.run:
-                    self.epoch = epoch
+                if holder is not None and holder.run == self.run:  # a retried create landed
+                    self._hold(epoch)
                     return notice
                 notice = takeover_notice(self.store.url, holder, heard, now, break_lease)
                 epoch += 1
@@ -228,13 +231,18 @@ class Lease:
             except FileExistsError:
                 # Another job was first, or an earlier attempt of this very request landed.
                 continue
-            self.epoch = epoch
-            _LIVE_RUNS.add(self.run)
-            self._beat()
-            for older in range(1, epoch):  # stale epochs, dead by now: only the newest counts
-                self.store.delete(lease_key(older))
+            self._hold(epoch)
             return notice
         raise LeaseHeld(f"{self.store.url}: other jobs keep taking its lease; try again later")
+
+    def _hold(self, epoch: int) -> None:
+        """This run holds `epoch`: its first heartbeat, and the older epochs go (their jobs
+        are dead or lost by now: only the newest lease counts)."""
+        self.epoch = epoch
+        _LIVE_RUNS.add(self.run)
+        self._beat()
+        for older in range(1, epoch):
+            self.store.delete(lease_key(older))
 
     def _beat(self) -> None:
         self.store.write_text(
@@ -268,7 +276,7 @@ class Lease:
 
 def release(store: Store) -> None:
     """Remove the lease and heartbeat of `store`'s run, if the lease still names that run
-    (the last step of a job's coordinator, or of the process that started it)."""
+    (the last step of a job's coordinator)."""
     run = store.run
     assert run is not None
     try:
@@ -280,13 +288,21 @@ def release(store: Store) -> None:
         store.delete(run.lease)
 
 
+def release_run(store: Store, run: str) -> None:
+    """Remove the lease of `run` wherever it took it (the process that started a job that
+    failed: it knows the run, not the lease's epoch)."""
+    found = current_lease(store)
+    if found is not None and found[1] is not None and found[1].run == run:
+        release(store.with_run(JobRun(job=found[1].job, run=run, lease=lease_key(found[0]))))
+
+
 class Renewer:
     """Renews leases from a daemon thread while a job runs, every quarter of the timeout.
-    Stops on its own once every lease is released or lost (`lost` names those taken over)."""
+    Stops on its own once every lease is released or taken over, then calls `on_end`."""
 
-    def __init__(self, leases: list[Lease]):
+    def __init__(self, leases: list[Lease], on_end: Callable[[], None] | None = None):
         self.leases = [lease for lease in leases if lease.epoch is not None]
-        self.lost: list[str] = []
+        self._on_end = on_end
         self._stop = threading.Event()
         interval = min((lease.timeout for lease in self.leases), default=DEFAULT_TIMEOUT) / 4
         self._thread = threading.Thread(
@@ -301,8 +317,6 @@ class Renewer:
         self.stop()
 
     def start(self) -> None:
-        """Renew until stopped, or until every lease is released (a lazy job handed to the
-        caller: its coordinator releases them when it ends) or lost."""
         self._thread.start()
 
     def stop(self) -> None:
@@ -320,11 +334,6 @@ class Renewer:
                     continue
                 if not held:
                     active.remove(lease)
-                    if lease.epoch is not None and self._taken_over(lease):
-                        self.lost.append(lease.store.url)
-
-    @staticmethod
-    def _taken_over(lease: Lease) -> bool:
-        """Released by the job's coordinator (it finished), or taken by another job?"""
-        found = current_lease(lease.store)
-        return found is not None and (found[1] is None or found[1].run != lease.run)
+                    _LIVE_RUNS.discard(lease.run)
+        if self._on_end is not None:
+            self._on_end()
