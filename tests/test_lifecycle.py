@@ -442,7 +442,7 @@ def test_a_job_whose_lease_was_taken_over_stops_writing(tmp_path: pathlib.Path) 
     with pytest.raises(LeaseLost, match="no longer holds"):
         writer.write_text("1_1_1/1.shard", "late")
     assert not (tmp_path / "out" / "1_1_1" / "1.shard").exists()
-    assert not first.renew() and second.renew()
+    assert not first.holds() and second.holds()
     first.release()  # not the holder any more: nothing of the new holder's is removed
     assert second.holds()
 
@@ -451,7 +451,7 @@ def test_the_lease_is_renewed_while_its_job_runs(tmp_path: pathlib.Path) -> None
     store = Store(str(tmp_path / "out"))
     running = Lease(store, job="a" * 32, timeout=0.8)
     running.acquire()
-    with Renewer([running]):
+    with Renewer([(store, running.run, running.timeout)]):
         time.sleep(2.0)  # two and a half timeouts
         with pytest.raises(LeaseHeld):
             Lease(store, job="b" * 32).acquire()

@@ -208,8 +208,13 @@ def test_resume_rewrites_only_missing_shards(
     assert isinstance(again, dict)
     assert again["totals"]["resumed_shards"] == first["totals"]["shards"] - 1
     assert again["totals"]["requests"]["gets"] < SEGMENTS // 4  # only the lost shard's reads
-    assert [e["crc32c"] for e in again["shards"]] == [e["crc32c"] for e in first["shards"]]
-    assert api.verify(str(dest), str(root / "skeletons")).ok
+    # The kept shards are untouched; the rewritten one holds every segment exactly (its gzip
+    # bytes may differ: ISA-L's output for the same input can vary when threads compress at
+    # once, always decoding to the same data).
+    kept = [(e["key"], e["crc32c"]) for e in first["shards"] if e["key"] != lost.name]
+    assert [(e["key"], e["crc32c"]) for e in again["shards"] if e["key"] != lost.name] == kept
+    assert {e["key"] for e in again["shards"]} == {e["key"] for e in first["shards"]}
+    assert api.verify(str(dest), str(root / "skeletons"), full=True).ok
 
 
 def test_legacy_meshes_are_refused_unless_re_encoded(tmp_path: pathlib.Path) -> None:

@@ -30,6 +30,7 @@ from shardwright.retry import RequestCounter, StoreError, call_with_retries
 
 CONTROL_PREFIX = ".shardwright/"  # a job's own objects in its destination (lifecycle/)
 TMP_MARKER = ".shardwright-tmp-"
+CREATING_MARKER = ".shardwright-creating-"  # an exclusive creation's content, linked into place
 PROBE_MARKER = ".shardwright-probe-"
 T = TypeVar("T")
 _MEMORY_CREATE = threading.Lock()  # memory:// is one process: a lock makes creation exclusive
@@ -133,11 +134,9 @@ class Store:
         if self.run is not None and not key.startswith(CONTROL_PREFIX):
             self.check_lease()
         if self.is_local:
-            directory = os.path.dirname(path)
-            os.makedirs(directory, exist_ok=True)
-            tmp = os.path.join(directory, self._temporary_name())
+            tmp = os.path.join(os.path.dirname(path), self._temporary_name())
             try:
-                with open(tmp, "wb") as out:
+                with _create_local(tmp) as out:
                     written = write_pieces(pieces(), out)
                 os.replace(tmp, path)
             except BaseException:
@@ -162,10 +161,9 @@ class Store:
         (link never replaces), GCS uploads with ifGenerationMatch=0, S3 with If-None-Match."""
         path = self.path(key)
         if self.is_local:
-            directory = os.path.dirname(path)
-            os.makedirs(directory, exist_ok=True)
-            tmp = os.path.join(directory, self._temporary_name())
-            with open(tmp, "wb") as out:
+            # Not a run's temporary: no job's cleanup may remove it while it is linked.
+            tmp = os.path.join(os.path.dirname(path), f"{CREATING_MARKER}{uuid.uuid4().hex}")
+            with _create_local(tmp) as out:
                 out.write(data)
             try:
                 os.link(tmp, path)
@@ -397,12 +395,19 @@ class Store:
 
     def remove_stale_temporaries(self, keep_run: str | None = None) -> int:
         """Delete temporary files that killed or lost runs left behind (all but `keep_run`'s);
-        returns how many. Only the lease holder calls it: every other run is dead."""
+        returns how many. Only the lease holder calls it: every other run writing this dataset
+        is dead. Datasets nested inside (a volume's meshes) have their own jobs: not entered."""
         if not self.is_local or not os.path.isdir(self.root):
             return 0
         keep = f"{TMP_MARKER}{keep_run}-" if keep_run else None
+        control = CONTROL_PREFIX.rstrip("/")
         removed = 0
-        for directory, _, files in os.walk(self.root):
+        for directory, folders, files in os.walk(self.root):
+            folders[:] = [
+                f
+                for f in folders
+                if not os.path.isdir(os.path.join(directory, f, control)) or f == control
+            ]
             for name in files:
                 if name.startswith(TMP_MARKER) and not (keep and name.startswith(keep)):
                     try:
@@ -411,6 +416,18 @@ class Store:
                         continue
                     removed += 1
         return removed
+
+
+def _create_local(path: str) -> Any:
+    """A new local file opened for writing, its folder made first. Another job's release may
+    remove the folder once it is empty, between the two steps: then it is made again."""
+    for _ in range(10):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:
+            return open(path, "xb")  # noqa: SIM115 - the caller closes it
+        except FileNotFoundError:
+            continue
+    return open(path, "xb")  # noqa: SIM115
 
 
 def _read_local_file(path: str) -> bytes | None:

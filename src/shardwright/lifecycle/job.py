@@ -7,17 +7,17 @@ lazy graph (`compute=False`).
 
 When the job runs, its coordinator's first step (`begin`, one per destination) takes the
 destination's lease (waiting for it if asked), checks the destination again under the lease
-(another job may have finished in between), begins the job in the journal (withdrawing a
-replaced dataset's manifest) and keeps the lease renewed from a thread of the process it runs
-in. The run id is fixed when the graph is built, so a retried coordinator step recognises its
-own lease. The coordinator's last step releases the lease; a job that fails is released by the
-process that started it, or expires.
+(another job may have finished in between) and begins the job in the journal (withdrawing a
+replaced dataset's manifest). The lease names the process that started the job as its owner,
+and that process keeps it alive (`lease.Renewer`): a job lives as long as its starter, and a
+killed CLI's lease is taken over at once on the same host. The run id is fixed when the graph
+is built, so a retried coordinator step recognises its own lease. The coordinator's last step
+releases the lease; a job that fails is released by its starter, or expires.
 """
 
 from __future__ import annotations
 
 import sys
-import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -31,16 +31,21 @@ from shardwright.lifecycle.destination import (
     check_location,
     inspect,
 )
-from shardwright.lifecycle.lease import DEFAULT_TIMEOUT, Lease, LeaseHeld, Renewer, check_free
-from shardwright.lifecycle.lease import release_run as _release_run
+from shardwright.lifecycle.lease import (
+    DEFAULT_TIMEOUT,
+    Lease,
+    LeaseHeld,
+    Owner,
+    Renewer,
+    check_free,
+    release_run,
+)
 from shardwright.objects import ObjectPlan
 from shardwright.plan import ConversionPlan
 from shardwright.store import JobRun, Store, StoreError
 
 MODES = ("new", "resume", "overwrite")
 LEASE_POLL_SECONDS = 5.0  # how often a job waiting for a lease looks again
-_RENEWING: set[str] = set()  # runs whose lease a thread of this process renews
-_RENEWING_LOCK = threading.Lock()
 
 
 def mode_of(*, resume: bool, overwrite: bool) -> str:
@@ -56,6 +61,7 @@ class Claim:
     mode: str
     fingerprint: fingerprints.Fingerprint
     run: str
+    owner: Owner
     timeout: float = DEFAULT_TIMEOUT
     wait: float = 0.0
     break_lease: bool = False
@@ -99,14 +105,21 @@ class Job:
         self.plan = plan
         self.mode = mode
         self.break_lease = break_lease
+        owner = Owner.this_process()
         self.datasets = [
             Dataset(
                 p,
                 Store(p.dest, p.options.storage_options),
                 Claim(
-                    mode, _fingerprint(p), uuid.uuid4().hex, lease_timeout, lease_wait, break_lease
+                    mode=mode,
+                    fingerprint=_fingerprint(p),
+                    run=uuid.uuid4().hex,
+                    owner=owner,
+                    timeout=lease_timeout,
+                    wait=lease_wait,
+                    break_lease=break_lease,
                 ),
-            )  # fmt: skip
+            )
             for p in [plan, *getattr(plan, "companions", ())]
         ]
 
@@ -120,31 +133,36 @@ class Job:
                 check_free(dataset.store, break_lease=self.break_lease)
             _check_holding(dataset.store, holding, dataset.claim)
 
+    def renewer(self) -> Renewer:
+        """What keeps this job's leases alive from this process, its owner."""
+        return Renewer([(d.store, d.claim.run, d.claim.timeout) for d in self.datasets])
+
     def release(self) -> None:
         """Give back the leases this job's runs still hold (after a failure: a finished
         dataset's coordinator has released its own already)."""
         for dataset in self.datasets:
-            _release_run(dataset.store, dataset.claim.run)
+            release_run(dataset.store, dataset.claim.run)
 
 
 def begin(store: Store, claim: Claim) -> tuple[JobRun, list[str]]:
     """The coordinator's first step for one destination (see the module's docstring); returns
     the run the job's writes carry and the notices of a lease taken over."""
-    lease = Lease(store, claim.job, claim.timeout, run=claim.run)
+    lease = Lease(store, claim.job, claim.timeout, run=claim.run, owner=claim.owner)
     notice = _acquire(lease, claim)
     try:
         holding = inspect(store)
         if (holding.job or {}).get("run") != claim.run:  # not begun yet (this is no retry)
             _check_holding(store, holding, claim)
         run = lease.job_run
-        journal.begin(store.with_run(run), claim.fingerprint, replace=claim.mode == "overwrite")
+        journal.begin(
+            store.with_run(run),
+            claim.fingerprint,
+            holding.manifest,
+            replace=claim.mode == "overwrite",
+        )
     except BaseException:
         lease.release()
         raise
-    with _RENEWING_LOCK:
-        if claim.run not in _RENEWING:  # a retried step in this process renews already
-            _RENEWING.add(claim.run)
-            Renewer([lease], on_end=lambda: _RENEWING.discard(claim.run)).start()
     return run, [notice] if notice else []
 
 
@@ -164,6 +182,8 @@ def _acquire(lease: Lease, claim: Claim) -> str | None:
             print(f"shardwright: waiting up to {left:.0f} s: {held}", file=sys.stderr)
             time.sleep(min(LEASE_POLL_SECONDS, left))
         except FileNotFoundError as exc:
+            if lease.store.is_local:
+                raise
             raise StoreError(f"cannot write to {url}: the bucket does not exist ({exc})") from None
         except StoreError as exc:
             raise StoreError(f"cannot write to {url}: {exc}") from None

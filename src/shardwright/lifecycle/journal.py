@@ -24,7 +24,7 @@ from typing import Any
 from shardwright import __version__
 from shardwright.integrity import stream_crc32c
 from shardwright.lifecycle.fingerprint import Fingerprint
-from shardwright.manifest import MANIFEST_KEY, ManifestError, owned_keys, read_manifest
+from shardwright.manifest import MANIFEST_KEY, ManifestError, owned_keys
 from shardwright.store import CONTROL_PREFIX, Store
 
 JOB_KEY = f"{CONTROL_PREFIX}job.json"
@@ -105,16 +105,15 @@ def read_job(store: Store) -> dict[str, Any] | None:
     return record
 
 
-def begin(store: Store, fingerprint: Fingerprint, *, replace: bool) -> None:
+def begin(
+    store: Store, fingerprint: Fingerprint, manifest: dict[str, Any] | None, *, replace: bool
+) -> None:
     """The coordinator's first step, under the lease and once the job runs: withdraw the
-    manifest of a dataset being replaced (`replace`, or one another job wrote), record this
-    job, and remove temporaries of runs that are gone. Safe to run again (task retries)."""
+    `manifest` the destination holds if it is a dataset being replaced (`replace`, or one
+    another job wrote), record this job, and remove temporaries of runs that are gone. Safe to
+    run again (task retries)."""
     run = store.run
     assert run is not None, "a job's coordinator writes through its run"
-    try:
-        manifest = read_manifest(store)
-    except ManifestError:  # ours (the pre-checks said so) but unreadable: retire it whole
-        manifest = {"shards": [], "format": "unknown"}
     if manifest is not None and (replace or manifest.get("job") != run.job):
         retired = {
             "keys": owned_keys(manifest),

@@ -2,9 +2,10 @@
 
 The lease is a small immutable object, `.shardwright/lease-NNNNNN.json`, created only if
 absent (a hard link on local disk, `ifGenerationMatch=0` on GCS, `If-None-Match: *` on S3),
-naming the job, its run, host, process and start. While the job runs it writes a heartbeat
+naming the job, its run and its owner: the host and process that started the job (a CLI, a
+notebook kernel, a pod), whose life is the job's. That process writes a heartbeat
 (`.shardwright/heartbeat-<run>.json`) every quarter of the lease's timeout; a lease whose
-heartbeat is older than the timeout, or whose process is provably gone (same host, no such
+heartbeat is older than the timeout, or whose owner is provably gone (same host, no such
 process), may be taken over, as may any lease when the user says so (`--break-lease`).
 
 Taking over never deletes first: the taker creates the next epoch's lease exclusively, so of
@@ -26,7 +27,6 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -36,8 +36,8 @@ from shardwright.store import CONTROL_PREFIX, JobRun, Store
 
 DEFAULT_TIMEOUT = 120.0  # seconds without a heartbeat before a lease may be taken over
 LEASE_NAME = re.compile(r"lease-(\d{6,})\.json")
-# Runs holding a lease from this process: a lease naming this pid but none of these runs was
-# left by an earlier process that had the same pid (a restarted container).
+# Runs this process owns: a lease naming this pid but none of these runs was left by an
+# earlier process that had the same pid (a restarted container).
 _LIVE_RUNS: set[str] = set()
 
 
@@ -51,6 +51,20 @@ def lease_key(epoch: int) -> str:
 
 def heartbeat_key(run: str) -> str:
     return f"{CONTROL_PREFIX}heartbeat-{run}.json"
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The process a job's life is tied to: the one that started it."""
+
+    host: str
+    pid: int
+    process_started: float
+
+    @classmethod
+    def this_process(cls) -> Owner:
+        pid = os.getpid()
+        return cls(socket.gethostname(), pid, _process_started(pid) or time.time())
 
 
 @dataclass(frozen=True)
@@ -184,7 +198,12 @@ class Lease:
     """This process's claim on one destination for one job run."""
 
     def __init__(
-        self, store: Store, job: str, timeout: float = DEFAULT_TIMEOUT, run: str | None = None
+        self,
+        store: Store,
+        job: str,
+        timeout: float = DEFAULT_TIMEOUT,
+        run: str | None = None,
+        owner: Owner | None = None,
     ):
         if not timeout > 0:
             raise PlanError(f"lease timeout must be positive, got {timeout}")
@@ -192,6 +211,7 @@ class Lease:
         self.job = job
         self.timeout = float(timeout)
         self.run = run or uuid.uuid4().hex
+        self.owner = owner or Owner.this_process()
         self.epoch: int | None = None
 
     @property
@@ -217,9 +237,9 @@ class Lease:
             holder_record = Holder(
                 run=self.run,
                 job=self.job,
-                host=socket.gethostname(),
-                pid=os.getpid(),
-                process_started=_process_started(os.getpid()) or now,
+                host=self.owner.host,
+                pid=self.owner.pid,
+                process_started=self.owner.process_started,
                 started_at=now,
                 timeout=self.timeout,
                 epoch=epoch,
@@ -239,15 +259,11 @@ class Lease:
         """This run holds `epoch`: its first heartbeat, and the older epochs go (their jobs
         are dead or lost by now: only the newest lease counts)."""
         self.epoch = epoch
-        _LIVE_RUNS.add(self.run)
-        self._beat()
+        if self.owner.pid == os.getpid():
+            _LIVE_RUNS.add(self.run)
+        beat(self.store, self.run)
         for older in range(1, epoch):
             self.store.delete(lease_key(older))
-
-    def _beat(self) -> None:
-        self.store.write_text(
-            heartbeat_key(self.run), json.dumps({"run": self.run, "renewed_at": time.time()})
-        )
 
     def holds(self) -> bool:
         """The newest lease still names this run (nobody took it over, it was not released)."""
@@ -258,13 +274,6 @@ class Lease:
         except (FileNotFoundError, ValueError):
             return False
         return holder.run == self.run and not self.store.exists(lease_key(self.epoch + 1))
-
-    def renew(self) -> bool:
-        """Write a heartbeat if the lease is still this run's; False when it is not."""
-        if not self.holds():
-            return False
-        self._beat()
-        return True
 
     def release(self) -> None:
         """Give the lease up (only if it is still this run's)."""
@@ -296,17 +305,26 @@ def release_run(store: Store, run: str) -> None:
         release(store.with_run(JobRun(job=found[1].job, run=run, lease=lease_key(found[0]))))
 
 
-class Renewer:
-    """Renews leases from a daemon thread while a job runs, every quarter of the timeout.
-    Stops on its own once every lease is released or taken over, then calls `on_end`."""
+def beat(store: Store, run: str) -> None:
+    """A heartbeat of `run`: its owner is alive now."""
+    store.write_text(heartbeat_key(run), json.dumps({"run": run, "renewed_at": time.time()}))
 
-    def __init__(self, leases: list[Lease], on_end: Callable[[], None] | None = None):
-        self.leases = [lease for lease in leases if lease.epoch is not None]
-        self._on_end = on_end
+
+class Renewer:
+    """Keeps the leases of this process's runs alive from a daemon thread, every quarter of
+    their timeout: a heartbeat while the newest lease of the destination names the run. A
+    run's lease is taken by its job's first step, wherever that runs; until then there is
+    nothing to renew. A run is done once its lease, having been held, is released or taken
+    over."""
+
+    def __init__(self, runs: list[tuple[Store, str, float]]):
+        self.runs = list(runs)
+        for _, run, _ in self.runs:
+            _LIVE_RUNS.add(run)
         self._stop = threading.Event()
-        interval = min((lease.timeout for lease in self.leases), default=DEFAULT_TIMEOUT) / 4
+        interval = min((timeout for _, _, timeout in self.runs), default=DEFAULT_TIMEOUT) / 4
         self._thread = threading.Thread(
-            target=self._run, args=(interval,), name="shardwright-lease", daemon=True
+            target=self._loop, args=(interval,), name="shardwright-lease", daemon=True
         )
 
     def __enter__(self) -> Renewer:
@@ -324,16 +342,19 @@ class Renewer:
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout=10)
 
-    def _run(self, interval: float) -> None:
-        active = list(self.leases)
+    def _loop(self, interval: float) -> None:
+        active = list(self.runs)
+        held: set[str] = set()
         while active and not self._stop.wait(interval):
-            for lease in list(active):
+            for entry in list(active):
+                store, run, _ = entry
                 try:
-                    held = lease.renew()
+                    found = current_lease(store)
+                    if found is not None and found[1] is not None and found[1].run == run:
+                        beat(store, run)
+                        held.add(run)
+                    elif run in held:  # released at the job's end, or taken over
+                        active.remove(entry)
+                        _LIVE_RUNS.discard(run)
                 except OSError:  # a transient store failure: try again next round
                     continue
-                if not held:
-                    active.remove(lease)
-                    _LIVE_RUNS.discard(lease.run)
-        if self._on_end is not None:
-            self._on_end()
