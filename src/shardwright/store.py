@@ -31,7 +31,6 @@ from shardwright.retry import RequestCounter, StoreError, call_with_retries
 CONTROL_PREFIX = ".shardwright/"  # a job's own objects in its destination (lifecycle/)
 TMP_MARKER = ".shardwright-tmp-"
 CREATING_MARKER = ".shardwright-creating-"  # an exclusive creation's content, linked into place
-PROBE_MARKER = ".shardwright-probe-"
 T = TypeVar("T")
 _MEMORY_CREATE = threading.Lock()  # memory:// is one process: a lock makes creation exclusive
 
@@ -79,6 +78,7 @@ class Store:
         counted with this store's."""
         other = Store(self.url, self.storage_options, run)
         other.requests = self.requests
+        other._fs, other._root = self._fs, self._root  # resolved once per store, not per task
         return other
 
     def __repr__(self) -> str:
@@ -311,25 +311,6 @@ class Store:
         if self.is_local:
             return fn()
         return call_with_retries(fn, what, counter=self.requests, secrets=self._secrets())
-
-    def check_writable(self) -> None:
-        """Fail before any shard is written if the destination cannot take objects.
-
-        Writes and deletes one small probe object: a missing bucket, bad credentials or a
-        read-only bucket each surface here as one StoreError naming the destination.
-        """
-        if self.is_local or self.is_process_local:
-            return
-        key = f"{PROBE_MARKER}{uuid.uuid4().hex}"
-        try:
-            self.write_object(key, b"")
-            self._retry(lambda: self.fs.rm_file(self.path(key)), f"deleting {key}")
-        except FileNotFoundError as exc:
-            raise StoreError(
-                f"cannot write to {self.url}: the bucket does not exist ({exc})"
-            ) from None
-        except StoreError as exc:
-            raise StoreError(f"cannot write to {self.url}: {exc}") from None
 
     def list_keys(self, prefix: str = "") -> list[str]:
         """Every object key below `prefix` (recursive), relative to the root."""

@@ -17,6 +17,7 @@ releases the lease; a job that fails is released by its starter, or expires.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 import uuid
@@ -66,7 +67,7 @@ class Claim:
     wait: float = 0.0
     break_lease: bool = False
 
-    @property
+    @functools.cached_property
     def job(self) -> str:
         return fingerprints.digest(self.fingerprint)
 
