@@ -6,8 +6,6 @@ TensorStore."""
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -24,21 +22,6 @@ from shardwright.store import Store
 
 pytestmark = [pytest.mark.s3, pytest.mark.gcs]
 SMALL: dict[str, Any] = dict(chunk_size=(16, 16, 8), target_shard_bytes=8 * 1024)
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3Server]:
-    server = S3Server()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def gcs() -> Iterator[GcsServer]:
-    server = GcsServer()
-    os.environ["TENSORSTORE_GCS_HTTP_URL"] = server.conformant_endpoint
-    yield server
-    server.stop()
 
 
 def _store(scheme: str, s3: S3Server, gcs: GcsServer, bucket: str) -> tuple[str, dict[str, Any]]:

@@ -9,7 +9,6 @@ import os
 import pathlib
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -24,21 +23,6 @@ from shardwright.store import Store, StoreError
 
 pytestmark = [pytest.mark.s3, pytest.mark.gcs]
 SMALL = dict(chunk_size=(16, 16, 8), target_shard_bytes=16 * 1024)
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3Server]:
-    server = S3Server()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def gcs() -> Iterator[GcsServer]:
-    server = GcsServer()
-    os.environ["TENSORSTORE_GCS_HTTP_URL"] = server.conformant_endpoint
-    yield server
-    server.stop()
 
 
 def _volume() -> np.ndarray:
