@@ -35,7 +35,14 @@ def versions(*packages: str) -> dict[str, str]:
     return out
 
 
-def write_result(name: str, figures: dict[str, Any], packages: tuple[str, ...]) -> pathlib.Path:
+def write_result(
+    name: str,
+    figures: dict[str, Any],
+    packages: tuple[str, ...],
+    *,
+    device: Any = "cpu",
+    directory: pathlib.Path = RESULTS,
+) -> pathlib.Path:
     """Write one JSON result file named after the benchmark and today's date."""
     record = {
         "benchmark": name,
@@ -45,12 +52,12 @@ def write_result(name: str, figures: dict[str, Any], packages: tuple[str, ...]) 
             "processor": platform.processor() or platform.machine(),
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
-            "device": "cpu",
+            "device": device,
         },
         "versions": versions(*packages),
         "figures": figures,
     }
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"{name}-{datetime.date.today().isoformat()}.json"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}-{datetime.date.today().isoformat()}.json"
     path.write_text(json.dumps(record, indent=2) + "\n")
     return path

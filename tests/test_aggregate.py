@@ -1,4 +1,6 @@
-"""Aggregate-by-shard (the GPU engine's step) run on numpy: byte-identical to the builders."""
+"""Aggregate-by-shard (the GPU engine's step) run on numpy: byte-identical to the builders,
+whatever the memory budget: epochs beyond it are copied out to the host spool (and to disk
+beyond the host's), and the device never holds more than the budget plus one epoch."""
 
 from __future__ import annotations
 
@@ -7,8 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shardwright.engine.aggregate import (
-    aggregate_precomputed,
-    aggregate_zarr3,
+    EncodedChunks,
+    arrange_precomputed,
+    arrange_zarr3,
     exclusive_scan,
     gather_segments,
 )
@@ -27,6 +30,26 @@ def _packed(blobs: list[bytes], rng: np.random.Generator) -> tuple[np.ndarray, n
         offsets[i] = len(buffer)
         buffer += blobs[i]
     return np.frombuffer(bytes(buffer), dtype=np.uint8), offsets
+
+
+def _held(
+    blobs: list[bytes], data: st.DataObject, rng: np.random.Generator
+) -> tuple[EncodedChunks, int]:
+    """The blobs added in epochs of random lengths, each packed with slack, under a random
+    device budget (from nothing to all) and host budget (0: the spool spills to disk at once);
+    returns the holder and the largest epoch's buffer size."""
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(1, len(blobs) - 1)), max_size=4)))
+    epochs = [blobs[a:b] for a, b in zip([0, *cuts], [*cuts, len(blobs)], strict=True) if a < b]
+    packed = [_packed(epoch, rng) for epoch in epochs]
+    total = sum(buffer.nbytes for buffer, _ in packed)
+    held = EncodedChunks(
+        np,
+        device_budget=data.draw(st.integers(0, total)),
+        host_budget=data.draw(st.sampled_from([0, 50, 1 << 20])),
+    )
+    for epoch, (buffer, offsets) in zip(epochs, packed, strict=True):
+        held.add(buffer, offsets, np.array([len(b) for b in epoch]))
+    return held, max(buffer.nbytes for buffer, _ in packed)
 
 
 def test_exclusive_scan() -> None:
@@ -56,23 +79,23 @@ specs = st.builds(
 @given(
     specs,
     st.dictionaries(st.integers(0, 2**64 - 1), st.binary(max_size=60), min_size=1, max_size=40),
+    st.data(),
     st.integers(0, 2**32),
 )
 def test_precomputed_aggregate_equals_the_streaming_builder(
-    spec: ShardingSpec, items: dict[int, bytes], seed: int
+    spec: ShardingSpec, items: dict[int, bytes], data: st.DataObject, seed: int
 ) -> None:
     ids = list(items)
-    blobs = [items[i] for i in ids]
-    buffer, offsets = _packed(blobs, np.random.default_rng(seed))
-    sizes = np.array([len(b) for b in blobs])
-    header, dense, indexes = aggregate_precomputed(
-        np, spec, np.array(ids, dtype=np.uint64), buffer, offsets, sizes, shard_number=0
-    )
+    held, largest_epoch = _held([items[i] for i in ids], data, np.random.default_rng(seed))
+    pieces = arrange_precomputed(spec, np.array(ids, dtype=np.uint64), held, shard_number=0)
     builder = spec.builder(0)
     for chunk_id, blob in items.items():
         builder.add_encoded(chunk_id, blob)
     expected = builder.finish().to_bytes()
-    assert header + dense.tobytes() + b"".join(indexes) == expected
+    assert b"".join(pieces()) == expected
+    assert b"".join(pieces()) == expected  # again, as a retried upload asks
+    assert held.device_peak <= held.device_budget + largest_epoch
+    held.close()
 
 
 @given(
@@ -92,9 +115,31 @@ def test_zarr3_aggregate_equals_encode_shard(
     blobs = [
         bytes(rng.integers(0, 255, int(rng.integers(1, 30)), dtype=np.uint8)) for _ in positions
     ]
-    buffer, offsets = _packed(blobs, rng)
-    sizes = np.array([len(b) for b in blobs])
-    index, dense = aggregate_zarr3(np, grid, positions, buffer, offsets, sizes, location)
-    shard = index + dense.tobytes() if location == "start" else dense.tobytes() + index
+    held, _ = _held(blobs, data, rng)
+    shard = b"".join(arrange_zarr3(grid, positions, held, location)())
+    held.close()
     coords = [tuple(int(v) for v in np.unravel_index(p, grid)) for p in positions.tolist()]
     assert shard == zarr3.encode_shard(dict(zip(coords, blobs, strict=True)), grid, location)
+
+
+def test_a_shard_many_times_the_budget_holds_the_budget_plus_one_epoch() -> None:
+    """Ten epochs of 1,000 bytes under a 2,500-byte device budget: the oldest epochs go to the
+    host as the budget fills, the last ones are arranged on the device; the bytes are the
+    streaming builder's."""
+    rng = np.random.default_rng(5)
+    spec = ShardingSpec(preshift_bits=0, minishard_bits=2, shard_bits=0)
+    held = EncodedChunks(np, device_budget=2_500, host_budget=1_500)  # the host spills too
+    builder = spec.builder(0)
+    ids = []
+    for epoch in range(10):
+        blobs = [bytes(rng.integers(0, 255, 100, dtype=np.uint8)) for _ in range(10)]
+        buffer = np.frombuffer(b"".join(blobs), dtype=np.uint8)
+        held.add(buffer, np.arange(10) * 100, np.full(10, 100))
+        for k, blob in enumerate(blobs):
+            ids.append(epoch * 10 + k)
+            builder.add_encoded(epoch * 10 + k, blob)
+    assert held.copied_out == 8_000  # eight epochs left the device; two stayed
+    pieces = arrange_precomputed(spec, np.array(ids, dtype=np.uint64), held, shard_number=0)
+    assert held.device_peak <= 2_500 + 1_000
+    assert b"".join(pieces()) == builder.finish().to_bytes()
+    held.close()

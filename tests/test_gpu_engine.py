@@ -4,6 +4,7 @@ shards byte-identical to the CPU engine's."""
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import pathlib
 from typing import Any
 
@@ -13,6 +14,8 @@ from distributed import Client, LocalCluster
 
 from shardwright import api, cli
 from shardwright.engine import gpu
+from shardwright.engine.aggregate import EncodedChunks
+from shardwright.engine.batched import run_shard_batched
 from shardwright.engine.cpu import run_shard
 from shardwright.plan import PlanError
 from shardwright.store import Store
@@ -53,35 +56,68 @@ def test_without_cupy_the_gpu_engine_is_refused_clearly(
     monkeypatch.setattr(builtins, "__import__", no_cupy)
     gpu.cupy_module.cache_clear()
     try:
-        with pytest.raises(gpu.GpuUnavailable, match=r"pip install 'shardwright\[gpu\]'"):
+        with pytest.raises(gpu.GpuUnavailable, match=r"pip install 'shardwright\[gpu-cu13\]'"):
             gpu.cupy_module()
     finally:
         gpu.cupy_module.cache_clear()
 
 
 def test_what_the_gpu_engine_does_not_encode_is_refused(tmp_path: pathlib.Path) -> None:
-    plan = _plan(tmp_path, "uint8", encoding="png")
-    with pytest.raises(gpu.GpuUnavailable, match="use the CPU engine for png"):
+    plan = _plan(tmp_path, "uint8", encoding="jpeg")
+    with pytest.raises(gpu.GpuUnavailable, match="use the CPU engine for jpeg"):
         gpu.check_gpu_plan(plan)
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not _device_present(), reason="needs CuPy and a CUDA device")
+@pytest.mark.parametrize("device_budget", [None, 0], ids=["within-budget", "copied-out"])
 @pytest.mark.parametrize("options", [
     {"compression": "none"},
     {"encoding": "compressed_segmentation", "layer_type": "segmentation"},
     {"format": "zarr3", "compression": "gzip"},
 ])  # fmt: skip
-def test_gpu_shards_equal_the_cpu_engines(tmp_path: pathlib.Path, options: dict[str, Any]) -> None:
-    plan = _plan(tmp_path, **options)
+def test_gpu_shards_equal_the_cpu_engines(
+    tmp_path: pathlib.Path, options: dict[str, Any], device_budget: int | None
+) -> None:
+    plan = dataclasses.replace(_plan(tmp_path, **options), epoch_shape_chunks=(2, 1, 2))
     gpu.check_gpu_plan(plan)
     cpu, device = Store(str(tmp_path / "cpu")), Store(str(tmp_path / "gpu"))
+    cupy = gpu.cupy_module()
     for task in plan.shards():
         want = run_shard(plan, task, cpu)
-        got = gpu.run_shard_gpu(plan, task, device)
-        assert (got["size"], got["crc32c"]) == (want["size"], want["crc32c"])
+        got = run_shard_batched(plan, task, device, cupy, device_budget=device_budget)
+        fields = ("size", "crc32c", "chunks", "empty", "requests")
+        assert {k: got[k] for k in fields} == {k: want[k] for k in fields}
         if not want["empty"]:
             assert device.read(task.key) == cpu.read(task.key)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _device_present(), reason="needs CuPy and a CUDA device")
+def test_a_shard_four_times_the_budget_holds_the_budget_plus_one_epoch_on_the_device() -> None:
+    """Measured by CuPy's memory pool: 16 epochs of 2 MiB under an 8 MiB budget."""
+    cupy = gpu.cupy_module()
+    pool = cupy.get_default_memory_pool()
+    pool.free_all_blocks()
+    base = pool.used_bytes()
+    epoch = 2 << 20
+    held = EncodedChunks(cupy, device_budget=8 << 20, host_budget=4 << 20)
+    blobs: list[bytes] = []
+    peak = 0
+    for _ in range(16):
+        buffer = cupy.random.randint(0, 255, epoch).astype(cupy.uint8)
+        blobs += [bytes(part) for part in buffer.get().reshape(8, -1)]
+        held.add(buffer, np.arange(8) * (epoch // 8), np.full(8, epoch // 8))
+        del buffer
+        peak = max(peak, pool.used_bytes() - base)
+    assert held.copied_out == 12 * epoch
+    order = np.random.default_rng(0).permutation(len(blobs))
+    pieces = held.arrange(order)
+    peak = max(peak, held.device_peak)
+    assert b"".join(pieces()) == b"".join(blobs[i] for i in order.tolist())
+    assert peak <= (8 << 20) + epoch
+    held.close()
+    assert pool.used_bytes() - base == 0
 
 
 @pytest.mark.skipif(_device_present(), reason="checks the refusal on machines without a GPU")
@@ -91,7 +127,7 @@ def test_cli_gpu_without_a_device_fails_before_writing(
     _plan(tmp_path)
     code = cli.main(["convert", str(tmp_path / "v.npy"), str(tmp_path / "out"), "--gpu"])
     assert code == 2
-    assert "pip install 'shardwright[gpu]'" in capsys.readouterr().err
+    assert "pip install 'shardwright[gpu-cu13]'" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 

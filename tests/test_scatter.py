@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shardwright.codecs import chunk_encoding
-from shardwright.engine.aggregate import aggregate_precomputed, aggregate_zarr3
+from shardwright.engine.aggregate import EncodedChunks, arrange_precomputed, arrange_zarr3
 from shardwright.engine.scatter import scatter_precomputed, scatter_zarr3
 from shardwright.formats import zarr3
 from shardwright.formats.morton import compressed_morton_code
@@ -60,13 +60,15 @@ def test_raw_shard_through_scatter_and_aggregate_equals_the_cpu_builder() -> Non
     spec = ShardingSpec(preshift_bits=3, minishard_bits=2, shard_bits=0)
     buffer, offsets, sizes, coords = scatter_precomputed(np, block, chunk)
     ids = compressed_morton_code(coords, grid)
-    header, dense, indexes = aggregate_precomputed(np, spec, ids, buffer, offsets, sizes, 0)
+    held = EncodedChunks(np, device_budget=1 << 30, host_budget=1 << 30)
+    held.add(buffer, offsets, sizes)
+    shard = b"".join(arrange_precomputed(spec, ids, held, 0)())
     builder = spec.builder(0)
     raw = chunk_encoding("raw")
     for (gx, gy, gz), chunk_id in zip(coords.tolist(), ids.tolist(), strict=False):
         piece = block[gx * 8 : (gx + 1) * 8, gy * 8 : (gy + 1) * 8, gz * 4 : (gz + 1) * 4]
         builder.add(chunk_id, raw.encode(piece))
-    assert header + dense.tobytes() + b"".join(indexes) == builder.finish().to_bytes()
+    assert shard == builder.finish().to_bytes()
 
 
 def test_zarr3_shard_through_scatter_and_aggregate_equals_encode_shard() -> None:
@@ -78,9 +80,11 @@ def test_zarr3_shard_through_scatter_and_aggregate_equals_encode_shard() -> None
     sizes = np.full(len(coords), nbytes)
     offsets = np.arange(len(coords)) * nbytes
     positions = np.ravel_multi_index(coords.T, grid)
-    index, dense = aggregate_zarr3(np, grid, positions, buffer, offsets, sizes, "end")
+    held = EncodedChunks(np, device_budget=1 << 30, host_budget=1 << 30)
+    held.add(buffer, offsets, sizes)
+    shard = b"".join(arrange_zarr3(grid, positions, held, "end")())
     blobs = {
         tuple(c): buffer[k * nbytes : (k + 1) * nbytes].tobytes()
         for k, c in enumerate(coords.tolist())
     }
-    assert dense.tobytes() + index == zarr3.encode_shard(blobs, grid, "end")
+    assert shard == zarr3.encode_shard(blobs, grid, "end")

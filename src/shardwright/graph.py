@@ -437,7 +437,8 @@ def _local_cuda_cluster(workers: int | None, quiet: bool) -> Iterator[Any]:
         from dask_cuda import LocalCUDACluster
     except ImportError as exc:
         raise PlanError(
-            f"the GPU engine starts a dask-cuda cluster: pip install 'shardwright[gpu]' ({exc})"
+            "the GPU engine starts a dask-cuda cluster: pip install 'shardwright[gpu-cu13]' "
+            f"(gpu-cu12 for CUDA 12; {exc})"
         ) from None
     cluster = LocalCUDACluster(
         host="127.0.0.1",  # every server on loopback (workers' HTTP endpoints follow the host)

@@ -7,16 +7,28 @@ neuroglancer_precomputed driver accepts; 16-bit samples are big-endian inside th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import ModuleType
 
-import imagecodecs
 import numpy as np
 from numpy.typing import DTypeLike
 
-from shardwright.codecs.base import Buffer, as_xyzc, check_channels, check_dtype
+from shardwright.codecs.base import Buffer, EncodingError, as_xyzc, check_channels, check_dtype
 from shardwright.codecs.jpeg import from_image, to_image
 
 PNG_DTYPES = ("uint8", "uint16")
 PNG_MAX_CHANNELS = 4
+
+
+def _imagecodecs() -> ModuleType:
+    """imagecodecs, on first use: a dependency of every install, left out only of the GPU
+    verification wheelhouse (benchmarks/gpu), where png is no GPU path."""
+    try:
+        import imagecodecs
+    except ImportError as exc:
+        raise EncodingError(
+            f"the png encoding needs imagecodecs: pip install imagecodecs ({exc})"
+        ) from None
+    return imagecodecs
 
 
 @dataclass(frozen=True)
@@ -40,12 +52,13 @@ class PngEncoding:
         # imagecodecs sizes its output from the image and runs short for narrow images (one
         # voxel wide chunks): give it the worst case, every row stored plus zlib's overhead.
         rows = image.shape[0] * (image[0].nbytes + 1)
-        return bytes(imagecodecs.png_encode(image, level=self.level, out=rows + rows // 64 + 1024))
+        out = rows + rows // 64 + 1024
+        return bytes(_imagecodecs().png_encode(image, level=self.level, out=out))
 
     def decode(
         self, data: Buffer, shape_xyzc: tuple[int, int, int, int], dtype: DTypeLike
     ) -> np.ndarray:
-        image = np.asarray(imagecodecs.png_decode(data))  # type: ignore[arg-type]  # any buffer
+        image = np.asarray(_imagecodecs().png_decode(data))
         if image.dtype != np.dtype(dtype):
             raise ValueError(f"png chunk holds {image.dtype} pixels, expected {np.dtype(dtype)}")
         return from_image(image, shape_xyzc, "png")

@@ -1,24 +1,33 @@
-"""Aggregate-by-shard over an array namespace (numpy here, CuPy on GPU workers).
+"""Aggregate-by-shard over an array namespace (numpy here, CuPy on GPU workers), within a
+memory budget whatever the shard's size.
 
-After a batched encode, the encoded chunks of a shard sit in one buffer at arbitrary offsets.
-Aggregation permutes them into the shard's order (precomputed: minishard, then id; zarr3: C
-order of the inner grid), exclusive-scans their sizes and gathers them into one dense buffer,
-so one device-to-host copy moves exactly the used bytes. The order and the indexes come from
-the same host-side bookkeeping the streaming builders use, so both engines write the same
-bytes.
+A batched encode leaves each epoch's encoded chunks in one device buffer at arbitrary offsets.
+`EncodedChunks` keeps those buffers on the device up to its budget; beyond it, the oldest
+epochs are copied out and appended to the host spool the CPU engine uses (memory, then local
+disk), so a shard several times the budget holds at most the budget plus one epoch on the
+device. Once every epoch is in, the shard's order is fixed (precomputed: minishard, then id;
+zarr3: C order of the inner grid, both from the same host-side bookkeeping the streaming
+builders use): each epoch still on the device is gathered in that order with one vectorized
+gather and copied to the host once, and the shard's bytes stream out in order, a run of
+neighbouring chunks of one epoch as one piece.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from shardwright.formats import zarr3
+from shardwright.formats.shardfile import Piece
 from shardwright.formats.sharding import ShardingSpec, precomputed_layout
+from shardwright.formats.spool import ChunkSpool
 
 Array = Any  # numpy.ndarray or cupy.ndarray
+ShardPieces = Callable[[], Iterator[Piece]]  # a shard's bytes in order; may be called again
 
 
 def exclusive_scan(xp: Any, sizes: Array) -> Array:
@@ -44,44 +53,159 @@ def gather_segments(xp: Any, buffer: Array, offsets: Array, sizes: Array, order:
     return xp.asarray(buffer, dtype=xp.uint8)[shift + xp.arange(total, dtype=xp.int64)]
 
 
-def aggregate_precomputed(
-    xp: Any,
-    spec: ShardingSpec,
-    chunk_ids: np.ndarray,
-    buffer: Array,
-    offsets: Array,
-    sizes: Array,
-    shard_number: int | None = None,
-) -> tuple[bytes, Array, list[bytes]]:
-    """(shard index, dense chunk data on the array's device, minishard indexes) of one shard.
-
-    Chunk bytes must already carry the spec's `data_encoding`. Written in this order they
-    are the shard file, byte for byte what `ShardBuilder.add_encoded` + `finish` produce.
-    """
-    host_sizes = np.asarray(_to_host(sizes), dtype=np.uint64)
-    layout = precomputed_layout(
-        spec, np.asarray(chunk_ids, dtype=np.uint64), host_sizes, shard_number
-    )
-    dense = gather_segments(xp, buffer, offsets, sizes, xp.asarray(layout.order))
-    return layout.header, dense, layout.index_blobs
-
-
-def aggregate_zarr3(
-    xp: Any,
-    chunks_per_shard: Sequence[int],
-    positions: np.ndarray,
-    buffer: Array,
-    offsets: Array,
-    sizes: Array,
-    index_location: str = "end",
-) -> tuple[bytes, Array]:
-    """(encoded index, dense chunk data) of one zarr3 shard; `positions` are C-order linear
-    positions of the present inner chunks. Index first or last as `index_location` says."""
-    host_sizes = np.asarray(_to_host(sizes), dtype=np.uint64)
-    order, index = zarr3.shard_layout(chunks_per_shard, positions, host_sizes, index_location)
-    return index, gather_segments(xp, buffer, offsets, sizes, xp.asarray(order))
-
-
-def _to_host(array: Array) -> np.ndarray:
+def to_host(array: Array) -> np.ndarray:
+    """A device array's bytes on the host (numpy arrays as they are)."""
     get = getattr(array, "get", None)  # cupy arrays copy to host with .get()
     return get() if callable(get) else np.asarray(array)
+
+
+@dataclass
+class _Epoch:
+    """One epoch's encoded chunks: global indices [first, first + len(sizes))."""
+
+    first: int
+    offsets: np.ndarray
+    sizes: np.ndarray
+    device: Array | None  # its buffer, while on the device
+    spool_first: int | None = None  # spool index of its first chunk, once copied out early
+    host: np.ndarray | None = None  # its chunks in the shard's order, once arranged
+
+
+class EncodedChunks:
+    """A shard's encoded chunks, epoch by epoch, within `device_budget` bytes on the device
+    (plus the epoch being added) and `host_budget` bytes of host spool before local disk."""
+
+    def __init__(
+        self,
+        xp: Any,
+        device_budget: int,
+        host_budget: int,
+        spool_dir: str | None = None,
+    ):
+        self.xp = xp
+        self.device_budget = device_budget
+        self._spool = ChunkSpool(host_budget, spool_dir)
+        self._epochs: list[_Epoch] = []
+        self._on_device: list[_Epoch] = []
+        self._device_bytes = 0
+        self._count = 0
+        self._order: np.ndarray | None = None
+        self.device_peak = 0  # most bytes this shard's encoded chunks held on the device
+        self.copied_out = 0  # encoded bytes copied out early to stay within the budget
+
+    def __len__(self) -> int:
+        return self._count
+
+    def add(self, buffer: Array, offsets: np.ndarray, sizes: np.ndarray) -> None:
+        """One batch of encoded chunks (segments of `buffer`), indexed after those before."""
+        sizes = np.asarray(sizes, dtype=np.int64)
+        epoch = _Epoch(self._count, np.asarray(offsets, dtype=np.int64), sizes, buffer)
+        self._epochs.append(epoch)
+        self._on_device.append(epoch)
+        self._count += len(sizes)
+        self._device_bytes += int(buffer.nbytes)
+        self.device_peak = max(self.device_peak, self._device_bytes)
+        while self._device_bytes > self.device_budget and self._on_device:
+            self._copy_out(self._on_device.pop(0))
+
+    def sizes(self) -> np.ndarray:
+        """Stored size of every chunk, by global index."""
+        return np.concatenate([e.sizes for e in self._epochs]) if self._epochs else _EMPTY
+
+    def _copy_out(self, epoch: _Epoch) -> None:
+        host = to_host(epoch.device)
+        self._release(epoch)
+        view = host.reshape(-1).view(np.uint8).data
+        first = len(self._spool)
+        for start, size in zip(epoch.offsets.tolist(), epoch.sizes.tolist(), strict=True):
+            self._spool.append(view[start : start + size])
+        epoch.spool_first = first
+        self.copied_out += int(epoch.sizes.sum())
+
+    def _release(self, epoch: _Epoch) -> None:
+        assert epoch.device is not None
+        self._device_bytes -= int(epoch.device.nbytes)
+        epoch.device = None
+
+    def arrange(self, order: np.ndarray) -> ShardPieces:
+        """Fix the shard's order (`order[k]`: global index of the chunk stored k-th); bring
+        each epoch still on the device to the host, gathered in that order; return the
+        chunk bytes in that order, as often as asked."""
+        order = np.asarray(order, dtype=np.int64)
+        if len(order) != self._count:
+            raise ValueError(f"an order of {len(order)} chunks for {self._count} chunks")
+        rank = np.empty(self._count, dtype=np.int64)
+        rank[order] = np.arange(self._count)
+        for epoch in self._on_device:
+            local = np.argsort(rank[epoch.first : epoch.first + len(epoch.sizes)], kind="stable")
+            dense = gather_segments(self.xp, epoch.device, epoch.offsets, epoch.sizes, local)
+            self.device_peak = max(self.device_peak, self._device_bytes + int(dense.nbytes))
+            epoch.host = to_host(dense)
+            del dense
+            self._release(epoch)
+        self._on_device = []
+        self._order = order
+        return self._pieces
+
+    def _pieces(self) -> Iterator[Piece]:
+        assert self._order is not None, "arrange the chunks first"
+        order = self._order
+        owner = np.repeat(np.arange(len(self._epochs)), [len(e.sizes) for e in self._epochs])
+        owners = owner[order]
+        sizes = self.sizes()[order]
+        bounds = [0, *(np.flatnonzero(np.diff(owners)) + 1).tolist(), len(order)]
+        cursors = [0] * len(self._epochs)
+        for lo, hi in itertools.pairwise(bounds):
+            index = int(owners[lo])
+            epoch = self._epochs[index]
+            if epoch.host is not None:  # a run of neighbours: one piece
+                nbytes = int(sizes[lo:hi].sum())
+                start = cursors[index]
+                cursors[index] += nbytes
+                yield epoch.host.data[start : start + nbytes]
+            else:
+                assert epoch.spool_first is not None
+                for g in order[lo:hi].tolist():
+                    yield self._spool.get(epoch.spool_first + g - epoch.first)
+
+    def close(self) -> None:
+        """Release the device buffers, the host copies and the spool."""
+        for epoch in self._epochs:
+            epoch.device = epoch.host = None
+        self._on_device = []
+        self._device_bytes = 0
+        self._spool.close()
+
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+def arrange_precomputed(
+    spec: ShardingSpec,
+    chunk_ids: np.ndarray,
+    chunks: EncodedChunks,
+    shard_number: int | None = None,
+) -> ShardPieces:
+    """The shard file of `chunks` (global index i holding chunk id `chunk_ids[i]`, bytes
+    already in the spec's `data_encoding`): shard index, chunk data, minishard indexes; byte
+    for byte what `ShardBuilder.add_encoded` + `finish` produce."""
+    sizes = np.asarray(chunks.sizes(), dtype=np.uint64)
+    layout = precomputed_layout(spec, np.asarray(chunk_ids, dtype=np.uint64), sizes, shard_number)
+    data = chunks.arrange(layout.order)
+    return lambda: itertools.chain([layout.header], data(), layout.index_blobs)
+
+
+def arrange_zarr3(
+    chunks_per_shard: Sequence[int],
+    positions: np.ndarray,
+    chunks: EncodedChunks,
+    index_location: str = "end",
+) -> ShardPieces:
+    """The zarr3 shard of `chunks` (`positions`: C-order linear position of each present
+    inner chunk, by global index), its index first or last as `index_location` says."""
+    sizes = np.asarray(chunks.sizes(), dtype=np.uint64)
+    order, index = zarr3.shard_layout(chunks_per_shard, positions, sizes, index_location)
+    data = chunks.arrange(order)
+    if index_location == "start":
+        return lambda: itertools.chain([index], data())
+    return lambda: itertools.chain(data(), [index])

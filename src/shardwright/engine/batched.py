@@ -1,11 +1,12 @@
 """The batched shard pipeline of the GPU engine, written once over an array namespace.
 
 Per shard: each epoch is read, moved to the device (`xp.asarray`), scattered into chunk-major
-layout, encoded as one batch (raw: nothing to do; compressed_segmentation: `cseg_batch`;
-byte codecs through a `BatchCompressor`), and kept on the device; then the whole shard is
-aggregated (sizes permuted into shard order, scanned, gathered into one dense buffer) and
-copied to the host once, and written as one object. With `xp = numpy` it runs on the CPU: the
-tests hold its shards byte-identical to the CPU engine's, which is the oracle for the GPU.
+layout and encoded as one batch (raw: nothing to do; compressed_segmentation: `cseg_batch`;
+byte codecs through a `BatchCompressor`); the encoded epochs are held within the memory budget
+(`aggregate.EncodedChunks`: on the device, older epochs copied out to the host spool beyond
+it), then arranged in the shard's order and written as one object. With `xp = numpy` it runs
+on the CPU: the tests hold its shards byte-identical to the CPU engine's, which is the oracle
+for the GPU.
 
 Chunks are not looped over in Python on the array path; the `HostLoopCompressor` (the CPU twin
 of a batched GPU compressor such as nvCOMP) and the jpeg/png encodings, which have no batched
@@ -22,8 +23,16 @@ import numpy as np
 
 from shardwright.codecs import ByteCodec, byte_codec
 from shardwright.engine import cseg_batch
-from shardwright.engine.aggregate import aggregate_precomputed, aggregate_zarr3
+from shardwright.engine.aggregate import (
+    EncodedChunks,
+    ShardPieces,
+    arrange_precomputed,
+    arrange_zarr3,
+    exclusive_scan,
+    to_host,
+)
 from shardwright.engine.scatter import precomputed_regions, scatter_zarr3
+from shardwright.engine.stages import Stages, timer
 from shardwright.formats import zarr3
 from shardwright.lifecycle import journal
 from shardwright.plan import ConversionPlan, ShardTask, to_zarr_order
@@ -55,7 +64,7 @@ class HostLoopCompressor:
     def compress(
         self, xp: Any, buffer: Array, offsets: np.ndarray, sizes: np.ndarray
     ) -> tuple[Array, np.ndarray, np.ndarray]:
-        host = _to_host(buffer)
+        host = to_host(buffer)
         out = []
         for start, size in zip(offsets.tolist(), sizes.tolist(), strict=True):
             data = self.codec.compress(host[start : start + size].tobytes())
@@ -69,7 +78,7 @@ class ChecksumOnly:
     def compress(
         self, xp: Any, buffer: Array, offsets: np.ndarray, sizes: np.ndarray
     ) -> tuple[Array, np.ndarray, np.ndarray]:
-        host = _to_host(buffer)
+        host = to_host(buffer)
         return _pack(
             xp,
             [
@@ -89,15 +98,40 @@ def run_shard_batched(
     resume: bool = False,
     blocks: Iterable[Block] | None = None,
     on_epoch: Callable[[tuple[int, int, int], Array], None] | None = None,
+    device_budget: int | None = None,
+    stages: Stages | None = None,
 ) -> Receipt:
-    """Produce one shard object through the batched pipeline; the receipt is the CPU engine's.
+    """Produce one shard object through the batched pipeline; the receipt is the CPU engine's,
+    with the requests this task made.
 
     `compressor` replaces the host-loop twin of the plan's byte codec (the GPU engine passes
     its nvCOMP batch compressor). Pyramids pass `blocks` (an upper level's region, already on
     the device, instead of source reads) or `on_epoch(voxel start, device block)`, which sees
     each epoch as it is read (the base level reduces it there for the level above).
+    `device_budget`: encoded bytes kept on the device (default: the plan's spool budget);
+    `stages`: where a benchmark collects the time of each stage.
     """
     started = time.perf_counter()
+    before = store.requests.snapshot()
+    receipt = _produce(
+        plan, task, store, xp, compressor, resume, blocks, on_epoch, device_budget, stages
+    )
+    receipt["requests"] = store.requests.since(before)
+    return receipt | {"seconds": round(time.perf_counter() - started, 4)}
+
+
+def _produce(
+    plan: ConversionPlan,
+    task: ShardTask,
+    store: Store,
+    xp: Any,
+    compressor: BatchCompressor | None,
+    resume: bool,
+    blocks: Iterable[Block] | None,
+    on_epoch: Callable[[tuple[int, int, int], Array], None] | None,
+    device_budget: int | None,
+    stages: Stages | None,
+) -> Receipt:
     if resume:
         kept = journal.proven(store, task.key)
         if kept is not None:
@@ -107,20 +141,25 @@ def run_shard_batched(
             "the batched engine needs spatial-box shards (identity hash); murmurhash-sharded "
             "volumes run on the CPU engine"
         )
-    epochs = epoch_blocks(plan, task, xp, on_epoch) if blocks is None else blocks
-    if plan.info is not None:
-        pieces, chunks = _precomputed_shard(plan, task, xp, compressor, epochs)
-    else:
-        pieces, chunks = _zarr3_shard(plan, task, xp, compressor, epochs)
-    if not pieces:
-        return _receipt(task, 0, 0, 0, started, empty=True)
-    size, crc = store.write_object(task.key, lambda: pieces)
-    return _receipt(task, size, crc, chunks, started)
+    budget = plan.spool_budget if device_budget is None else device_budget
+    held = EncodedChunks(xp, device_budget=budget, host_budget=plan.spool_budget)
+    try:
+        epochs = epoch_blocks(plan, task, xp, on_epoch, stages) if blocks is None else blocks
+        pieces: ShardPieces | None
+        if plan.info is not None:
+            pieces = _precomputed_shard(plan, task, xp, compressor, epochs, held, stages)
+        else:
+            pieces = _zarr3_shard(plan, task, xp, compressor, epochs, held, stages)
+        if pieces is None:
+            return _receipt(task, 0, 0, 0, empty=True)
+        with timer(stages)("write"):
+            size, crc = store.write_object(task.key, pieces)
+        return _receipt(task, size, crc, len(held))
+    finally:
+        held.close()
 
 
-def _receipt(
-    task: ShardTask, size: int, crc: int, chunks: int, started: float, empty: bool = False
-) -> Receipt:
+def _receipt(task: ShardTask, size: int, crc: int, chunks: int, empty: bool = False) -> Receipt:
     return {
         "key": task.key,
         "size": size,
@@ -128,7 +167,6 @@ def _receipt(
         "chunks": chunks,
         "resumed": False,
         "empty": empty,
-        "seconds": round(time.perf_counter() - started, 4),
     }
 
 
@@ -137,13 +175,19 @@ def epoch_blocks(
     task: ShardTask,
     xp: Any,
     on_epoch: Callable[[tuple[int, int, int], Array], None] | None = None,
+    stages: Stages | None = None,
 ) -> Iterator[Block]:
     """(epoch chunk start, the epoch's voxels [x, y, z, c] on the device) per epoch."""
     chunk = plan.chunk_size
+    stage = timer(stages)
     for cstart, cstop in plan.epochs(task):
         vstart = tuple(g * c for g, c in zip(cstart, chunk, strict=True))
         vstop = tuple(min(g * c, s) for g, c, s in zip(cstop, chunk, plan.size, strict=True))
-        block = xp.asarray(plan.source.read(vstart, vstop))  # type: ignore[arg-type]
+        with stage("read"):
+            voxels = plan.source.read(vstart, vstop)  # type: ignore[arg-type]
+        with stage("h2d"):
+            block = xp.asarray(voxels)
+        del voxels
         if on_epoch is not None:
             on_epoch(vstart, block)  # type: ignore[arg-type]
         yield cstart, block
@@ -156,33 +200,34 @@ def _precomputed_shard(
     xp: Any,
     compressor: BatchCompressor | None,
     epochs: Iterable[Block],
-) -> tuple[list[bytes], int]:
+    held: EncodedChunks,
+    stages: Stages | None,
+) -> ShardPieces:
     scale = plan.scale
-    spec = plan.sharding
     encoding = scale.chunk_encoding(plan.options.jpeg_quality)
-    if compressor is None and spec.data_encoding != "raw":
-        codec = byte_codec(spec.data_encoding, level=plan.options.compression_level)
+    if compressor is None and plan.sharding.data_encoding != "raw":
+        codec = byte_codec(plan.sharding.data_encoding, level=plan.options.compression_level)
         assert codec is not None
         compressor = HostLoopCompressor(codec)
-    buffers: list[Array] = []
-    sizes: list[np.ndarray] = []
+    stage = timer(stages)
     coords: list[np.ndarray] = []
     for cstart, block in epochs:
-        for chunks, local in precomputed_regions(xp, block, plan.chunk_size):
-            buffer, chunk_sizes = _encode_precomputed(xp, encoding, chunks)
-            buffers.append(buffer)
-            sizes.append(chunk_sizes)
+        with stage("scatter"):
+            regions = list(precomputed_regions(xp, block, plan.chunk_size))
+        del block
+        for chunks, local in regions:
+            with stage("encode"):
+                buffer, sizes = _encode_precomputed(xp, encoding, chunks)
+                offsets = exclusive_scan(np, sizes)
+                if compressor is not None:
+                    buffer, offsets, sizes = compressor.compress(xp, buffer, offsets, sizes)
+            with stage("d2h"):  # beyond the budget, older epochs are copied out here
+                held.add(buffer, offsets, sizes)
             coords.append(local + np.asarray(cstart))
-    buffer, size_array = xp.concatenate(buffers), np.concatenate(sizes)
-    offsets = np.cumsum(size_array) - size_array
-    if compressor is not None:
-        buffer, offsets, size_array = compressor.compress(xp, buffer, offsets, size_array)
-    grid_coords = np.concatenate(coords)
-    ids = scale.chunk_ids(grid_coords)
-    header, dense, index_blobs = aggregate_precomputed(
-        xp, spec, ids, buffer, offsets, size_array, task.shard_number
-    )
-    return [header, _to_host(dense).tobytes(), *index_blobs], len(ids)
+        del regions
+    ids = scale.chunk_ids(np.concatenate(coords))
+    with stage("aggregate"):
+        return arrange_precomputed(plan.sharding, ids, held, task.shard_number)
 
 
 def _encode_precomputed(xp: Any, encoding: Any, chunks: Array) -> tuple[Array, np.ndarray]:
@@ -197,7 +242,7 @@ def _encode_precomputed(xp: Any, encoding: Any, chunks: Array) -> tuple[Array, n
     if encoding.name == "compressed_segmentation":
         return cseg_batch.encode_batch(xp, xyzc, encoding.block_size)
     # jpeg / png: no batched form; encoded chunk by chunk on the host.
-    host = _to_host(xyzc)
+    host = to_host(xyzc)
     buffer, _, sizes = _pack(xp, [encoding.encode(host[i]) for i in range(count)])
     return buffer, sizes
 
@@ -209,7 +254,9 @@ def _zarr3_shard(
     xp: Any,
     compressor: BatchCompressor | None,
     epochs: Iterable[Block],
-) -> tuple[list[bytes], int]:
+    held: EncodedChunks,
+    stages: Stages | None,
+) -> ShardPieces | None:
     meta = plan.zarr
     assert meta is not None
     axes = plan.zarr_axes
@@ -220,42 +267,41 @@ def _zarr3_shard(
         compressor = ChecksumOnly()
     chunk_shape = tuple(meta.chunk_shape)
     chunk_bytes = int(np.prod(chunk_shape)) * dtype.itemsize
-    buffers: list[Array] = []
+    stage = timer(stages)
     positions: list[np.ndarray] = []
     for cstart, block in epochs:
-        ordered = xp.ascontiguousarray(to_zarr_order(block, axes)).astype(dtype, copy=False)
-        buffer, local = scatter_zarr3(xp, ordered, chunk_shape, meta.fill_value)
-        elements = buffer.view(dtype).reshape(len(local), -1)
-        present = _to_host(~xp.all(elements == xp.asarray(meta.fill_value, dtype=dtype), axis=1))
-        if not present.any():
-            continue
-        keep = np.nonzero(present)[0]
-        buffers.append(buffer.reshape(len(local), chunk_bytes)[xp.asarray(keep)].reshape(-1))
+        with stage("scatter"):
+            ordered = xp.ascontiguousarray(to_zarr_order(block, axes)).astype(dtype, copy=False)
+            del block
+            buffer, local = scatter_zarr3(xp, ordered, chunk_shape, meta.fill_value)
+            del ordered
+            elements = buffer.view(dtype).reshape(len(local), -1)
+            fill = xp.asarray(meta.fill_value, dtype=dtype)
+            present = to_host(~xp.all(elements == fill, axis=1))
+            if not present.any():
+                continue
+            keep = np.nonzero(present)[0]
+            kept = buffer.reshape(len(local), chunk_bytes)[xp.asarray(keep)].reshape(-1)
+            del buffer, elements
+        with stage("encode"):
+            sizes = np.full(len(keep), chunk_bytes, dtype=np.int64)
+            offsets = exclusive_scan(np, sizes)
+            if compressor is not None:
+                kept, offsets, sizes = compressor.compress(xp, kept, offsets, sizes)
+        with stage("d2h"):  # beyond the budget, older epochs are copied out here
+            held.add(kept, offsets, sizes)
+        del kept
         # Epoch-local chunk coordinates (output axis order) -> positions in the shard.
         offset = dict(zip("xyz", np.subtract(cstart, task.chunk_start).tolist(), strict=True))
         shift = np.array([offset.get(a, 0) for a in axes])
         in_shard = local[keep] + shift
         positions.append(np.ravel_multi_index(tuple(in_shard.T), meta.chunks_per_shard))
-    if not buffers:
-        return [], 0
-    buffer = xp.concatenate(buffers)
-    position_array = np.concatenate(positions)
-    size_array = np.full(len(position_array), chunk_bytes, dtype=np.int64)
-    offsets = np.cumsum(size_array) - size_array
-    if compressor is not None:
-        buffer, offsets, size_array = compressor.compress(xp, buffer, offsets, size_array)
-    index, dense = aggregate_zarr3(
-        xp,
-        meta.chunks_per_shard,
-        position_array,
-        buffer,
-        offsets,
-        size_array,
-        meta.index_location,
-    )
-    data = _to_host(dense).tobytes()
-    pieces = [index, data] if meta.index_location == "start" else [data, index]
-    return pieces, len(position_array)
+    if not positions:
+        return None
+    with stage("aggregate"):
+        return arrange_zarr3(
+            meta.chunks_per_shard, np.concatenate(positions), held, meta.index_location
+        )
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -264,8 +310,3 @@ def _pack(xp: Any, blobs: list[bytes]) -> tuple[Array, np.ndarray, np.ndarray]:
     sizes = np.array([len(b) for b in blobs], dtype=np.int64)
     joined = np.frombuffer(b"".join(blobs), dtype=np.uint8)
     return xp.asarray(joined), np.cumsum(sizes) - sizes, sizes
-
-
-def _to_host(array: Array) -> np.ndarray:
-    get = getattr(array, "get", None)  # cupy arrays copy to host with .get()
-    return get() if callable(get) else np.asarray(array)

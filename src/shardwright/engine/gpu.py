@@ -33,8 +33,8 @@ def cupy_module() -> Any:
         import cupy
     except ImportError as exc:
         raise GpuUnavailable(
-            "the GPU engine needs CuPy and a CUDA device: pip install 'shardwright[gpu]' "
-            f"on a machine with an NVIDIA GPU ({exc})"
+            "the GPU engine needs CuPy and a CUDA device: pip install 'shardwright[gpu-cu13]' "
+            f"(gpu-cu12 for CUDA 12) on a machine with an NVIDIA GPU ({exc})"
         ) from None
     try:
         if cupy.cuda.runtime.getDeviceCount() < 1:

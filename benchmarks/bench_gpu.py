@@ -1,0 +1,245 @@
+"""The GPU engine measured, against its targets and the CPU engine of the same machine.
+
+Per case (precomputed raw, gzip and compressed_segmentation; zarr3 zstd):
+- **device path**: every shard of the volume through the batched pipeline
+  (`run_shard_batched`) from a host array source (pinned memory under CuPy) into a sink that
+  only measures (size and crc32c, nothing stored): input GB/s and each stage's seconds (read,
+  h2d, scatter, encode, aggregate, d2h, write), each stage waited for, so the bottleneck shows;
+  the device memory the pool held at most;
+- **end to end**: `shardwright.convert` of the same volume saved as .npy on local disk, GPU
+  engine (its dask-cuda cluster) and CPU engine (a local cluster on every core): seconds and
+  their ratio;
+- **parity**: the GPU output read back by TensorStore equals the source, and raw and
+  compressed_segmentation shards equal the CPU engine's byte for byte.
+
+`--xp numpy` runs the device path on the NumPy twin and the end-to-end job on the CPU engine
+only: the script's own smoke test, anywhere (`--quick` makes the volumes small).
+Run on a GPU machine: `python benchmarks/bench_gpu.py --xp cupy --out DIR` (4 GiB volumes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+import tensorstore as ts
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from _common import RESULTS, versions, write_result  # noqa: E402
+
+from shardwright import api  # noqa: E402
+from shardwright.engine.batched import run_shard_batched  # noqa: E402
+from shardwright.engine.stages import Stages  # noqa: E402
+from shardwright.formats.shardfile import write_pieces  # noqa: E402
+from shardwright.retry import RequestCounter  # noqa: E402
+from shardwright.sources.base import ArraySource  # noqa: E402
+
+GiB = 1 << 30
+CHUNK = (64, 64, 64)
+# Device-path targets per H100, GB/s of input (the issue's acceptance).
+TARGETS = {"raw": 25.0, "gzip": 8.0, "zstd": 10.0, "compressed_segmentation": 20.0}
+CASES: dict[str, dict[str, Any]] = {
+    "raw": {"kind": "image", "options": {"compression": "none"}},
+    "gzip": {"kind": "image", "options": {"compression": "gzip"}},
+    "compressed_segmentation": {
+        "kind": "labels",
+        "options": {"encoding": "compressed_segmentation", "layer_type": "segmentation"},
+    },
+    "zstd": {"kind": "image", "options": {"format": "zarr3", "compression": "zstd"}},
+}
+PACKAGES = (
+    "shardwright", "numpy", "cupy-cuda13x", "cupy-cuda12x", "nvidia-nvcomp-cu13",
+    "nvidia-nvcomp-cu12", "dask", "distributed", "dask-cuda", "tensorstore", "isal",
+)  # fmt: skip
+
+
+class HostArraySource(ArraySource):
+    """A volume already in host memory (pinned under CuPy): the device path without disk."""
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+        super().__init__("memory://bench", array.shape, array.dtype, "zyx")
+
+    def _read(self, slices: tuple[slice, ...]) -> np.ndarray:
+        return self.array[slices]
+
+
+class MeasuringSink:
+    """Takes each shard's bytes as a store would, keeps only their size and crc32c."""
+
+    url = "memory://sink"
+    run = None
+
+    def __init__(self) -> None:
+        self.requests = RequestCounter()
+        self.bytes = 0
+
+    def write_object(self, key: str, pieces: Any) -> tuple[int, int]:
+        size, crc = write_pieces(pieces(), None)
+        self.bytes += size
+        return size, crc
+
+
+def volume(kind: str, nbytes: int) -> np.ndarray:
+    """An EM-like image (uint8: smooth structure plus noise) or blocky uint64 labels, about
+    `nbytes` large, as tiles of one 256^3 block (each chunk is compressed on its own, so
+    repeats across tiles make nothing easier)."""
+    rng = np.random.default_rng(0)
+    itemsize = 1 if kind == "image" else 8
+    side = max(64, int(round((nbytes / itemsize) ** (1 / 3) / 64)) * 64)
+    tile = min(side, 256)
+    if kind == "image":
+        coarse = rng.normal(128, 40, (tile // 8,) * 3).repeat(8, 0).repeat(8, 1).repeat(8, 2)
+        block = np.clip(coarse + rng.normal(0, 12, (tile,) * 3), 0, 255).astype(np.uint8)
+    else:
+        labels = rng.integers(1, 2**40, (tile // 16,) * 3, dtype=np.uint64)
+        block = labels.repeat(16, 0).repeat(16, 1).repeat(16, 2)
+    reps = -(-side // tile)
+    return np.ascontiguousarray(np.tile(block, (reps,) * 3)[:side, :side, :side])
+
+
+def device_path(case: dict[str, Any], array: np.ndarray, xp: Any, work: pathlib.Path) -> dict:
+    """Every shard through the batched pipeline into the measuring sink."""
+    if xp is not np:  # pinned host memory: the copies to the device run at full speed
+        import cupyx
+
+        pinned = cupyx.empty_pinned(array.shape, array.dtype)
+        pinned[...] = array
+        array = pinned
+    plan = api.plan(
+        HostArraySource(array), str(work / "unused"), chunk_size=CHUNK, **case["options"]
+    )
+    tasks = list(plan.shards())
+    sink = MeasuringSink()
+    run_shard_batched(plan, tasks[0], MeasuringSink(), xp)  # warm-up: kernels compiled
+    pool = xp.get_default_memory_pool() if xp is not np else None
+    if pool is not None:
+        pool.free_all_blocks()
+    stages = Stages(xp)
+    started = time.perf_counter()
+    peak = 0
+    for task in tasks:
+        run_shard_batched(plan, task, sink, xp, stages=stages)
+        if pool is not None:
+            peak = max(peak, pool.total_bytes())
+    seconds = time.perf_counter() - started
+    return {
+        "shards": len(tasks),
+        "input_bytes": int(array.nbytes),
+        "output_bytes": sink.bytes,
+        "seconds": round(seconds, 4),
+        "input_GBps": round(array.nbytes / seconds / 1e9, 3),
+        "stages_seconds": {k: round(v, 4) for k, v in stages.seconds.items()},
+        "device_pool_peak_bytes": peak,
+        "memory_budget": plan.options.memory_budget,
+    }
+
+
+def end_to_end(case: dict[str, Any], npy: pathlib.Path, dest: pathlib.Path, engine: str) -> float:
+    """Seconds of one whole conversion, cluster start included."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    started = time.perf_counter()
+    api.convert(
+        str(npy), str(dest), chunk_size=CHUNK, engine=engine, progress=False, **case["options"]
+    )
+    return time.perf_counter() - started
+
+
+def parity(name: str, array: np.ndarray, gpu_dest: pathlib.Path, cpu_dest: pathlib.Path) -> dict:
+    """The GPU output read by TensorStore equals the source; raw and compressed_segmentation
+    shards equal the CPU engine's bytes."""
+    zarr3 = CASES[name]["options"].get("format") == "zarr3"
+    driver = "zarr3" if zarr3 else "neuroglancer_precomputed"
+    spec: dict[str, Any] = {"driver": driver, "kvstore": f"file://{gpu_dest}/"}
+    read = np.asarray(ts.open(spec).result().read().result())
+    read = read.squeeze() if zarr3 else read[..., 0].transpose(2, 1, 0)
+    out = {"tensorstore_reads_source": bool(np.array_equal(read, array))}
+    if name in ("raw", "compressed_segmentation"):
+        shards = sorted(p.relative_to(gpu_dest) for p in gpu_dest.rglob("*.shard"))
+        out["shards_byte_identical"] = bool(shards) and all(
+            (gpu_dest / p).read_bytes() == (cpu_dest / p).read_bytes() for p in shards
+        )
+    return out
+
+
+def gpu_device(xp: Any) -> dict[str, Any]:
+    if xp is np:
+        return {"name": "cpu (NumPy twin)"}
+    props = xp.cuda.runtime.getDeviceProperties(0)
+    smi = subprocess.run(
+        ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return {
+        "name": props["name"].decode(),
+        "nvidia_smi": smi.stdout.strip(),
+        "cuda_runtime": xp.cuda.runtime.runtimeGetVersion(),
+        "cuda_driver": xp.cuda.runtime.driverGetVersion(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--xp", choices=["cupy", "numpy"], default="cupy")
+    parser.add_argument("--gib", type=float, default=4.0, help="volume size per case")
+    parser.add_argument("--quick", action="store_true", help="64 MiB volumes, a smoke run")
+    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated")
+    parser.add_argument("--out", type=pathlib.Path, default=RESULTS)
+    args = parser.parse_args()
+    if args.xp == "cupy":
+        import cupy as xp
+    else:
+        xp = np
+    nbytes = int((1 / 16 if args.quick else args.gib) * GiB)
+    figures: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-gpu-") as tmp:
+        work = pathlib.Path(tmp)
+        for name in args.cases.split(","):
+            case = CASES[name]
+            array = volume(case["kind"], nbytes)
+            npy = work / f"{case['kind']}.npy"
+            if not npy.exists():
+                np.save(npy, array)
+            row: dict[str, Any] = {"device_path": device_path(case, array, xp, work)}
+            row["device_path"]["target_GBps"] = TARGETS[name]
+            row["device_path"]["meets_target"] = row["device_path"]["input_GBps"] >= TARGETS[name]
+            cpu_seconds = end_to_end(case, npy, work / "cpu", "cpu")
+            row["end_to_end"] = {"cpu_engine_seconds": round(cpu_seconds, 3)}
+            if xp is not np:
+                gpu_seconds = end_to_end(case, npy, work / "gpu", "gpu")
+                row["end_to_end"] |= {
+                    "gpu_engine_seconds": round(gpu_seconds, 3),
+                    "gpu_GBps": round(array.nbytes / gpu_seconds / 1e9, 3),
+                    "cpu_over_gpu": round(cpu_seconds / gpu_seconds, 2),
+                }
+                row["parity"] = parity(name, array, work / "gpu", work / "cpu")
+            figures[name] = row
+            print(name, json.dumps(row), flush=True)
+            shutil.rmtree(work / "cpu", ignore_errors=True)
+            shutil.rmtree(work / "gpu", ignore_errors=True)
+    device = gpu_device(xp)
+    path = write_result("gpu", figures, PACKAGES, device=device, directory=args.out)
+    print(f"\n{'case':<24}{'device GB/s':>12}{'target':>8}{'cpu s':>8}{'gpu s':>8}  parity")
+    for name, row in figures.items():
+        dp, e2e = row["device_path"], row["end_to_end"]
+        print(
+            f"{name:<24}{dp['input_GBps']:>12}{dp['target_GBps']:>8}"
+            f"{e2e['cpu_engine_seconds']:>8}{e2e.get('gpu_engine_seconds', '-'):>8}  "
+            f"{row.get('parity', '-')}"
+        )
+    print(f"device: {device}; versions: {versions(*PACKAGES)}\nwritten {path}")
+
+
+if __name__ == "__main__":
+    main()
