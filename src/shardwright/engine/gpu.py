@@ -5,8 +5,9 @@ a worker keeps between tasks (the CuPy module, its memory pool, codec objects) l
 per-process cache, not per task.
 
 Status: raw and compressed_segmentation run on the device; byte codecs (gzip, zstd, blosc)
-still compress on the host after the copy out (`HostLoopCompressor`) until the nvCOMP batch
-compressor is measured on a GPU.
+still compress on the host after the copy out (`HostLoopCompressor`) unless asked
+(`device_codecs=True`: gzip and zstd through nvCOMP, `engine/nvcomp.py`), until the nvCOMP
+path is measured on a GPU.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from shardwright.engine.batched import Receipt, run_shard_batched
+from shardwright.engine.batched import BatchCompressor, Receipt, run_shard_batched
+from shardwright.engine.nvcomp import ALGORITHMS, NvcompCompressor
 from shardwright.plan import ConversionPlan, PlanError, ShardTask
 from shardwright.store import Store
 
@@ -59,8 +61,29 @@ def check_gpu_plan(plan: ConversionPlan) -> None:
         )
 
 
+def device_compressor(plan: ConversionPlan) -> BatchCompressor | None:
+    """The nvCOMP compressor of the plan's byte codec, or None where the host compresses
+    (no byte codec, blosc, or zarr3 inner chunks with a crc32c that is computed on the host)."""
+    if plan.info is not None:
+        codec, level = plan.sharding.data_encoding, plan.options.compression_level
+    else:
+        assert plan.zarr is not None
+        compressor = plan.zarr.compressor
+        if compressor is None or plan.zarr.checksum_inner:
+            return None
+        codec, level = compressor.name, compressor.level
+    return NvcompCompressor(codec, level) if codec in ALGORITHMS else None
+
+
 def run_shard_gpu(
-    plan: ConversionPlan, task: ShardTask, store: Store, *, resume: bool = False
+    plan: ConversionPlan,
+    task: ShardTask,
+    store: Store,
+    *,
+    resume: bool = False,
+    device_codecs: bool = False,
 ) -> Receipt:
-    """One shard on this worker's GPU; the same object the CPU engine writes."""
-    return run_shard_batched(plan, task, store, cupy_module(), resume=resume)
+    """One shard on this worker's GPU: the CPU engine's object (raw, compressed_segmentation),
+    or one that decodes to the same chunks (`device_codecs`: gzip and zstd by nvCOMP)."""
+    compressor = device_compressor(plan) if device_codecs else None
+    return run_shard_batched(plan, task, store, cupy_module(), resume=resume, compressor=compressor)
