@@ -581,14 +581,14 @@ def _dockerfile_runs(path: pathlib.Path) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("image", "extras"), [("cpu", {"gcs", "s3"}), ("cuda", {"gcs", "s3", "gpu"})]
+    ("image", "extras"), [("cpu", {"gcs", "s3"}), ("cuda", {"gcs", "s3", "gpu-cu12"})]
 )
 def test_images_install_the_package_the_tests_install(image: str, extras: set[str]) -> None:
     path = DOCKERFILES[image]
     installs = [
         m
         for run in _dockerfile_runs(path)
-        for m in re.findall(r'pip install [^&]*"/src\[([a-z0-9,]+)\]"', run)
+        for m in re.findall(r'pip install [^&]*"/src\[([a-z0-9,-]+)\]"', run)
     ]
     assert [set(m.split(",")) for m in installs] == [extras]
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
