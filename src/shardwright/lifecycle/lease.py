@@ -222,6 +222,19 @@ class Lease:
     def acquire(self, *, break_lease: bool = False) -> str | None:
         """Take the lease; returns a notice when it took over another job's, raises LeaseHeld
         when another job holds it. Writes nothing but the lease (and its heartbeat)."""
+        # Live before its lease exists: another thread of this process that reads the lease
+        # must not take this run for one left by a dead process with the same pid.
+        mine = self.owner.pid == os.getpid()
+        if mine:
+            _LIVE_RUNS.add(self.run)
+        try:
+            return self._acquire(break_lease)
+        except BaseException:
+            if mine and self.epoch is None:
+                _LIVE_RUNS.discard(self.run)
+            raise
+
+    def _acquire(self, break_lease: bool) -> str | None:
         notice = None
         for _ in range(8):  # each round loses only to a job that won a round
             now = time.time()
@@ -259,8 +272,6 @@ class Lease:
         """This run holds `epoch`: its first heartbeat, and the older epochs go (their jobs
         are dead or lost by now: only the newest lease counts)."""
         self.epoch = epoch
-        if self.owner.pid == os.getpid():
-            _LIVE_RUNS.add(self.run)
         beat(self.store, self.run)
         for older in range(1, epoch):
             self.store.delete(lease_key(older))
