@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 import tensorstore as ts
 import zarr
-from cloudvolume import CloudVolume
 from distributed import Client, LocalCluster
 from hypothesis import given
 from hypothesis import strategies as st
@@ -456,6 +455,9 @@ def _xyzc(vol: np.ndarray) -> np.ndarray:
 
 
 def _levels_precomputed(dest: pathlib.Path, count: int) -> list[list[np.ndarray]]:
+    # Imported here: the offline GPU run (benchmarks/gpu) has no CloudVolume, and the module's
+    # GPU tests need none.
+    CloudVolume = pytest.importorskip("cloudvolume").CloudVolume  # noqa: N806
     out = []
     for k in range(count):
         via_ts = ts.open(
