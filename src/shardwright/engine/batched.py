@@ -15,14 +15,13 @@ form, loop on the host.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 import numpy as np
 
 from shardwright.codecs import ByteCodec, byte_codec
-from shardwright.engine import cseg_batch
+from shardwright.engine import cseg_batch, receipt
 from shardwright.engine.aggregate import (
     EncodedChunks,
     ShardPieces,
@@ -31,6 +30,7 @@ from shardwright.engine.aggregate import (
     exclusive_scan,
     to_host,
 )
+from shardwright.engine.receipt import Receipt
 from shardwright.engine.scatter import precomputed_regions, scatter_zarr3
 from shardwright.engine.stages import Stages, timer
 from shardwright.formats import zarr3
@@ -39,7 +39,6 @@ from shardwright.plan import ConversionPlan, ShardTask, to_zarr_order
 from shardwright.store import Store
 
 Array = Any  # numpy.ndarray or cupy.ndarray
-Receipt = dict[str, Any]
 Block = tuple[tuple[int, int, int], Array]  # (first chunk (x, y, z), voxels [x, y, z, c])
 
 
@@ -111,13 +110,12 @@ def run_shard_batched(
     `device_budget`: encoded bytes kept on the device (default: the plan's spool budget);
     `stages`: where a benchmark collects the time of each stage.
     """
-    started = time.perf_counter()
-    before = store.requests.snapshot()
-    receipt = _produce(
-        plan, task, store, xp, compressor, resume, blocks, on_epoch, device_budget, stages
+    return receipt.measured(
+        store,
+        lambda: _produce(
+            plan, task, store, xp, compressor, resume, blocks, on_epoch, device_budget, stages
+        ),
     )
-    receipt["requests"] = store.requests.since(before)
-    return receipt | {"seconds": round(time.perf_counter() - started, 4)}
 
 
 def _produce(
@@ -151,23 +149,12 @@ def _produce(
         else:
             pieces = _zarr3_shard(plan, task, xp, compressor, epochs, held, stages)
         if pieces is None:
-            return _receipt(task, 0, 0, 0, empty=True)
+            return receipt.stored(task, 0, 0, 0, empty=True)
         with timer(stages)("write"):
             size, crc = store.write_object(task.key, pieces)
-        return _receipt(task, size, crc, len(held))
+        return receipt.stored(task, size, crc, len(held))
     finally:
         held.close()
-
-
-def _receipt(task: ShardTask, size: int, crc: int, chunks: int, empty: bool = False) -> Receipt:
-    return {
-        "key": task.key,
-        "size": size,
-        "crc32c": crc,
-        "chunks": chunks,
-        "resumed": False,
-        "empty": empty,
-    }
 
 
 def epoch_blocks(

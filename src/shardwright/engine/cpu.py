@@ -8,19 +8,17 @@ the coordinator folds into the manifest.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
 
 import numpy as np
 
+from shardwright.engine import receipt
+from shardwright.engine.receipt import Receipt
 from shardwright.formats import zarr3
 from shardwright.formats.shardfile import ShardFile
 from shardwright.lifecycle import journal
 from shardwright.plan import ConversionPlan, ShardTask, to_zarr_order
 from shardwright.store import Store
-
-Receipt = dict[str, Any]
 
 
 def run_shard(
@@ -37,14 +35,7 @@ def run_shard(
     `cells` replaces the source reads (pyramid levels above the base encode reduced voxels);
     it is not consumed when a sound shard is kept.
     """
-    started = time.perf_counter()
-    requests_before = store.requests.snapshot()
-    receipt = _produce(plan, task, store, resume, spool_dir, started, cells)
-    after = store.requests.snapshot()
-    receipt["requests"] = {
-        k: v - requests_before.get(k, 0) for k, v in after.items() if v - requests_before.get(k, 0)
-    }
-    return receipt
+    return receipt.measured(store, lambda: _produce(plan, task, store, resume, spool_dir, cells))
 
 
 def _produce(
@@ -53,7 +44,6 @@ def _produce(
     store: Store,
     resume: bool,
     spool_dir: str | None,
-    started: float,
     cells: Iterable[Cell] | None = None,
 ) -> Receipt:
     if resume:
@@ -66,26 +56,12 @@ def _produce(
     else:
         shard = _assemble_zarr3(plan, task, spool_dir, cells)
     if shard is None:  # every chunk was fill: zarr stores no shard at all
-        return _receipt(task, 0, 0, 0, started, empty=True)
+        return receipt.stored(task, 0, 0, 0, empty=True)
     try:
         size, crc = store.write_object(task.key, shard.pieces)
     finally:
         shard.close()
-    return _receipt(task, size, crc, shard.chunk_count, started)
-
-
-def _receipt(
-    task: ShardTask, size: int, crc: int, chunks: int, started: float, empty: bool = False
-) -> Receipt:
-    return {
-        "key": task.key,
-        "size": size,
-        "crc32c": crc,
-        "chunks": chunks,
-        "resumed": False,
-        "empty": empty,
-        "seconds": round(time.perf_counter() - started, 4),
-    }
+    return receipt.stored(task, size, crc, shard.chunk_count)
 
 
 # -- reading ------------------------------------------------------------------------------------

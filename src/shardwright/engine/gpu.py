@@ -15,8 +15,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from shardwright.engine.batched import BatchCompressor, Receipt, run_shard_batched
+from shardwright.engine.batched import BatchCompressor, run_shard_batched
 from shardwright.engine.nvcomp import ALGORITHMS, NvcompCompressor
+from shardwright.engine.receipt import Receipt
 from shardwright.plan import ConversionPlan, PlanError, ShardTask
 from shardwright.store import Store
 

@@ -26,7 +26,8 @@ import numpy as np
 from shardwright import pyramid
 from shardwright.downsample import downsample
 from shardwright.engine.batched import epoch_blocks, run_shard_batched
-from shardwright.engine.cpu import Receipt, block_cells, iter_chunks, run_shard
+from shardwright.engine.cpu import block_cells, iter_chunks, run_shard
+from shardwright.engine.receipt import Receipt
 from shardwright.lifecycle import journal
 from shardwright.plan import ConversionPlan, ShardTask
 from shardwright.store import Store
