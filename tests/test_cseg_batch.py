@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shardwright.codecs import EncodingError, chunk_encoding
+from shardwright.codecs import chunk_encoding
 from shardwright.engine import cseg_batch
 from shardwright.engine.cseg_batch import encode_batch
+from shardwright.errors import EncodingError
 
 
 def _reference(chunk_xyzc: np.ndarray, block: tuple[int, int, int]) -> bytes:

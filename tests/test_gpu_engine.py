@@ -19,7 +19,7 @@ from shardwright.engine.aggregate import EncodedChunks
 from shardwright.engine.batched import run_shard_batched
 from shardwright.engine.cpu import run_shard
 from shardwright.engine.nvcomp import NvcompCompressor, gzip_algorithm_type
-from shardwright.plan import PlanError
+from shardwright.errors import PlanError
 from shardwright.store import Store
 
 

@@ -26,10 +26,10 @@ import tensorstore as ts
 
 from shardwright import api
 from shardwright.cli import main as cli_main
-from shardwright.lifecycle.lease import Lease, LeaseHeld, Renewer, heartbeat_key, lease_key
+from shardwright.errors import LeaseHeld, LeaseLost, PlanError
+from shardwright.lifecycle.lease import Lease, Renewer, heartbeat_key, lease_key
 from shardwright.manifest import MANIFEST_KEY
-from shardwright.plan import PlanError
-from shardwright.store import LeaseLost, Store
+from shardwright.store import Store
 
 DRIVER = pathlib.Path(__file__).with_name("lifecycle_driver.py")
 A_OPTIONS = ["--chunk-size", "8,8,8", "--target-shard-bytes", "2048"]  # many small shards

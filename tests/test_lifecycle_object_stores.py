@@ -15,9 +15,9 @@ import tensorstore as ts
 from object_store_servers import GcsServer, S3Server
 
 from shardwright import api
-from shardwright.lifecycle.lease import Lease, LeaseHeld
+from shardwright.errors import LeaseHeld, PlanError
+from shardwright.lifecycle.lease import Lease
 from shardwright.manifest import MANIFEST_KEY
-from shardwright.plan import PlanError
 from shardwright.store import Store
 
 pytestmark = [pytest.mark.s3, pytest.mark.gcs]

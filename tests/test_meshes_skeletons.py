@@ -25,11 +25,11 @@ from segment_objects import (
 
 from shardwright import api
 from shardwright.cli import main as cli_main
+from shardwright.errors import PlanError
 from shardwright.formats import meshes, skeletons
 from shardwright.formats.sharding import ShardBuilder, ShardedReader, ShardingSpec
 from shardwright.manifest import MANIFEST_KEY
 from shardwright.objects import ObjectPlan
-from shardwright.plan import PlanError
 
 SEGMENTS = 3000
 SAMPLE = [2**64 - 1, 2**64 - 2, 2**63, 1, 2]

@@ -18,8 +18,9 @@ import zarr
 from object_store_servers import FaultyProxy, GcsServer, S3Server
 
 from shardwright import api
+from shardwright.errors import StoreError
 from shardwright.manifest import MANIFEST_KEY
-from shardwright.store import Store, StoreError
+from shardwright.store import Store
 
 pytestmark = [pytest.mark.s3, pytest.mark.gcs]
 SMALL = dict(chunk_size=(16, 16, 8), target_shard_bytes=16 * 1024)

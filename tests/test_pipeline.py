@@ -454,7 +454,7 @@ def test_package_level_plan_and_verify_are_the_api_after_any_import(
     np.save(tmp_path / "vol.npy", np.arange(20 * 18 * 16, dtype=np.uint16).reshape(20, 18, 16))
     script = f"""
 import shardwright
-from shardwright.plan import PlanError
+from shardwright.errors import PlanError
 import shardwright.verify
 the_plan = shardwright.plan({str(tmp_path / "vol.npy")!r}, {str(tmp_path / "out")!r},
                             chunk_size=(8, 8, 8))

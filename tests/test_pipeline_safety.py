@@ -19,9 +19,9 @@ import tensorstore as ts
 
 from shardwright import api
 from shardwright.engine import run_shard
+from shardwright.errors import PlanError
 from shardwright.lifecycle.journal import RECEIPTS
 from shardwright.manifest import MANIFEST_KEY
-from shardwright.plan import PlanError
 from shardwright.store import Store
 
 SLOW_DRIVER = textwrap.dedent("""

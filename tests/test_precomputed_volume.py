@@ -12,7 +12,8 @@ import pytest
 import tensorstore as ts
 from cloudvolume import CloudVolume
 
-from shardwright.codecs import EncodingError, chunk_encoding
+from shardwright.codecs import chunk_encoding
+from shardwright.errors import EncodingError
 from shardwright.precomputed import (
     InfoError,
     PrecomputedInfo,

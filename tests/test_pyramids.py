@@ -25,8 +25,8 @@ from hypothesis.extra import numpy as hnp
 from shardwright import api, downsample
 from shardwright.cli import main as cli_main
 from shardwright.engine.pyramid import run_pyramid_shard
+from shardwright.errors import PlanError
 from shardwright.manifest import MANIFEST_KEY
-from shardwright.plan import PlanError
 from shardwright.sources import NpySource, SourceHints
 from shardwright.store import Store
 

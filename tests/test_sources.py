@@ -19,7 +19,8 @@ import tensorstore as ts
 import tifffile
 import zarr
 
-from shardwright.sources import Source, SourceError, open_source
+from shardwright.errors import SourceError
+from shardwright.sources import Source, open_source
 
 X, Y, Z = 37, 29, 11
 ZYX = (Z, Y, X)

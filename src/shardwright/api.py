@@ -8,12 +8,13 @@ from typing import Any
 
 from dask.delayed import Delayed
 
+from shardwright.errors import LeaseHeld, PlanError
 from shardwright.graph import build_graph, execute, scheduler_address
 from shardwright.lifecycle.job import Job, mode_of
-from shardwright.lifecycle.lease import DEFAULT_TIMEOUT, LeaseHeld
+from shardwright.lifecycle.lease import DEFAULT_TIMEOUT
 from shardwright.objects import ObjectPlan, make_object_plan, object_source_info
 from shardwright.options import ConvertOptions
-from shardwright.plan import ConversionPlan, PlanError, make_plan
+from shardwright.plan import ConversionPlan, make_plan
 from shardwright.sources import Source
 from shardwright.store import Store
 from shardwright.verify import verify

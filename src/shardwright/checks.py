@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from shardwright.errors import PlanError
 from shardwright.manifest import MANIFEST_KEY
 from shardwright.options import ConvertOptions
 from shardwright.store import CONTROL_PREFIX
@@ -21,10 +22,6 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # Objects of a dataset that a scale directory must not shadow: the metadata, the manifest
 # and the job's own control prefix (see lifecycle/).
 RESERVED_NAMES = ("info", "zarr.json", MANIFEST_KEY, CONTROL_PREFIX.rstrip("/"))
-
-
-class PlanError(ValueError):
-    """A conversion that cannot be done as asked; raised before anything is written."""
 
 
 def check_size(size: Sequence[int], source: str) -> None:

@@ -30,12 +30,13 @@ from typing import Any
 
 import numpy as np
 
+from shardwright.arrays import Array
+
 try:  # C kernels for the common cases (built at install when a compiler is present)
     from shardwright import _reduce
 except ImportError:  # pragma: no cover - exercised by installs without a C compiler
     _reduce = None  # type: ignore[assignment]
 
-Array = Any  # numpy.ndarray or cupy.ndarray
 Factor = tuple[int, int, int]
 
 METHODS = ("average", "mode", "min", "max", "striding")

@@ -32,11 +32,12 @@ from dask.delayed import Delayed, delayed
 
 from shardwright.engine import run_shard
 from shardwright.engine.pyramid import Handoff, Piece, run_pyramid_shard
+from shardwright.errors import PlanError
 from shardwright.lifecycle import journal, lease
 from shardwright.lifecycle.job import Claim, begin
 from shardwright.manifest import build_manifest, metadata_digests, metadata_text, write_manifest
 from shardwright.objects import ObjectPlan, ObjectShardTask
-from shardwright.plan import ConversionPlan, PlanError, ShardTask
+from shardwright.plan import ConversionPlan, ShardTask
 from shardwright.store import JobRun, Store
 
 TASK_RETRIES = 3  # a shard lost with its worker is recomputed elsewhere

@@ -17,14 +17,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from shardwright import __version__
+from shardwright.errors import ManifestError
 from shardwright.store import Store
 
 MANIFEST_KEY = "shardwright-manifest.json"
 FORMATS = ("precomputed", "zarr3")
-
-
-class ManifestError(ValueError):
-    """A manifest (or job record) that is not what this project writes."""
 
 
 def metadata_text(document: dict[str, Any]) -> str:

@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
+from shardwright.errors import PlanError
 from shardwright.formats import meshes, skeletons
 from shardwright.formats.sharding import ShardingSpec
 from shardwright.options import ConvertOptions
-from shardwright.plan import PlanError
 from shardwright.plan import _bytes as human_bytes
 from shardwright.sources.kinds import HDF5_SUFFIXES, TIFF_SUFFIXES
 from shardwright.store import Store

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from shardwright import checks, downsample, pyramid
-from shardwright.checks import PlanError
 from shardwright.codecs import byte_codec
+from shardwright.errors import PlanError
 from shardwright.formats import ome_zarr
 from shardwright.formats.morton import compressed_morton_code, grid_bits, morton_bit_dims
 from shardwright.formats.precomputed_info import PrecomputedInfo, PrecomputedScale

@@ -15,13 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from shardwright.downsample import Factor, reduced_shape
+from shardwright.errors import PyramidError
 
 Triple = tuple[int, int, int]
 Box = tuple[Triple, Triple]  # [start, stop) per axis x, y, z
-
-
-class PyramidError(ValueError):
-    """A pyramid that cannot be built as asked."""
 
 
 @dataclass(frozen=True)

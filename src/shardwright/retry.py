@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from shardwright.errors import StoreError
+
 T = TypeVar("T")
 
 TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
@@ -28,10 +30,6 @@ _TRANSIENT_TEXT = re.compile(
     r"reset by peer|Broken pipe|IncompleteRead|Payload",
     re.IGNORECASE,
 )
-
-
-class StoreError(OSError):
-    """A request that failed for good; the message names the object and the cause."""
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,9 @@ from typing import Any, TypeVar
 
 import fsspec
 
+from shardwright.errors import LeaseLost, StoreError
 from shardwright.formats.shardfile import Piece, write_pieces
-from shardwright.retry import RequestCounter, StoreError, call_with_retries
+from shardwright.retry import RequestCounter, call_with_retries
 
 CONTROL_PREFIX = ".shardwright/"  # a job's own objects in its destination (lifecycle/)
 TMP_MARKER = ".shardwright-tmp-"
@@ -35,10 +36,6 @@ T = TypeVar("T")
 _MEMORY_CREATE = threading.Lock()  # memory:// is one process: a lock makes creation exclusive
 
 __all__ = ["CONTROL_PREFIX", "JobRun", "LeaseLost", "Store", "StoreError"]
-
-
-class LeaseLost(StoreError):
-    """The destination's lease no longer names this run: another job took it over."""
 
 
 @dataclass(frozen=True)

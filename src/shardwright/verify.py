@@ -34,13 +34,14 @@ import numpy as np
 
 from shardwright import pyramid
 from shardwright.downsample import downsample
+from shardwright.errors import ManifestError, ShardFormatError
 from shardwright.formats import ome_zarr, zarr3
 from shardwright.formats.precomputed_info import PrecomputedInfo
-from shardwright.formats.sharding import ShardedReader, ShardFormatError
+from shardwright.formats.sharding import ShardedReader
 from shardwright.integrity import check_precomputed_shard, check_zarr3_shard, stream_crc32c
 from shardwright.lifecycle.journal import JOB_KEY, RETIRED
 from shardwright.lifecycle.lease import current_lease
-from shardwright.manifest import ManifestError, owned_keys, read_manifest
+from shardwright.manifest import owned_keys, read_manifest
 from shardwright.plan import to_zarr_order
 from shardwright.sources import Source, open_source
 from shardwright.store import Store

@@ -10,7 +10,8 @@ import dataclasses
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from shardwright.codecs.base import ByteCodec, ChunkEncoding, EncodingError
+from shardwright.codecs.base import ByteCodec, ChunkEncoding
+from shardwright.errors import EncodingError
 
 if TYPE_CHECKING:
     from shardwright.codecs.blosc import BloscCodec

@@ -13,11 +13,9 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import DTypeLike
 
+from shardwright.errors import EncodingError
+
 Buffer = bytes | bytearray | memoryview
-
-
-class EncodingError(ValueError):
-    """An encoding that cannot store this data type / channel count / layer type."""
 
 
 @runtime_checkable

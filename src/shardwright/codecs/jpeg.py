@@ -13,7 +13,8 @@ import numpy as np
 import simplejpeg
 from numpy.typing import DTypeLike
 
-from shardwright.codecs.base import Buffer, EncodingError, as_xyzc, check_dtype
+from shardwright.codecs.base import Buffer, as_xyzc, check_dtype
+from shardwright.errors import EncodingError
 
 
 def to_image(chunk_xyzc: np.ndarray) -> np.ndarray:

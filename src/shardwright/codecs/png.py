@@ -12,8 +12,9 @@ from types import ModuleType
 import numpy as np
 from numpy.typing import DTypeLike
 
-from shardwright.codecs.base import Buffer, EncodingError, as_xyzc, check_channels, check_dtype
+from shardwright.codecs.base import Buffer, as_xyzc, check_channels, check_dtype
 from shardwright.codecs.jpeg import from_image, to_image
+from shardwright.errors import EncodingError
 
 PNG_DTYPES = ("uint8", "uint16")
 PNG_MAX_CHANNELS = 4

@@ -21,12 +21,12 @@ from typing import Any
 
 import numpy as np
 
+from shardwright.arrays import Array
 from shardwright.formats import zarr3
 from shardwright.formats.shardfile import Piece
 from shardwright.formats.sharding import ShardingSpec, precomputed_layout
 from shardwright.formats.spool import ChunkSpool
 
-Array = Any  # numpy.ndarray or cupy.ndarray
 ShardPieces = Callable[[], Iterator[Piece]]  # a shard's bytes in order; may be called again
 
 

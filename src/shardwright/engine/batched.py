@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from shardwright.arrays import Array
 from shardwright.codecs import ByteCodec, byte_codec
 from shardwright.engine import cseg_batch, receipt
 from shardwright.engine.aggregate import (
@@ -38,7 +39,6 @@ from shardwright.lifecycle import journal
 from shardwright.plan import ConversionPlan, ShardTask, to_zarr_order
 from shardwright.store import Store
 
-Array = Any  # numpy.ndarray or cupy.ndarray
 Block = tuple[tuple[int, int, int], Array]  # (first chunk (x, y, z), voxels [x, y, z, c])
 
 

@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.codecs.base import EncodingError
+from shardwright.arrays import Array
+from shardwright.errors import EncodingError
 
-Array = Any  # numpy.ndarray or cupy.ndarray
 _BITS = (0, 1, 2, 4, 8, 16, 32)
 _TABLE_OFFSET_LIMIT = 0xFFFFFF
 

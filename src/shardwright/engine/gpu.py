@@ -18,15 +18,11 @@ from typing import Any
 from shardwright.engine.batched import BatchCompressor, run_shard_batched
 from shardwright.engine.nvcomp import ALGORITHMS, NvcompCompressor
 from shardwright.engine.receipt import Receipt
-from shardwright.plan import ConversionPlan, PlanError, ShardTask
+from shardwright.errors import GpuUnavailable
+from shardwright.plan import ConversionPlan, ShardTask
 from shardwright.store import Store
 
 GPU_ENCODINGS = ("raw", "compressed_segmentation")
-
-
-class GpuUnavailable(PlanError):
-    """No usable CUDA device or CuPy, or a plan the GPU engine cannot run; raised before
-    anything is written."""
 
 
 @functools.cache

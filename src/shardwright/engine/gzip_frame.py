@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from shardwright.arrays import Array
 from shardwright.engine.aggregate import exclusive_scan, gather_segments
 
-Array = Any  # numpy.ndarray or cupy.ndarray
 # ID1 ID2, CM=8 (deflate), FLG=0, MTIME=0, XFL=0, OS=255 (unknown): a reproducible header.
 GZIP_HEADER = bytes([0x1F, 0x8B, 8, 0, 0, 0, 0, 0, 0, 0xFF])
 HEADER_BYTES, TRAILER_BYTES = len(GZIP_HEADER), 8

@@ -15,16 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from shardwright.arrays import Array
 from shardwright.engine.aggregate import exclusive_scan
-from shardwright.plan import PlanError
+from shardwright.errors import NvcompUnavailable
 
-Array = Any  # cupy.ndarray
 ALGORITHMS = {"gzip": "Gzip", "zstd": "Zstd"}
 _CODECS = threading.local()
-
-
-class NvcompUnavailable(PlanError):
-    """nvCOMP is not installed, or cannot compress this codec on the device."""
 
 
 def nvcomp_module() -> Any:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-Array = Any  # numpy.ndarray or cupy.ndarray
+from shardwright.arrays import Array
 
 
 def _regions(extent: int, chunk: int) -> list[tuple[int, int, int]]:

@@ -19,14 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from shardwright.errors import MeshFormatError
+
 MULTILOD_TYPE = "neuroglancer_multilod_draco"
 LEGACY_TYPE = "neuroglancer_legacy_mesh"
 IDENTITY_TRANSFORM = (1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0)
 LEGACY_QUANTIZATION_BITS = 16
-
-
-class MeshFormatError(ValueError):
-    """A mesh object or mesh `info` that does not follow the format."""
 
 
 # -- the multi-resolution manifest ------------------------------------------------------------

@@ -17,16 +17,13 @@ import numpy as np
 import numpy.typing as npt
 
 from shardwright.codecs import ChunkEncoding, chunk_encoding
+from shardwright.errors import InfoError
 from shardwright.formats.morton import compressed_morton_code
 from shardwright.formats.sharding import ShardingSpec
 
 VOLUME_TYPE = "neuroglancer_multiscale_volume"
 LAYER_TYPES = ("image", "segmentation")
 DATA_TYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "float32")
-
-
-class InfoError(ValueError):
-    """An `info` file (or a scale of it) that readers would reject."""
 
 
 def _triple(value: Any, name: str, kind: type = int, positive: bool = False) -> tuple[Any, ...]:

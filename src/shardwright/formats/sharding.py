@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from shardwright.codecs import byte_codec
+from shardwright.errors import ShardFormatError, ShardingSpecError
 from shardwright.formats.murmurhash import murmurhash3_x86_128_low64
 from shardwright.formats.shardfile import ShardFile
 from shardwright.formats.spool import DEFAULT_MEMORY_BUDGET, ChunkSpool
@@ -30,14 +31,6 @@ SHARDING_TYPE = "neuroglancer_uint64_sharded_v1"
 HASHES = ("identity", "murmurhash3_x86_128")
 ENCODINGS = ("raw", "gzip")
 _U64 = np.dtype("<u8")
-
-
-class ShardingSpecError(ValueError):
-    """A sharding specification that the format does not allow."""
-
-
-class ShardFormatError(ValueError):
-    """Bytes that are not a well-formed shard for the given spec."""
 
 
 def _bit_count(value: Any, name: str) -> int:

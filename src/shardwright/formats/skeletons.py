@@ -13,12 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from shardwright.errors import SkeletonFormatError
+
 SKELETON_TYPE = "neuroglancer_skeletons"
 ATTRIBUTE_TYPES = ("float32", "int8", "uint8", "int16", "uint16", "int32", "uint32")
-
-
-class SkeletonFormatError(ValueError):
-    """A skeleton or skeleton `info` that does not follow the format."""
 
 
 def vertex_attributes(info: Mapping[str, Any]) -> list[tuple[str, np.dtype, int]]:

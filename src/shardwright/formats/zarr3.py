@@ -36,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from shardwright.codecs import ByteCodec, byte_codec
+from shardwright.errors import ShardFormatError, ZarrMetadataError
 from shardwright.formats.shardfile import ShardFile
 from shardwright.formats.spool import DEFAULT_MEMORY_BUDGET, ChunkSpool
 
@@ -64,14 +65,6 @@ _U64 = np.dtype("<u8")
 _Coords = TypeVar("_Coords", bound=tuple[int, ...])
 _CRC_NBYTES = 4
 _MISSING_U64 = np.uint64(MISSING)
-
-
-class ShardFormatError(ValueError):
-    """Bytes that are not a well-formed `sharding_indexed` shard for the given grid."""
-
-
-class ZarrMetadataError(ValueError):
-    """A `zarr.json` (or metadata model) that shardwright cannot write or read."""
 
 
 # -- grid helpers ----------------------------------------------------------------------------

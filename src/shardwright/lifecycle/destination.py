@@ -17,16 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-from shardwright.checks import PlanError
+from shardwright.errors import DestinationError, ManifestError
 from shardwright.lifecycle import fingerprint as fingerprints
 from shardwright.lifecycle.journal import JOB_KEY, read_job
 from shardwright.lifecycle.lease import LEASE_NAME
-from shardwright.manifest import ManifestError, read_manifest
+from shardwright.manifest import read_manifest
 from shardwright.store import CONTROL_PREFIX, Store
-
-
-class DestinationError(PlanError):
-    """A destination this job must not write, as asked."""
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from shardwright.errors import StoreError
 from shardwright.lifecycle import fingerprint as fingerprints
 from shardwright.lifecycle import journal
 from shardwright.lifecycle.destination import (
@@ -43,7 +44,7 @@ from shardwright.lifecycle.lease import (
 )
 from shardwright.objects import ObjectPlan
 from shardwright.plan import ConversionPlan
-from shardwright.store import JobRun, Store, StoreError
+from shardwright.store import JobRun, Store
 
 MODES = ("new", "resume", "overwrite")
 LEASE_POLL_SECONDS = 5.0  # how often a job waiting for a lease looks again

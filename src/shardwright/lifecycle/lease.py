@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from shardwright import __version__
-from shardwright.checks import PlanError
+from shardwright.errors import LeaseHeld, PlanError
 from shardwright.store import CONTROL_PREFIX, JobRun, Store
 
 DEFAULT_TIMEOUT = 120.0  # seconds without a heartbeat before a lease may be taken over
@@ -39,10 +39,6 @@ LEASE_NAME = re.compile(r"lease-(\d{6,})\.json")
 # Runs this process owns: a lease naming this pid but none of these runs was left by an
 # earlier process that had the same pid (a restarted container).
 _LIVE_RUNS: set[str] = set()
-
-
-class LeaseHeld(PlanError):
-    """Another job holds the destination's lease."""
 
 
 def lease_key(epoch: int) -> str:

@@ -12,7 +12,8 @@ import os
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from shardwright.sources.base import ArraySource, Source, SourceError, SourceHints
+from shardwright.errors import SourceError
+from shardwright.sources.base import ArraySource, Source, SourceHints
 from shardwright.sources.kinds import HDF5_SUFFIXES, REMOTE_SCHEMES, TIFF_SUFFIXES, is_tiff_name
 from shardwright.sources.npy import NpySource
 

@@ -14,11 +14,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from shardwright.errors import SourceError
+
 Box = tuple[int, int, int]
-
-
-class SourceError(ValueError):
-    """A source that cannot be read as asked; the message names the source and the problem."""
 
 
 @dataclass(frozen=True)

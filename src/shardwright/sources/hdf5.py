@@ -8,7 +8,8 @@ from typing import Any
 import h5py
 import numpy as np
 
-from shardwright.sources.base import ArraySource, SourceError, axes_from_names, file_identity
+from shardwright.errors import SourceError
+from shardwright.sources.base import ArraySource, axes_from_names, file_identity
 
 
 class Hdf5Source(ArraySource):

@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.sources.base import ArraySource, SourceError, file_identity
+from shardwright.errors import SourceError
+from shardwright.sources.base import ArraySource, file_identity
 
 
 class NpySource(ArraySource):

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from shardwright.sources.base import SourceError, SourceHints
+from shardwright.errors import SourceError
+from shardwright.sources.base import SourceHints
 from shardwright.sources.tensorstore_array import TensorStoreSource, kvstore_spec, read_json
 
 

@@ -15,7 +15,8 @@ from urllib.parse import urlparse
 import numpy as np
 import tensorstore as ts
 
-from shardwright.sources.base import ArraySource, SourceError, SourceHints
+from shardwright.errors import SourceError
+from shardwright.sources.base import ArraySource, SourceHints
 
 # The metadata object of an array, by TensorStore driver: what identifies it.
 METADATA_KEYS = {"zarr3": "zarr.json", "zarr": ".zarray", "neuroglancer_precomputed": "info"}

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import tifffile
 
-from shardwright.sources.base import ArraySource, SourceError, axes_from_names, file_identity
+from shardwright.errors import SourceError
+from shardwright.sources.base import ArraySource, axes_from_names, file_identity
 from shardwright.sources.kinds import is_tiff_name
 
 # tifffile's axis codes: S are samples (RGB, or contiguous extra channels), C channels, and
