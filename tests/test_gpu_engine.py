@@ -20,6 +20,7 @@ from shardwright.engine.batched import run_shard_batched
 from shardwright.engine.cpu import run_shard
 from shardwright.engine.nvcomp import NvcompCompressor, gzip_algorithm_type
 from shardwright.errors import PlanError
+from shardwright.planning import capabilities
 from shardwright.store import Store
 
 
@@ -67,7 +68,7 @@ def test_without_cupy_the_gpu_engine_is_refused_clearly(
 def test_what_the_gpu_engine_does_not_encode_is_refused(tmp_path: pathlib.Path) -> None:
     plan = _plan(tmp_path, "uint8", encoding="jpeg")
     with pytest.raises(gpu.GpuUnavailable, match="use the CPU engine for jpeg"):
-        gpu.check_gpu_plan(plan)
+        capabilities.check_gpu_plan(plan)
 
 
 @pytest.mark.gpu
@@ -82,7 +83,7 @@ def test_gpu_shards_equal_the_cpu_engines(
     tmp_path: pathlib.Path, options: dict[str, Any], device_budget: int | None
 ) -> None:
     plan = dataclasses.replace(_plan(tmp_path, **options), epoch_shape_chunks=(2, 1, 2))
-    gpu.check_gpu_plan(plan)
+    capabilities.check_gpu_plan(plan)
     cpu, device = Store(str(tmp_path / "cpu")), Store(str(tmp_path / "gpu"))
     cupy = gpu.cupy_module()
     for task in plan.shards():

@@ -24,7 +24,7 @@ from distributed import Client, LocalCluster
 
 from shardwright import api
 from shardwright.manifest import MANIFEST_KEY
-from shardwright.plan import ConversionPlan
+from shardwright.planning import ConversionPlan
 from shardwright.store import TMP_MARKER
 
 OPTIONS: dict[str, Any] = dict(chunk_size=(16, 16, 16), target_shard_bytes=4096)

@@ -29,7 +29,7 @@ from shardwright.errors import PlanError
 from shardwright.formats import meshes, skeletons
 from shardwright.formats.sharding import ShardBuilder, ShardedReader, ShardingSpec
 from shardwright.manifest import MANIFEST_KEY
-from shardwright.objects import ObjectPlan
+from shardwright.planning.objects import ObjectPlan
 
 SEGMENTS = 3000
 SAMPLE = [2**64 - 1, 2**64 - 2, 2**63, 1, 2]

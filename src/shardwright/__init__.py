@@ -31,7 +31,7 @@ class _Package(types.ModuleType):
     """`shardwright.plan` and `shardwright.verify` are API functions that share their names
     with the submodules `plan.py` and `verify.py`. Importing a submodule sets it as an attribute
     of its package, which would hide the function; these properties win over that attribute
-    (the submodules stay importable by name: `from shardwright.plan import ...`)."""
+    (the submodules stay importable by name: `from shardwright.planning import ...`)."""
 
     @property
     def plan(self) -> Any:

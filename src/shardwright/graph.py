@@ -36,8 +36,8 @@ from shardwright.errors import PlanError
 from shardwright.lifecycle import journal, lease
 from shardwright.lifecycle.job import Claim, begin
 from shardwright.manifest import build_manifest, metadata_digests, metadata_text, write_manifest
-from shardwright.objects import ObjectPlan, ObjectShardTask
-from shardwright.plan import ConversionPlan, ShardTask
+from shardwright.planning import ConversionPlan, ShardTask
+from shardwright.planning.objects import ObjectPlan, ObjectShardTask
 from shardwright.store import JobRun, Store
 
 TASK_RETRIES = 3  # a shard lost with its worker is recomputed elsewhere
@@ -266,7 +266,7 @@ def build_graph(
     token = uuid.uuid4().hex[:8]
     # Mesh and skeleton tasks carry their own segment ids: the shared plan holds none.
     shared: Any = (
-        plan.without_ids()
+        plan.for_shard_tasks()
         if isinstance(plan, ObjectPlan)
         else dataclasses.replace(plan, companions=())
     )

@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 
-from shardwright import pyramid
 from shardwright.downsample import downsample
 from shardwright.errors import ManifestError, ShardFormatError
 from shardwright.formats import ome_zarr, zarr3
@@ -42,7 +41,7 @@ from shardwright.integrity import check_precomputed_shard, check_zarr3_shard, st
 from shardwright.lifecycle.journal import JOB_KEY, RETIRED
 from shardwright.lifecycle.lease import current_lease
 from shardwright.manifest import owned_keys, read_manifest
-from shardwright.plan import to_zarr_order
+from shardwright.planning import pyramid, to_zarr_order
 from shardwright.sources import Source, open_source
 from shardwright.store import Store
 

@@ -18,7 +18,7 @@ import numpy as np
 from shardwright.formats import meshes
 from shardwright.formats.sharding import ShardedReader, ShardingSpec
 from shardwright.integrity import check_precomputed_shard
-from shardwright.objects import LEGACY, MULTILOD, OBJECT_TYPES, SKELETONS, segment_id_of
+from shardwright.planning.objects import LEGACY, MULTILOD, OBJECT_TYPES, SKELETONS, segment_id_of
 from shardwright.store import Store
 
 

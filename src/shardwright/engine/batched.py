@@ -36,7 +36,7 @@ from shardwright.engine.scatter import precomputed_regions, scatter_zarr3
 from shardwright.engine.stages import Stages, timer
 from shardwright.formats import zarr3
 from shardwright.lifecycle import journal
-from shardwright.plan import ConversionPlan, ShardTask, to_zarr_order
+from shardwright.planning import ConversionPlan, ShardTask, to_zarr_order
 from shardwright.store import Store
 
 Block = tuple[tuple[int, int, int], Array]  # (first chunk (x, y, z), voxels [x, y, z, c])

@@ -17,7 +17,7 @@ from shardwright.engine.receipt import Receipt
 from shardwright.formats import zarr3
 from shardwright.formats.shardfile import ShardFile
 from shardwright.lifecycle import journal
-from shardwright.plan import ConversionPlan, ShardTask, to_zarr_order
+from shardwright.planning import ConversionPlan, ShardTask, to_zarr_order
 from shardwright.store import Store
 
 

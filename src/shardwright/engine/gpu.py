@@ -19,10 +19,8 @@ from shardwright.engine.batched import BatchCompressor, run_shard_batched
 from shardwright.engine.nvcomp import ALGORITHMS, NvcompCompressor
 from shardwright.engine.receipt import Receipt
 from shardwright.errors import GpuUnavailable
-from shardwright.plan import ConversionPlan, ShardTask
+from shardwright.planning import ConversionPlan, ShardTask
 from shardwright.store import Store
-
-GPU_ENCODINGS = ("raw", "compressed_segmentation")
 
 
 @functools.cache
@@ -41,21 +39,6 @@ def cupy_module() -> Any:
     except cupy.cuda.runtime.CUDARuntimeError as exc:
         raise GpuUnavailable(f"the GPU engine found no usable CUDA device ({exc})") from None
     return cupy
-
-
-def check_gpu_plan(plan: ConversionPlan) -> None:
-    """What the GPU engine cannot run, refused at plan time with the reason. (Whether this
-    machine has a GPU is checked when it runs the job: a laptop may plan for a GPU cluster.)"""
-    if plan.scattered:
-        raise GpuUnavailable(
-            "the GPU engine needs spatial-box shards (identity hash); murmurhash-sharded "
-            "volumes run on the CPU engine"
-        )
-    if plan.info is not None and plan.scale.encoding not in GPU_ENCODINGS:
-        raise GpuUnavailable(
-            f"the GPU engine encodes {' and '.join(GPU_ENCODINGS)}; "
-            f"use the CPU engine for {plan.scale.encoding}"
-        )
 
 
 def device_compressor(plan: ConversionPlan) -> BatchCompressor | None:

@@ -23,7 +23,7 @@ import numpy as np
 from shardwright.formats import meshes, skeletons
 from shardwright.formats.sharding import ShardBuilder
 from shardwright.lifecycle import journal
-from shardwright.objects import LEGACY, MULTILOD, SKELETONS, ObjectPlan, ObjectShardTask
+from shardwright.planning.objects import LEGACY, MULTILOD, SKELETONS, ObjectPlan, ObjectShardTask
 from shardwright.store import Store
 
 Receipt = dict[str, Any]

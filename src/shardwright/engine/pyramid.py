@@ -23,13 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from shardwright import pyramid
 from shardwright.downsample import downsample
 from shardwright.engine.batched import epoch_blocks, run_shard_batched
 from shardwright.engine.cpu import block_cells, iter_chunks, run_shard
 from shardwright.engine.receipt import Receipt
 from shardwright.lifecycle import journal
-from shardwright.plan import ConversionPlan, ShardTask
+from shardwright.planning import ConversionPlan, ShardTask, pyramid
 from shardwright.store import Store
 
 Piece = tuple[tuple[int, int, int], np.ndarray]  # (origin in the level's voxels, [x, y, z, c])

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from shardwright.plan import ShardTask
+from shardwright.planning import ShardTask
 from shardwright.store import Store
 
 Receipt = dict[str, Any]

@@ -42,8 +42,8 @@ from shardwright.lifecycle.lease import (
     check_free,
     release_run,
 )
-from shardwright.objects import ObjectPlan
-from shardwright.plan import ConversionPlan
+from shardwright.planning import ConversionPlan
+from shardwright.planning.objects import ObjectPlan
 from shardwright.store import JobRun, Store
 
 MODES = ("new", "resume", "overwrite")

@@ -18,7 +18,7 @@ import json
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -26,7 +26,8 @@ from shardwright.errors import PlanError
 from shardwright.formats import meshes, skeletons
 from shardwright.formats.sharding import ShardingSpec
 from shardwright.options import ConvertOptions
-from shardwright.plan import _bytes as human_bytes
+from shardwright.planning.base import OBJECTS
+from shardwright.planning.text import human_bytes
 from shardwright.sources.kinds import HDF5_SUFFIXES, TIFF_SUFFIXES
 from shardwright.store import Store
 
@@ -75,6 +76,9 @@ class ObjectPlan:
     ids_by_shard: np.ndarray = field(repr=False)  # uint64 ids, grouped by shard, each sorted
     shard_starts: np.ndarray = field(repr=False)  # [num_shards + 1] offsets into ids_by_shard
 
+    dataset: ClassVar[str] = OBJECTS
+    companions: ClassVar[tuple[()]] = ()  # meshes and skeletons have none
+
     @property
     def spool_budget(self) -> int:
         return self.options.memory_budget // 2
@@ -97,7 +101,7 @@ class ObjectPlan:
                 self.sharding.shard_filename(number), number, self.ids_by_shard[lo:hi]
             )
 
-    def without_ids(self) -> ObjectPlan:
+    def for_shard_tasks(self) -> ObjectPlan:
         """The plan as shard tasks need it (each task carries its own ids)."""
         empty = np.zeros(0, np.uint64)
         return dataclasses.replace(self, ids_by_shard=empty, shard_starts=empty)

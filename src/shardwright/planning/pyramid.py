@@ -14,11 +14,25 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from shardwright import downsample
 from shardwright.downsample import Factor, reduced_shape
-from shardwright.errors import PyramidError
+from shardwright.errors import PlanError, PyramidError
+from shardwright.options import ConvertOptions
+from shardwright.planning.text import xyz
 
 Triple = tuple[int, int, int]
 Box = tuple[Triple, Triple]  # [start, stop) per axis x, y, z
+
+# Memory shares of the per-task budget: what a base task hands to the next level (1/4), the
+# region an upper-level task holds (1/8, held twice: its inputs and the assembled region), the
+# slab a reduction works on (1/32, at most 2 MiB: cache-sized slabs reduce fastest; mode sorts
+# a copy of it).
+IMAGE_SHARE = 4
+REGION_SHARE = 8
+REDUCE_SLAB_SHARE = 32
+REDUCE_SLAB_MAX = 2 * 1024**2
 
 
 @dataclass(frozen=True)
@@ -53,8 +67,8 @@ def level_sizes(size: Triple, factor: Factor, mips: int | str, chunk: Triple) ->
         most += 1
     if most == 0:
         raise PyramidError(
-            f"a {_xyz(size)} volume is a single voxel along every downsampled axis of factor "
-            f"{_xyz(factor)}: there is nothing to downsample"
+            f"a {xyz(size)} volume is a single voxel along every downsampled axis of factor "
+            f"{xyz(factor)}: there is nothing to downsample"
         )
     if mips == "auto":
         wanted, probe = 0, size
@@ -65,8 +79,8 @@ def level_sizes(size: Triple, factor: Factor, mips: int | str, chunk: Triple) ->
         wanted = int(mips)
         if wanted > most:
             raise PyramidError(
-                f"--mips {wanted} is too many for a {_xyz(size)} volume with factor "
-                f"{_xyz(factor)}: level {most} is already one voxel along the downsampled "
+                f"--mips {wanted} is too many for a {xyz(size)} volume with factor "
+                f"{xyz(factor)}: level {most} is already one voxel along the downsampled "
                 f"axes; use --mips {most} or fewer (or auto)"
             )
     sizes = [size]
@@ -84,7 +98,7 @@ def level_resolution(
 def level_offset(offset: Triple, factor: Factor, level: int) -> Triple:
     out = offset
     for _ in range(level):
-        out = tuple(o // f for o, f in zip(out, factor, strict=True))  # type: ignore[assignment]
+        out = triple(o // f for o, f in zip(out, factor, strict=True))
     return out
 
 
@@ -99,7 +113,7 @@ def alignment_step(chunk: Triple, factor: Factor) -> Triple:
     Shard and epoch boxes that are multiples of this (or span the whole axis) never split a
     downsampling block, so each task reduces its own voxels exactly.
     """
-    return tuple(f // math.gcd(c, f) for c, f in zip(chunk, factor, strict=True))  # type: ignore[return-value]
+    return triple(f // math.gcd(c, f) for c, f in zip(chunk, factor, strict=True))
 
 
 def box_aligned(box: Sequence[int], grid: Sequence[int], step: Sequence[int]) -> bool:
@@ -130,12 +144,56 @@ def intersect(a: Box, b: Box) -> Box | None:
     stop = tuple(min(x, y) for x, y in zip(a[1], b[1], strict=True))
     if any(lo >= hi for lo, hi in zip(start, stop, strict=True)):
         return None
-    return start, stop  # type: ignore[return-value]
+    return triple(start), triple(stop)
 
 
 def box_shape(box: Box) -> Triple:
-    return tuple(b - a for a, b in zip(box[0], box[1], strict=True))  # type: ignore[return-value]
+    return triple(b - a for a, b in zip(box[0], box[1], strict=True))
 
 
-def _xyz(values: Any) -> str:
-    return " x ".join(str(v) for v in values)
+# -- what is asked for, and what each level's shards may be ---------------------------------------
+def requested(
+    options: ConvertOptions, layer_type: str, dtype: np.dtype, size: Triple, chunk: Triple
+) -> tuple[Pyramid, list[Triple]] | None:
+    """The pyramid asked for (and every level's size), validated; None without --mips."""
+    if options.mips in (None, 0):
+        if options.factor is not None or options.downsample is not None:
+            raise PlanError("--factor and --downsample shape a pyramid: add --mips N or auto")
+        return None
+    if options.hash not in (None, "identity"):
+        raise PlanError(
+            f"pyramids need spatial-box shards (identity hash), not {options.hash}: each "
+            "shard task reduces its own box for the next level"
+        )
+    try:
+        factor = downsample.check_factor(options.factor or (2, 2, 2))
+        method = options.downsample or downsample.default_method(layer_type)
+        downsample.check_method(method, dtype, layer_type)
+        sizes = level_sizes(size, factor, options.mips, chunk)
+    except ValueError as exc:
+        raise PlanError(str(exc)) from exc
+    return Pyramid(factor, method, len(sizes)), sizes
+
+
+def box_limits(
+    pyramid: Pyramid | None, budget: int, chunk: Triple, raw_chunk: int, base: bool
+) -> tuple[int | None, Triple]:
+    """(most chunks per shard, alignment step in chunks) for one level's shards.
+
+    A base task's reduced output (1/prod(factor) of its region) and an upper task's region
+    must fit their shares of the budget; shard extents stay whole downsampling blocks.
+    """
+    if pyramid is None:
+        return None, (1, 1, 1)
+    share = math.prod(pyramid.factor) * budget // IMAGE_SHARE if base else budget // REGION_SHARE
+    return max(1, share // raw_chunk), alignment_step(chunk, pyramid.factor)
+
+
+def check_aligned(level: int, box: tuple[int, ...], grid: tuple[int, ...], step: Triple) -> None:
+    """Refuse shards that would split downsampling blocks between two tasks."""
+    if not box_aligned(box, grid, step):
+        raise PlanError(
+            f"pyramid level {level}: shards of {xyz(box)} chunks would split downsampling "
+            f"blocks between shards; give shard sizes that are multiples of "
+            f"{xyz(step)} chunks (or use a chunk size divisible by the factor)"
+        )

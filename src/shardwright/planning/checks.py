@@ -16,6 +16,7 @@ import numpy as np
 from shardwright.errors import PlanError
 from shardwright.manifest import MANIFEST_KEY
 from shardwright.options import ConvertOptions
+from shardwright.planning.text import xyz
 from shardwright.store import CONTROL_PREFIX
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -27,14 +28,14 @@ RESERVED_NAMES = ("info", "zarr.json", MANIFEST_KEY, CONTROL_PREFIX.rstrip("/"))
 def check_size(size: Sequence[int], source: str) -> None:
     if any(int(s) <= 0 for s in size):
         raise PlanError(
-            f"{source} has a zero-length axis (size x,y,z = {_xyz(size)}): nothing to convert"
+            f"{source} has a zero-length axis (size x,y,z = {xyz(size, ',')}): nothing to convert"
         )
 
 
 def check_resolution(resolution: Sequence[float]) -> None:
     if len(resolution) != 3 or not all(math.isfinite(r) and r > 0 for r in resolution):
         raise PlanError(
-            f"resolution must be three finite positive numbers x,y,z, got {_xyz(resolution)}"
+            f"resolution must be three finite positive numbers x,y,z, got {xyz(resolution, ',')}"
         )
 
 
@@ -42,11 +43,11 @@ def check_voxel_offset(offset: Sequence[int], size: Sequence[int]) -> None:
     """Every voxel coordinate, offset included, must fit a signed 64-bit integer: what
     `info` readers (TensorStore, Neuroglancer) and OME-Zarr translations store."""
     if len(offset) != 3:
-        raise PlanError(f"voxel offset must be three integers x,y,z, got {_xyz(offset)}")
+        raise PlanError(f"voxel offset must be three integers x,y,z, got {xyz(offset, ',')}")
     for axis, start, extent in zip("xyz", offset, size, strict=True):
         if start < INT64_MIN or start + extent - 1 > INT64_MAX:
             raise PlanError(
-                f"voxel offset {_xyz(offset)}: the {axis} coordinates {start} .. "
+                f"voxel offset {xyz(offset, ',')}: the {axis} coordinates {start} .. "
                 f"{start + extent - 1} do not fit a signed 64-bit integer"
             )
 
@@ -121,7 +122,3 @@ def _refuse_given(options: Mapping[str, object], where: str) -> None:
     for flag, value in options.items():
         if value is not None:
             raise PlanError(f"{flag} applies to {where}")
-
-
-def _xyz(values: Sequence[object]) -> str:
-    return ",".join(str(v) for v in values)

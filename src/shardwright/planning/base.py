@@ -1,0 +1,69 @@
+"""What every plan offers the graph, the lifecycle and the front ends.
+
+Two kinds of plan exist: a volume's (`volume.ConversionPlan`) and a directory of meshes or
+skeletons' (`objects.ObjectPlan`). Callers use them through this protocol and branch, where
+they must, on `dataset` ("volume" or "objects"), never on the class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from shardwright.options import ConvertOptions
+
+VOLUME, OBJECTS = "volume", "objects"
+
+
+class ShardOfPlan(Protocol):
+    """One output shard as a plan lists it: its key and how many chunks/objects it holds."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def chunk_count(self) -> int: ...
+
+
+class Plan(Protocol):
+    """A decided conversion of one dataset (plus, for a volume, its companion datasets)."""
+
+    @property
+    def dataset(self) -> str:
+        """`VOLUME` or `OBJECTS`: which shard task writes this plan's shards."""
+        ...
+
+    @property
+    def dest(self) -> str: ...
+
+    @property
+    def options(self) -> ConvertOptions: ...
+
+    @property
+    def companions(self) -> tuple[Plan, ...]:
+        """Datasets written by the same job, each below DEST (meshes, skeletons)."""
+        ...
+
+    @property
+    def shard_count(self) -> int: ...
+
+    @property
+    def spool_budget(self) -> int:
+        """Encoded bytes a shard task keeps in memory before spilling to local disk."""
+        ...
+
+    def shards(self) -> Iterator[Any]:
+        """Every non-empty shard (a `ShardOfPlan`), generated lazily in a fixed order."""
+        ...
+
+    def for_shard_tasks(self) -> Plan:
+        """The plan as each shard task needs it (companions and per-shard data dropped)."""
+        ...
+
+    def metadata_documents(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every metadata object (key, JSON), the root one last."""
+        ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def report(self) -> str: ...

@@ -1,0 +1,51 @@
+"""A segmentation's meshes and skeletons planned into the same job as the volume."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from shardwright.errors import PlanError
+from shardwright.options import ConvertOptions
+from shardwright.planning.objects import ObjectPlan, make_object_plan, object_source_info
+from shardwright.planning.volume import ConversionPlan
+from shardwright.sources import Source
+from shardwright.store import Store
+
+
+def with_companions(
+    volume: ConversionPlan, source: str | Source, dest: str, options: ConvertOptions
+) -> ConversionPlan:
+    """The volume plan plus the plans of the meshes / skeletons its source `info` names,
+    each to the same sub-directory of DEST, which the volume's `info` then names too."""
+    if not isinstance(source, str) or volume.info is None:
+        raise PlanError("--with-meshes / --with-skeletons need a precomputed volume source")
+    store = Store(source, options.source_storage_options)
+    try:
+        source_info = json.loads(store.read("info"))
+    except FileNotFoundError:
+        raise PlanError(f"{source} has no info: only precomputed volumes name meshes") from None
+    wanted = [("mesh", options.with_meshes), ("skeletons", options.with_skeletons)]
+    companions: list[ObjectPlan] = []
+    names: dict[str, Any] = {}
+    for member, asked in wanted:
+        if not asked:
+            continue
+        name = source_info.get(member)
+        if not isinstance(name, str) or not name or name.startswith("/") or ".." in name:
+            raise PlanError(
+                f"--with-{'meshes' if member == 'mesh' else 'skeletons'}: {source}/info names no "
+                f"{member} directory"
+            )
+        path, out = f"{source.rstrip('/')}/{name}", f"{dest.rstrip('/')}/{name}"
+        info = object_source_info(path, options.source_storage_options)
+        if info is None:
+            raise PlanError(f"{path} has no mesh or skeleton info")
+        companions.append(make_object_plan(path, out, options, info))
+        names[member] = name
+    return dataclasses.replace(
+        volume,
+        info=dataclasses.replace(volume.info, **names),
+        companions=tuple(companions),
+    )

@@ -1,0 +1,113 @@
+"""The geometry every volume plan starts from, and the arithmetic on it.
+
+`Geometry` is what is decided about a volume before sharding: the source and destination,
+the options, layer type, data type, channels, size, chunk size, offset, resolution and the
+pyramid asked for. The sharding choice (`sharding.py`) and the plan builders (`builder.py`,
+`levels.py`) read it; `ConversionPlan` carries the same fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from shardwright.errors import PlanError
+from shardwright.options import ConvertOptions
+from shardwright.planning.pyramid import Pyramid, Triple
+from shardwright.planning.text import xyz
+from shardwright.sources import Source
+
+DEFAULT_CHUNK: Triple = (64, 64, 64)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """A volume's layout, decided from the source and the options (x, y, z order)."""
+
+    source: Source
+    dest: str
+    options: ConvertOptions
+    layer_type: str
+    dtype: np.dtype
+    num_channels: int
+    size: Triple
+    chunk_size: Triple
+    voxel_offset: Triple
+    resolution: tuple[float, float, float]
+    pyramid: Pyramid | None = None  # None: a single level
+
+    @property
+    def grid(self) -> Triple:
+        """Chunks per axis."""
+        x, y, z = (math.ceil(s / c) for s, c in zip(self.size, self.chunk_size, strict=True))
+        return (x, y, z)
+
+    @property
+    def raw_chunk_bytes(self) -> int:
+        return math.prod(self.chunk_size) * self.num_channels * self.dtype.itemsize
+
+    @property
+    def epoch_budget(self) -> int:
+        """Raw bytes of one epoch: a quarter of the budget, an eighth with pyramids (whose
+        tasks also hold reduced output and a reduction slab)."""
+        return self.options.memory_budget // (8 if self.pyramid is not None else 4)
+
+    def plan_fields(self) -> dict[str, Any]:
+        """The fields as keyword arguments of `ConversionPlan` (which carries them all)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def chunk_size(requested: tuple[int, int, int] | None, size: tuple[int, ...]) -> Triple:
+    """The chunk size asked for, checked against the volume; by default 64^3 clipped to it."""
+    if requested is None:
+        x, y, z = (min(c, s) for c, s in zip(DEFAULT_CHUNK, size, strict=True))
+        return (x, y, z)
+    if len(requested) != 3 or any(int(c) <= 0 for c in requested):
+        raise PlanError(f"chunk size must be three positive integers x,y,z, got {requested}")
+    if any(c > s for c, s in zip(requested, size, strict=True)):
+        raise PlanError(
+            f"chunk size {xyz(requested)} does not fit the volume size {xyz(size)} (x,y,z)"
+        )
+    return (int(requested[0]), int(requested[1]), int(requested[2]))
+
+
+def epoch_shape(
+    shard_chunks: tuple[int, ...],
+    raw_chunk: int,
+    budget: int,
+    step: Triple = (1, 1, 1),
+) -> Triple:
+    """Largest sub-box of a shard (in chunks) whose raw bytes fit the epoch budget.
+
+    Splits z first, then y, then x: a C-order (z, y, x) source reads whole z-slabs
+    contiguously. Extents stay multiples of `step` (pyramids: whole downsampling blocks).
+    """
+    shape = list(shard_chunks)
+    for dim in (2, 1, 0):
+        while shape[dim] > step[dim] and math.prod(shape) * raw_chunk > budget:
+            shape[dim] = max(step[dim], math.ceil(shape[dim] / 2 / step[dim]) * step[dim])
+    return (shape[0], shape[1], shape[2])
+
+
+def output_axes(source_axes: str, num_channels: int) -> str:
+    """Zarr output keeps the source's axis order (a source without 'c' has one channel)."""
+    if "c" not in source_axes and num_channels != 1:
+        raise PlanError(f"source axes {source_axes!r} have no 'c' but {num_channels} channels")
+    return source_axes
+
+
+def to_axes(values_xyz: Any, channel_value: int, axes: str) -> list[int]:
+    """x, y, z values (and one for c) in the order of `axes`."""
+    lookup = {"x": values_xyz[0], "y": values_xyz[1], "z": values_xyz[2], "c": channel_value}
+    return [lookup[a] for a in axes]
+
+
+def to_zarr_order(block_xyzc: np.ndarray, axes: str) -> np.ndarray:
+    """View an [x, y, z, c] block in the zarr output's axis order (c dropped when absent)."""
+    if "c" not in axes:
+        return np.transpose(block_xyzc[..., 0], tuple("xyz".index(a) for a in axes))
+    return np.transpose(block_xyzc, tuple("xyzc".index(a) for a in axes))

@@ -1,0 +1,110 @@
+"""Planning a pyramid's levels above the base.
+
+Every level is planned like the base (chunk size clipped to the level, sharding chosen per
+level), with shard and epoch boxes on whole downsampling blocks so each task reduces its own
+voxels exactly, and sized so that what a task hands to the next level fits the budget. The
+base plan carries the upper levels' plans (`level_plan(k)`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from shardwright.errors import PlanError
+from shardwright.planning import pyramid, sharding
+from shardwright.planning.pyramid import Triple
+from shardwright.planning.text import human_bytes, xyz
+from shardwright.planning.volume import ConversionPlan
+
+
+def add_levels(base: ConversionPlan, sizes: list[Triple]) -> ConversionPlan:
+    """The base plan with the plans of every level above it (and, for precomputed, an `info`
+    listing every scale)."""
+    pyr = base.pyramid
+    assert pyr is not None
+    options = base.options
+    budget = options.memory_budget
+    if base.image_bytes > budget // 2:
+        raise PlanError(
+            f"pyramid level 0: shards hand {human_bytes(base.image_bytes)} to the next level, more "
+            f"than half the {human_bytes(budget)} memory budget allows; use a chunk size divisible "
+            "by the factor, smaller shards or a larger --memory-budget"
+        )
+    # Explicit sharding choices are for the base level; upper levels are planned here.
+    auto = dataclasses.replace(
+        options, preshift_bits=None, minishard_bits=None, shard_bits=None, shard_shape=None
+    )
+    levels: list[dict[str, Any]] = []
+    for k in range(1, len(sizes)):
+        size = sizes[k]
+        chunk = pyramid.triple(min(c, s) for c, s in zip(base.chunk_size, size, strict=True))
+        grid = tuple(math.ceil(s / c) for s, c in zip(size, chunk, strict=True))
+        raw_chunk = math.prod(chunk) * base.num_channels * base.dtype.itemsize
+        max_chunks, step = pyramid.box_limits(pyr, budget, chunk, raw_chunk, base=False)
+        if k + 1 == len(sizes):
+            step = (1, 1, 1)  # the top level is not reduced further
+        x, y, z = pyramid.level_resolution(base.resolution, pyr.factor, k)
+        resolution = (x, y, z)
+        level: dict[str, Any] = dict(
+            level=k,
+            size=size,
+            chunk_size=chunk,
+            resolution=resolution,
+            voxel_offset=pyramid.level_offset(base.voxel_offset, pyr.factor, k),
+        )
+        if base.info is not None:
+            spec, _, box = sharding.choose_sharding(
+                auto, grid, raw_chunk * base.encoded_ratio, base.sharding.data_encoding,
+                max_chunks=max_chunks, step=step,
+            )  # fmt: skip
+            try:
+                level["scale"] = dataclasses.replace(
+                    base.scale,
+                    key=pyramid.scale_key(resolution),
+                    size=size,
+                    resolution=resolution,
+                    chunk_size=chunk,
+                    voxel_offset=level["voxel_offset"],
+                    sharding=spec,
+                )
+            except ValueError as exc:
+                raise PlanError(f"pyramid level {k}: {exc}") from exc
+        else:
+            assert base.zarr is not None
+            box = sharding.zarr_box(auto, grid, raw_chunk * base.encoded_ratio, max_chunks, step)
+            by_axis = dict(zip("xyz", size, strict=True), c=base.num_channels)
+            by_chunk = dict(zip("xyz", chunk, strict=True), c=base.num_channels)
+            by_shard = {a: b * c for a, b, c in zip("xyz", box, chunk, strict=True)}
+            by_shard["c"] = base.num_channels
+            axes = base.zarr_axes
+            level["zarr"] = dataclasses.replace(
+                base.zarr,
+                shape=tuple(by_axis[a] for a in axes),
+                shard_shape=tuple(by_shard[a] for a in axes),
+                chunk_shape=tuple(by_chunk[a] for a in axes),
+            )
+        pyramid.check_aligned(k, box, grid, step)
+        if math.prod(box) * raw_chunk > budget // 2:
+            raise PlanError(
+                f"pyramid level {k}: shards of {xyz(box)} chunks "
+                f"({human_bytes(math.prod(box) * raw_chunk)}) are needed to keep downsampling "
+                f"blocks whole, more than half the {human_bytes(budget)} memory budget; use a "
+                "chunk size divisible by the factor or a larger --memory-budget"
+            )
+        level["shard_shape_chunks"] = box
+        level["epoch_shape_chunks"] = box  # an upper task holds its whole region
+        levels.append(level)
+    info = base.info
+    if info is not None:
+        try:
+            info = dataclasses.replace(
+                info, scales=(base.scale, *(level.pop("scale") for level in levels))
+            )
+        except ValueError as exc:
+            raise PlanError(f"pyramid scales: {exc}") from exc
+    upper = tuple(
+        dataclasses.replace(base, info=info, scattered=False, upper=(), **level) for level in levels
+    )
+    return dataclasses.replace(base, info=info, upper=upper)

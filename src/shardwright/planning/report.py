@@ -1,0 +1,78 @@
+"""The plan report `shardwright plan` prints: a volume plan's `describe()` as text."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from shardwright.planning.text import human_bytes as _bytes
+from shardwright.planning.text import xyz as _xyz
+
+
+def volume_report(d: dict[str, Any], epoch_bytes: int, companions: Sequence[str] = ()) -> str:
+    """Lines of the report of a volume plan described by `d` (`ConversionPlan.describe()`),
+    followed by the reports of its companion datasets."""
+    scattered = d["shard_shape_chunks_xyz"] is None
+    lines = [
+        f"source       {d['source']}",
+        f"destination  {d['destination']}  ({d['format']})",
+        f"volume       {_xyz(d['size_xyz'])} voxels, {d['data_type']} x {d['channels']} "
+        f"channel(s), {d['layer_type']}",
+        f"chunks       {_xyz(d['chunk_size_xyz'])} voxels; grid {_xyz(d['grid_xyz'])} = "
+        f"{d['chunks']:,} chunks; sampled encoded/raw ratio {d['encoded_ratio_sampled']}",
+    ]
+    if scattered:
+        lines.append(
+            f"shards       {d['shards']:,} hashed shards (chunks scattered in space), "
+            f"~{d['chunks_per_shard']:,} chunks each"
+        )
+    else:
+        lines.append(
+            f"shards       {d['shards']:,} shards of "
+            f"{_xyz(d['shard_shape_chunks_xyz'])} chunks "
+            f"({d['chunks_per_shard']:,} chunks)"
+        )
+    lines.append(f"bytes/shard  ~{_bytes(d['estimated_bytes_per_shard'])} encoded")
+    if "sharding" in d:
+        spec = d["sharding"]
+        lines.append(
+            f"sharding     {spec['hash']}, preshift {spec['preshift_bits']}, minishard "
+            f"{spec['minishard_bits']} ({2 ** spec['minishard_bits']} per shard), shard "
+            f"{spec['shard_bits']}; data {spec['data_encoding']}, index "
+            f"{spec['minishard_index_encoding']}"
+        )
+        minishard = d["minishard_index_bytes"]
+        lines.append(
+            f"indexes      shard index {_bytes(d['shard_index_bytes'])}"
+            + (f", minishard index <= {_bytes(minishard)}" if minishard else "")
+        )
+        lines.append(f"scale        {d['scale_key']}, encoding {d['encoding']}")
+    else:
+        lines.append(
+            f"zarr         axes {d['zarr_axes']}, shape {d['zarr_shape']}, shard "
+            f"{d['zarr_shard_shape']}, chunk {d['zarr_chunk_shape']}; "
+            f"shard index {_bytes(d['shard_index_bytes'])}"
+        )
+    if "pyramid" in d:
+        pyr = d["pyramid"]
+        lines.append(
+            f"pyramid      {pyr['levels']} levels, factor {_xyz(pyr['factor_xyz'])}, "
+            f"downsample {pyr['method']}; source read once, levels chained"
+        )
+        for row in d["levels"]:
+            lines.append(
+                f"level {row['level']:<6} {row['key']}: {_xyz(row['size_xyz'])} voxels, "
+                f"chunk {_xyz(row['chunk_size_xyz'])}, {row['shards']:,} shard(s) of "
+                f"{_xyz(row['shard_shape_chunks_xyz'])} chunks, "
+                f"~{_bytes(row['estimated_bytes_per_shard'])}/shard, peak per task ~"
+                f"{_bytes(row['estimated_peak_bytes_per_task'])}"
+            )
+    lines.append(
+        f"memory       epoch {_xyz(d['epoch_shape_chunks_xyz'])} chunks "
+        f"({_bytes(epoch_bytes)}); peak per task ~"
+        f"{_bytes(d['estimated_peak_bytes_per_task'])} of "
+        f"{_bytes(d['memory_budget_per_task'])} budget"
+    )
+    for companion in companions:
+        lines += ["", companion]
+    return "\n".join(lines)

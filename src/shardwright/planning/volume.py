@@ -1,0 +1,437 @@
+"""A volume's plan: what is decided before any byte is written, and what follows from it.
+
+`ConversionPlan` holds a volume's geometry, its sharding (precomputed `info` or zarr3
+metadata), the shard and epoch shapes and, for pyramids, the plans of the levels above; from
+them it derives the shard list (a generator: a million shards are a few numbers, not a million
+objects), the epochs of a shard, the memory a task needs, which tasks feed which between
+pyramid levels, and the metadata documents. `builder.py` makes plans.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from shardwright import downsample
+from shardwright.formats import ome_zarr
+from shardwright.formats.morton import compressed_morton_code
+from shardwright.formats.precomputed_info import PrecomputedInfo, PrecomputedScale
+from shardwright.formats.sharding import ShardingSpec
+from shardwright.formats.zarr3 import ZarrArrayMetadata
+from shardwright.options import ConvertOptions
+from shardwright.planning import pyramid, report
+from shardwright.planning.base import VOLUME, Plan
+from shardwright.planning.geometry import output_axes, to_axes
+from shardwright.planning.pyramid import REDUCE_SLAB_MAX, REDUCE_SLAB_SHARE, Box, Pyramid
+from shardwright.sources import Source
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """One output object and the chunks (grid coordinates x, y, z) that go into it."""
+
+    key: str
+    chunk_start: tuple[int, int, int]
+    chunk_stop: tuple[int, int, int]
+    shard_number: int | None = None  # precomputed
+    scattered: bool = False  # chunks are spread through the grid (non-box sharding)
+    level: int = 0  # pyramid level (0: the base)
+
+    @property
+    def chunk_count(self) -> int:
+        return math.prod(b - a for a, b in zip(self.chunk_start, self.chunk_stop, strict=True))
+
+
+@dataclass(frozen=True)
+class ConversionPlan:
+    source: Source
+    dest: str
+    options: ConvertOptions
+    layer_type: str
+    dtype: np.dtype
+    num_channels: int
+    size: tuple[int, int, int]
+    chunk_size: tuple[int, int, int]
+    voxel_offset: tuple[int, int, int]
+    resolution: tuple[float, float, float]
+    encoded_ratio: float
+    shard_shape_chunks: tuple[int, int, int]  # box mode; for scattered shards: the whole grid
+    scattered: bool
+    epoch_shape_chunks: tuple[int, int, int]
+    info: PrecomputedInfo | None = None
+    zarr: ZarrArrayMetadata | None = None
+    level: int = 0  # which pyramid level this plan describes (0: the base)
+    pyramid: Pyramid | None = None  # None: a single level, written exactly as without pyramids
+    upper: tuple[ConversionPlan, ...] = ()  # on the base plan: the plans of levels 1, 2, ...
+    # Meshes / skeletons converted in the same job (objects.ObjectPlan, --with-meshes,
+    # --with-skeletons): each writes its own directory, info and manifest below DEST.
+    companions: tuple[Plan, ...] = ()
+
+    dataset: ClassVar[str] = VOLUME
+
+    # -- geometry -------------------------------------------------------------------------------
+    @property
+    def format(self) -> str:
+        return self.options.format
+
+    @property
+    def scale(self) -> PrecomputedScale:
+        assert self.info is not None
+        return self.info.scales[self.level]
+
+    @property
+    def sharding(self) -> ShardingSpec:
+        spec = self.scale.sharding
+        assert spec is not None
+        return spec
+
+    @property
+    def grid_shape(self) -> tuple[int, int, int]:
+        return pyramid.triple(
+            math.ceil(s / c) for s, c in zip(self.size, self.chunk_size, strict=True)
+        )
+
+    @property
+    def chunk_count(self) -> int:
+        return math.prod(self.grid_shape)
+
+    @property
+    def raw_chunk_bytes(self) -> int:
+        return math.prod(self.chunk_size) * self.num_channels * self.dtype.itemsize
+
+    @property
+    def shard_grid_shape(self) -> tuple[int, int, int]:
+        return pyramid.triple(
+            math.ceil(g / s) for g, s in zip(self.grid_shape, self.shard_shape_chunks, strict=True)
+        )
+
+    @property
+    def shard_count(self) -> int:
+        if self.scattered:
+            return len(self._scattered_shard_numbers_present)
+        return math.prod(self.shard_grid_shape)
+
+    @property
+    def chunks_per_shard(self) -> int:
+        return (
+            math.prod(self.shard_shape_chunks)
+            if not self.scattered
+            else max(1, math.ceil(self.chunk_count / max(1, self.shard_count)))
+        )
+
+    @property
+    def estimated_shard_bytes(self) -> int:
+        return int(self.chunks_per_shard * self.raw_chunk_bytes * self.encoded_ratio)
+
+    @property
+    def epoch_bytes(self) -> int:
+        return math.prod(self.epoch_shape_chunks) * self.raw_chunk_bytes
+
+    @property
+    def spool_budget(self) -> int:
+        """Encoded bytes a shard task keeps in memory before spilling to local disk."""
+        return self.options.memory_budget // (2 if self.pyramid is None else 4)
+
+    @property
+    def peak_task_bytes(self) -> int:
+        """Modelled peak: one epoch read + its chunk copies + encoded chunks held in memory.
+
+        Pyramid tasks also hold their reduced output for the next level and a reduction slab;
+        an upper-level task holds its region twice (inputs and assembled) instead of epochs.
+        """
+        held = min(self.estimated_shard_bytes, self.spool_budget)
+        if self.pyramid is None:
+            return 2 * self.epoch_bytes + held
+        unit = self.epoch_bytes if self.level == 0 else self.region_bytes
+        reduce = 3 * min(self.reduce_slab_bytes, unit) if self.image_bytes else 0
+        return 2 * unit + held + self.image_bytes + reduce
+
+    def for_shard_tasks(self) -> ConversionPlan:
+        """The plan each shard task receives: companions run their own tasks."""
+        return dataclasses.replace(self, companions=())
+
+    # -- pyramid levels -------------------------------------------------------------------------
+    @property
+    def level_count(self) -> int:
+        return 1 if self.pyramid is None else self.pyramid.levels
+
+    def level_plan(self, level: int) -> ConversionPlan:
+        """The plan of one pyramid level (call it on the base plan; level 0 is the base)."""
+        if level == self.level:
+            return self
+        if self.level != 0 or not 0 < level <= len(self.upper):
+            raise IndexError(f"no pyramid level {level} in a plan of {self.level_count} level(s)")
+        return self.upper[level - 1]
+
+    @property
+    def region_bytes(self) -> int:
+        """Raw bytes of this level's largest shard region."""
+        return self.chunks_per_shard * self.raw_chunk_bytes
+
+    @property
+    def image_bytes(self) -> int:
+        """Raw bytes a shard task of this level hands to the next level (0 at the top)."""
+        if self.pyramid is None or self.level + 1 >= self.pyramid.levels:
+            return 0
+        extent = [
+            min(b * c, s)
+            for b, c, s in zip(self.shard_shape_chunks, self.chunk_size, self.size, strict=True)
+        ]
+        reduced = downsample.reduced_shape(tuple(extent), self.pyramid.factor)
+        return math.prod(reduced) * self.num_channels * self.dtype.itemsize
+
+    @property
+    def reduce_slab_bytes(self) -> int:
+        if self.pyramid is None:
+            return 0
+        return min(self.options.memory_budget // REDUCE_SLAB_SHARE, REDUCE_SLAB_MAX)
+
+    def voxel_box(self, task: ShardTask) -> Box:
+        """[start, stop) voxels of a box shard of this level, truncated at the volume's end."""
+        start = tuple(a * c for a, c in zip(task.chunk_start, self.chunk_size, strict=True))
+        stop = tuple(
+            min(b * c, s)
+            for b, c, s in zip(task.chunk_stop, self.chunk_size, self.size, strict=True)
+        )
+        return pyramid.triple(start), pyramid.triple(stop)
+
+    def tasks_overlapping(self, box: Box) -> list[ShardTask]:
+        """This level's box shards that hold any voxel of `box`."""
+        shard_ranges = []
+        for d in range(3):
+            chunk, step = self.chunk_size[d], self.shard_shape_chunks[d]
+            first_chunk, end_chunk = box[0][d] // chunk, -(-box[1][d] // chunk)
+            first, end = first_chunk // step, -(-end_chunk // step)
+            shard_ranges.append(range(first * step, min(end * step, self.grid_shape[d]), step))
+        return [
+            self._box_task((x0, y0, z0))
+            for z0, y0, x0 in itertools.product(*reversed(shard_ranges))
+        ]
+
+    def producers(self, task: ShardTask) -> list[ShardTask]:
+        """The tasks of the level below whose reduced voxels make up `task`'s region."""
+        if task.level == 0:
+            return []
+        assert self.pyramid is not None
+        here, below = self.level_plan(task.level), self.level_plan(task.level - 1)
+        region = pyramid.preimage(here.voxel_box(task), self.pyramid.factor, below.size)
+        return below.tasks_overlapping(region)
+
+    def consumers(self, task: ShardTask) -> list[tuple[ShardTask, Box]]:
+        """The tasks of the level above, each with the part of `task`'s reduced voxels it
+        takes (in the level above's voxels)."""
+        if self.pyramid is None or task.level + 1 >= self.pyramid.levels:
+            return []
+        here, above = self.level_plan(task.level), self.level_plan(task.level + 1)
+        reduced = pyramid.image(here.voxel_box(task), self.pyramid.factor)
+        out = []
+        for other in above.tasks_overlapping(reduced):
+            part = pyramid.intersect(reduced, above.voxel_box(other))
+            assert part is not None
+            out.append((other, part))
+        return out
+
+    @property
+    def scale_prefix(self) -> str:
+        return f"{self.scale.key}/" if self.info is not None else ""
+
+    def metadata_document(self) -> tuple[str, dict[str, Any]]:
+        """The dataset's metadata object: (key, JSON), `info` or `zarr.json`."""
+        return self.metadata_documents()[-1]
+
+    def metadata_documents(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every metadata object, the root one last: `info`; `zarr.json`; or, for a zarr3
+        pyramid, each level's `k/zarr.json` and the OME-Zarr multiscales group `zarr.json`."""
+        if self.info is not None:
+            return [("info", self.info.to_json())]
+        assert self.zarr is not None
+        if self.pyramid is None:
+            return [("zarr.json", self.zarr.to_json())]
+        docs: list[tuple[str, dict[str, Any]]] = []
+        datasets = []
+        for k in range(self.level_count):
+            level = self.level_plan(k)
+            assert level.zarr is not None
+            docs.append((f"{k}/zarr.json", level.zarr.to_json()))
+            scale = dict(zip("xyz", level.resolution, strict=True), c=1.0)
+            # Voxel centres: level k's voxel 0 averages base voxels 0 .. f**k - 1.
+            shift = {
+                a: o * r0 + (rk - r0) / 2
+                for a, o, r0, rk in zip(
+                    "xyz", self.voxel_offset, self.resolution, level.resolution, strict=True
+                )
+            }
+            shift["c"] = 0.0
+            axes = self.zarr_axes
+            datasets.append((str(k), [scale[a] for a in axes], [shift[a] for a in axes]))
+        group = ome_zarr.multiscales_group(self.zarr_axes, datasets, method=self.pyramid.method)
+        docs.append(("zarr.json", group))
+        return docs
+
+    # -- shards ---------------------------------------------------------------------------------
+    def shards(self) -> Iterator[ShardTask]:
+        """Every non-empty shard, generated lazily in a fixed order."""
+        if self.scattered:
+            yield from self._scattered_shards()
+            return
+        grid = self.grid_shape
+        ranges = [range(0, g, s) for g, s in zip(grid, self.shard_shape_chunks, strict=True)]
+        for z0 in ranges[2]:
+            for y0 in ranges[1]:
+                for x0 in ranges[0]:
+                    yield self._box_task((x0, y0, z0))
+
+    def _box_task(self, start: tuple[int, int, int]) -> ShardTask:
+        """The box shard whose first chunk is `start` (a multiple of the shard shape)."""
+        stop = tuple(
+            min(a + s, g)
+            for a, s, g in zip(start, self.shard_shape_chunks, self.grid_shape, strict=True)
+        )
+        number = self._box_shard_number(start)
+        return ShardTask(
+            self._box_key(start, number),
+            start,
+            pyramid.triple(stop),
+            shard_number=number,
+            level=self.level,
+        )
+
+    def _box_shard_number(self, start: tuple[int, int, int]) -> int | None:
+        """Precomputed: the shard number is the Morton code's bits above preshift+minishard."""
+        if self.info is None:
+            return None
+        code = int(compressed_morton_code(np.array([start]), self.grid_shape)[0])
+        spec = self.sharding
+        return code >> (spec.preshift_bits + spec.minishard_bits)
+
+    def _box_key(self, start: tuple[int, int, int], number: int | None) -> str:
+        if number is not None:
+            return self.scale_prefix + self.sharding.shard_filename(number)
+        assert self.zarr is not None
+        shard_xyz = [a // s for a, s in zip(start, self.shard_shape_chunks, strict=True)]
+        return self.zarr_prefix + self.zarr.chunk_key(tuple(to_axes(shard_xyz, 0, self.zarr_axes)))
+
+    @property
+    def zarr_prefix(self) -> str:
+        """Where this level's zarr3 array lives in DEST: the root, or `k/` in a pyramid."""
+        return "" if self.pyramid is None else f"{self.level}/"
+
+    @property
+    def zarr_axes(self) -> str:
+        return output_axes(self.source.axes, self.num_channels)
+
+    @functools.cached_property
+    def _scattered_shard_numbers_present(self) -> list[int]:
+        """The hashed shards that hold at least one chunk (one vectorized scan, then kept)."""
+        return self.scale.shard_numbers()
+
+    def _scattered_shards(self) -> Iterator[ShardTask]:
+        for number in self._scattered_shard_numbers_present:
+            yield ShardTask(
+                self.scale_prefix + self.sharding.shard_filename(number),
+                (0, 0, 0),
+                self.grid_shape,
+                shard_number=number,
+                scattered=True,
+            )
+
+    def scattered_chunk_coords(self, shard_number: int) -> np.ndarray:
+        """(N, 3) grid coordinates of the chunks of one scattered shard."""
+        grid = self.grid_shape
+        found = []
+        offset = 0
+        for shard in self.scale.chunk_shard_numbers():
+            hits = np.flatnonzero(shard == np.uint64(shard_number)) + offset
+            found.append(np.stack(np.unravel_index(hits, grid, order="F"), axis=1))
+            offset += shard.size
+        return np.concatenate(found).astype(np.int64)
+
+    # -- epochs ---------------------------------------------------------------------------------
+    def epochs(self, task: ShardTask) -> Iterator[Box]:
+        """Chunk-grid boxes tiling a box shard, each within the epoch budget (z outermost)."""
+        step = self.epoch_shape_chunks
+        ranges = [
+            range(a, b, s) for a, b, s in zip(task.chunk_start, task.chunk_stop, step, strict=True)
+        ]
+        for z0, y0, x0 in itertools.product(ranges[2], ranges[1], ranges[0]):
+            start = (x0, y0, z0)
+            stop = tuple(
+                min(a + s, b) for a, s, b in zip(start, step, task.chunk_stop, strict=True)
+            )
+            yield start, pyramid.triple(stop)
+
+    # -- report ---------------------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "source": self.source.url,
+            "destination": self.dest,
+            "format": self.format,
+            "layer_type": self.layer_type,
+            "data_type": self.dtype.name,
+            "channels": self.num_channels,
+            "size_xyz": list(self.size),
+            "chunk_size_xyz": list(self.chunk_size),
+            "grid_xyz": list(self.grid_shape),
+            "chunks": self.chunk_count,
+            "encoded_ratio_sampled": round(self.encoded_ratio, 4),
+            "shard_shape_chunks_xyz": None if self.scattered else list(self.shard_shape_chunks),
+            "shards": self.shard_count,
+            "chunks_per_shard": self.chunks_per_shard,
+            "estimated_bytes_per_shard": self.estimated_shard_bytes,
+            "epoch_shape_chunks_xyz": list(self.epoch_shape_chunks),
+            "memory_budget_per_task": self.options.memory_budget,
+            "estimated_peak_bytes_per_task": self.peak_task_bytes,
+        }
+        if self.info is not None:
+            spec = self.sharding
+            out["scale_key"] = self.scale.key
+            out["encoding"] = self.scale.encoding
+            out["sharding"] = spec.to_json()
+            out["shard_index_bytes"] = spec.shard_index_nbytes
+            out["minishard_index_bytes"] = (
+                24 * (1 << spec.preshift_bits) if not self.scattered else None
+            )
+        if self.zarr is not None:
+            out["zarr_axes"] = self.zarr_axes
+            out["zarr_shape"] = list(self.zarr.shape)
+            out["zarr_shard_shape"] = list(self.zarr.shard_shape)
+            out["zarr_chunk_shape"] = list(self.zarr.chunk_shape)
+            out["shard_index_bytes"] = 16 * self.chunks_per_shard + 4
+        if self.pyramid is not None and self.level == 0:
+            out["pyramid"] = self.pyramid.to_json()
+            out["levels"] = [self.level_plan(k).describe_level() for k in range(self.level_count)]
+        if self.companions:
+            out["companions"] = [companion.describe() for companion in self.companions]
+        return out
+
+    def describe_level(self) -> dict[str, Any]:
+        """One pyramid level: geometry, sharding and memory (a row of the plan report)."""
+        out: dict[str, Any] = {
+            "level": self.level,
+            "key": self.scale.key if self.info is not None else str(self.level),
+            "size_xyz": list(self.size),
+            "chunk_size_xyz": list(self.chunk_size),
+            "resolution_xyz": [int(r) if float(r).is_integer() else r for r in self.resolution],
+            "voxel_offset_xyz": list(self.voxel_offset),
+            "shard_shape_chunks_xyz": list(self.shard_shape_chunks),
+            "shards": self.shard_count,
+            "chunks_per_shard": self.chunks_per_shard,
+            "estimated_bytes_per_shard": self.estimated_shard_bytes,
+            "handed_up_bytes_per_task": self.image_bytes,
+            "estimated_peak_bytes_per_task": self.peak_task_bytes,
+        }
+        if self.info is not None:
+            out["sharding"] = self.sharding.to_json()
+        return out
+
+    def report(self) -> str:
+        return report.volume_report(
+            self.describe(), self.epoch_bytes, [c.report() for c in self.companions]
+        )
