@@ -1,57 +1,28 @@
-"""shardwright: convert 3-D volumes to sharded Neuroglancer precomputed and sharded Zarr v3."""
+"""shardwright: convert 3-D volumes to sharded Neuroglancer precomputed and sharded Zarr v3.
 
-from __future__ import annotations
+The API a notebook uses, the same the command line calls:
 
-import sys
-import types
-from typing import TYPE_CHECKING, Any
+- `plan(source, dest, **options)`: decide a conversion and print nothing, write nothing.
+- `convert(source_or_plan, dest, **options)`: run it as one Dask job; returns the manifest.
+- `verify(dest, against=None)`: check a converted dataset, trusting nothing it holds.
+- `open_source(url)`: a volume source as shardwright reads it.
+- `precomputed`, `zarr3`: the two output formats, usable alone (bytes in, bytes out).
+- `ConvertOptions`: every option of a conversion; `errors`: what shardwright raises.
+"""
 
-__version__ = "0.1.0"
-__all__ = ["ConvertOptions", "convert", "open_source", "plan", "verify"]
+from shardwright import errors, precomputed, zarr3
+from shardwright.api import ConvertOptions, convert, plan, verify
+from shardwright.sources import open_source
+from shardwright.version import __version__
 
-if TYPE_CHECKING:
-    from shardwright.api import ConvertOptions, convert, plan, verify
-    from shardwright.sources import open_source
-
-
-def __getattr__(name: str) -> Any:
-    """Import the API lazily: `import shardwright.formats...` stays light (no Dask)."""
-    if name in ("convert", "ConvertOptions"):
-        from shardwright import api
-
-        return getattr(api, name)
-    if name == "open_source":
-        from shardwright.sources import open_source
-
-        return open_source
-    raise AttributeError(f"module 'shardwright' has no attribute {name!r}")
-
-
-class _Package(types.ModuleType):
-    """`shardwright.plan` and `shardwright.verify` are API functions that share their names
-    with the submodules `plan.py` and `verify.py`. Importing a submodule sets it as an attribute
-    of its package, which would hide the function; these properties win over that attribute
-    (the submodules stay importable by name: `from shardwright.planning import ...`)."""
-
-    @property
-    def plan(self) -> Any:
-        from shardwright.api import plan
-
-        return plan
-
-    @plan.setter
-    def plan(self, submodule: Any) -> None:
-        """The import system's `setattr(package, 'plan', submodule)`: nothing to keep."""
-
-    @property
-    def verify(self) -> Any:
-        from shardwright.api import verify
-
-        return verify
-
-    @verify.setter
-    def verify(self, submodule: Any) -> None:
-        """The import system's `setattr(package, 'verify', submodule)`: nothing to keep."""
-
-
-sys.modules[__name__].__class__ = _Package
+__all__ = [
+    "ConvertOptions",
+    "__version__",
+    "convert",
+    "errors",
+    "open_source",
+    "plan",
+    "precomputed",
+    "verify",
+    "zarr3",
+]

@@ -16,9 +16,9 @@ import posixpath
 from collections.abc import Iterable
 from typing import Any
 
-from shardwright import __version__
 from shardwright.errors import ManifestError
 from shardwright.store import Store
+from shardwright.version import __version__
 
 MANIFEST_KEY = "shardwright-manifest.json"
 FORMATS = ("precomputed", "zarr3")

@@ -1,4 +1,4 @@
-"""Public name of the Neuroglancer precomputed format module (sharded v1 and `info`)."""
+"""The Neuroglancer precomputed format (sharded v1 and `info`): bytes in, bytes out."""
 
 from shardwright.formats.morton import (
     compressed_morton_code,

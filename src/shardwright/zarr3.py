@@ -1,4 +1,4 @@
-"""Public name of the Zarr v3 sharding format module (`sharding_indexed`, `zarr.json`)."""
+"""The Zarr v3 format (`sharding_indexed` shards and `zarr.json`): bytes in, bytes out."""
 
 from shardwright.formats.zarr3 import (
     MISSING,

@@ -42,8 +42,7 @@ from shardwright.lifecycle.lease import (
     check_free,
     release_run,
 )
-from shardwright.planning import ConversionPlan
-from shardwright.planning.objects import ObjectPlan
+from shardwright.planning import OBJECTS, Plan
 from shardwright.store import JobRun, Store
 
 MODES = ("new", "resume", "overwrite")
@@ -77,20 +76,20 @@ class Claim:
 class Dataset:
     """One destination of a job (a volume's, or one of its meshes' / skeletons')."""
 
-    plan: ConversionPlan | ObjectPlan
+    plan: Plan
     store: Store
     claim: Claim
 
     @property
     def sources(self) -> list[tuple[str, dict[str, Any]]]:
-        url = self.plan.source if isinstance(self.plan, ObjectPlan) else self.plan.source.url
+        url = self.plan.source_url
         return [(url, self.plan.options.source_storage_options)]
 
 
 class Job:
     def __init__(
         self,
-        plan: ConversionPlan | ObjectPlan,
+        plan: Plan,
         *,
         mode: str,
         lease_timeout: float = DEFAULT_TIMEOUT,
@@ -122,7 +121,7 @@ class Job:
                     break_lease=break_lease,
                 ),
             )
-            for p in [plan, *getattr(plan, "companions", ())]
+            for p in [plan, *plan.companions]
         ]
 
     def check(self) -> None:
@@ -195,7 +194,7 @@ def _check_holding(store: Store, holding: Holding, claim: Claim) -> None:
     check_holding(store, holding, mode=claim.mode, job=claim.job, fingerprint=claim.fingerprint)
 
 
-def _fingerprint(plan: ConversionPlan | ObjectPlan) -> fingerprints.Fingerprint:
-    if isinstance(plan, ObjectPlan):
+def _fingerprint(plan: Plan) -> fingerprints.Fingerprint:
+    if plan.dataset == OBJECTS:
         return fingerprints.objects_fingerprint(plan)
     return fingerprints.volume_fingerprint(plan)

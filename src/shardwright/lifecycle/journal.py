@@ -21,12 +21,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from shardwright import __version__
 from shardwright.errors import ManifestError
 from shardwright.integrity import stream_crc32c
 from shardwright.lifecycle.fingerprint import Fingerprint
 from shardwright.manifest import MANIFEST_KEY, owned_keys
 from shardwright.store import CONTROL_PREFIX, Store
+from shardwright.version import __version__
 
 JOB_KEY = f"{CONTROL_PREFIX}job.json"
 RECEIPTS = f"{CONTROL_PREFIX}receipts/"

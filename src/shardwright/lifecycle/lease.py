@@ -30,9 +30,9 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from shardwright import __version__
 from shardwright.errors import LeaseHeld, PlanError
 from shardwright.store import CONTROL_PREFIX, JobRun, Store
+from shardwright.version import __version__
 
 DEFAULT_TIMEOUT = 120.0  # seconds without a heartbeat before a lease may be taken over
 LEASE_NAME = re.compile(r"lease-(\d{6,})\.json")

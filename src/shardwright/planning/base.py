@@ -34,6 +34,11 @@ class Plan(Protocol):
         ...
 
     @property
+    def source_url(self) -> str:
+        """Where the source lies, as the user named it."""
+        ...
+
+    @property
     def dest(self) -> str: ...
 
     @property

@@ -101,6 +101,10 @@ class ObjectPlan:
                 self.sharding.shard_filename(number), number, self.ids_by_shard[lo:hi]
             )
 
+    @property
+    def source_url(self) -> str:
+        return self.source
+
     def for_shard_tasks(self) -> ObjectPlan:
         """The plan as shard tasks need it (each task carries its own ids)."""
         empty = np.zeros(0, np.uint64)

@@ -153,6 +153,10 @@ class ConversionPlan:
         reduce = 3 * min(self.reduce_slab_bytes, unit) if self.image_bytes else 0
         return 2 * unit + held + self.image_bytes + reduce
 
+    @property
+    def source_url(self) -> str:
+        return self.source.url
+
     def for_shard_tasks(self) -> ConversionPlan:
         """The plan each shard task receives: companions run their own tasks."""
         return dataclasses.replace(self, companions=())

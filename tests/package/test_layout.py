@@ -1,0 +1,168 @@
+"""The package's shape, checked: no import cycle among its modules, no module too long to read,
+no reach into another module's private names, and a plain top-level package."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+import shardwright
+
+SRC = pathlib.Path(shardwright.__file__).parent
+MAX_LINES = 500
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(SRC.rglob("*.py"))}
+# C extensions built at install (`_cseg.c` -> `shardwright.codecs._cseg`): modules too.
+EXTENSIONS = {_module_name(p) for p in SRC.rglob("*.c")}
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(name: str, path: pathlib.Path) -> list[tuple[str, str, int]]:
+    """(imported module, imported name or '', line) for every import of a shardwright module,
+    at any depth (function-level imports count: they must not hide a cycle), except those
+    under `if TYPE_CHECKING:`, which never run."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: list[tuple[str, str, int]] = []
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                for other in child.orelse:
+                    visit(other)
+                continue
+            if isinstance(child, ast.Import):
+                found.extend((a.name, "", child.lineno) for a in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    anchor = package.split(".")[: len(package.split(".")) - child.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                found.extend((base, a.name, child.lineno) for a in child.names)
+            visit(child)
+
+    visit(tree)
+    return [f for f in found if f[0] == "shardwright" or f[0].startswith("shardwright.")]
+
+
+def _edges() -> dict[str, set[str]]:
+    """Module -> the shardwright modules its imports execute by name (a `from pkg import x`
+    where x is a submodule imports pkg.x; the parents a dotted import runs first are not
+    counted: Python finds them already importing and a cycle through them is harmless)."""
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for name, path in MODULES.items():
+        for module, member, _ in _imports(name, path):
+            submodule = f"{module}.{member}"
+            if submodule in EXTENSIONS:
+                continue  # compiled code imports nothing of ours
+            target = submodule if submodule in MODULES else module
+            if target in MODULES and target != name:
+                graph[name].add(target)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(max(10_000, sys.getrecursionlimit()))
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return found
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    assert len(MODULES) > 50
+    cycles = _cycles(_edges())
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    """The check above can fail: a two-module loop and a three-module loop are found."""
+    graph = {"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"e"}, "e": {"c"}, "f": {"a"}}
+    assert sorted(_cycles(graph)) == [["a", "b"], ["c", "d", "e"]]
+
+
+def test_no_module_is_too_long_to_read() -> None:
+    long = {
+        name: n
+        for name, path in MODULES.items()
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    reaches = [
+        f"{name}:{line} imports {module}.{member}"
+        for name, path in MODULES.items()
+        for module, member, line in _imports(name, path)
+        if member.startswith("_")
+        and not member.startswith("__")
+        and f"{module}.{member}" not in MODULES.keys() | EXTENSIONS
+    ]
+    assert not reaches, "\n".join(reaches)
+
+
+def test_import_shardwright_is_a_plain_package_with_its_api() -> None:
+    """`import shardwright` shows the API in dir(), each with a docstring, and importing any
+    submodule (even one named like an API function once was) leaves the API in place."""
+    script = (
+        "import shardwright, types, json\n"
+        "names = ['plan', 'convert', 'verify', 'open_source', 'precomputed', 'zarr3']\n"
+        "import shardwright.planning, shardwright.verification, shardwright.engine.cpu\n"
+        "out = {n: (n in dir(shardwright), bool(getattr(shardwright, n).__doc__),\n"
+        "           isinstance(getattr(shardwright, n), types.ModuleType)) for n in names}\n"
+        "out['class'] = type(shardwright) is types.ModuleType\n"
+        "print(json.dumps(out))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    import json
+
+    out = json.loads(done.stdout)
+    assert out.pop("class") is True
+    functions = {"plan", "convert", "verify", "open_source"}
+    assert out == {n: [True, True, n not in functions] for n in out}
