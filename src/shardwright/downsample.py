@@ -26,16 +26,18 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from shardwright.arrays import Array
 
+_reduce: ModuleType | None
 try:  # C kernels for the common cases (built at install when a compiler is present)
     from shardwright import _reduce
 except ImportError:  # pragma: no cover - exercised by installs without a C compiler
-    _reduce = None  # type: ignore[assignment]
+    _reduce = None
 
 Factor = tuple[int, int, int]
 
@@ -78,7 +80,8 @@ def check_factor(factor: Any) -> Factor:
 
 def reduced_shape(shape_xyz: tuple[int, ...], factor: Factor) -> tuple[int, int, int]:
     """Size of the next level: ceil(size / factor), edge blocks counting as whole voxels."""
-    return tuple(-(-int(n) // f) for n, f in zip(shape_xyz[:3], factor, strict=True))  # type: ignore[return-value]
+    x, y, z = (-(-int(n) // f) for n, f in zip(shape_xyz[:3], factor, strict=True))
+    return (x, y, z)
 
 
 def downsample(
@@ -304,4 +307,5 @@ _REDUCERS: dict[str, Callable[[Any, Array], Array]] = {
 
 def level_factor(factor: Factor, levels: int) -> tuple[int, int, int]:
     """The factor between the base and level `levels`, per axis."""
-    return tuple(math.prod([f] * levels) for f in factor)  # type: ignore[return-value]
+    x, y, z = (f**levels for f in factor)
+    return (x, y, z)

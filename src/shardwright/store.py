@@ -64,11 +64,10 @@ class Store:
         self._root: str | None = None
         self.requests = RequestCounter()
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {"url": self.url, "storage_options": self.storage_options, "run": self.run}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["url"], state["storage_options"], state.get("run"))  # type: ignore[misc]
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its URL, options and run: a worker opens its own filesystem and counts
+        its own requests."""
+        return (type(self), (self.url, self.storage_options, self.run))
 
     def with_run(self, run: JobRun | None) -> Store:
         """The same destination, written by `run` (fenced by its lease); its requests are
