@@ -144,79 +144,26 @@ def entry() -> int:
 
 
 def _freeze_startup_objects() -> None:
-    """Imports done (distributed too: every scheduler choice loads it), move what they built
-    out of the cyclic collector's sight: those objects live until the process exits, and
-    walking them again in each full collection during the job and in the final one at exit
-    costs about a tenth of a second of a short conversion on two cores."""
+    """Imports done (the API's, and distributed: every scheduler choice loads it), move what
+    they built out of the cyclic collector's sight: those objects live until the process
+    exits, and walking them again in each full collection during the job and in the final one
+    at exit costs about a tenth of a second of a short conversion on two cores."""
     import distributed  # noqa: F401
+
+    from shardwright import api  # noqa: F401
 
     gc.freeze()
 
 
 def _run(args: argparse.Namespace, own_process: bool = False) -> int:
-    from shardwright import api
-
     if args.command == "plan" or (args.command == "convert" and args.dry_run):
-        plan = api.plan(args.source, args.dest, options_from(args))
-        if getattr(args, "json", False):
-            print(json.dumps(plan.describe(), indent=2))
-        else:
-            print(plan.report())
-        return 0
+        return _plan(args)
     if args.command == "convert":
         if own_process:
             _freeze_startup_objects()
-        plan = api.plan(args.source, args.dest, options_from(args))
-        # What is refused is refused before the plan is printed.
-        api.check(
-            plan,
-            resume=args.resume,
-            overwrite=args.overwrite,
-            scheduler=args.scheduler,
-            break_lease=args.break_lease,
-            lease_wait=args.lease_wait,
-        )
-        if not args.quiet:
-            print(plan.report(), file=sys.stderr)
-        manifest = api.convert(
-            plan,
-            resume=args.resume,
-            overwrite=args.overwrite,
-            scheduler=args.scheduler,
-            workers=args.workers,
-            progress=not args.quiet,
-            break_lease=args.break_lease,
-            lease_timeout=args.lease_timeout,
-            lease_wait=args.lease_wait,
-        )
-        assert isinstance(manifest, dict)
-        totals = manifest["totals"]
-        unit = "segments" if "object_type" in manifest["plan"] else "chunks"
-        print(
-            f"wrote {totals['shards']} shards, {totals['chunks']} {unit}, "
-            f"{totals['bytes']:,} bytes to {args.dest} in {totals['seconds']} s "
-            f"({totals['resumed_shards']} kept from an earlier run)"
-        )
-        for where, part in manifest.get("companions", {}).items():
-            print(
-                f"wrote {part['shards']} shards, {part['chunks']} segments, "
-                f"{part['bytes']:,} bytes to {where} "
-                f"({part['resumed_shards']} kept from an earlier run)"
-            )
-        return 0
+        return _convert(args)
     if args.command == "verify":
-        report = api.verify(
-            args.dest,
-            args.against,
-            full=args.full,
-            sample=args.sample,
-            source_axes=args.source_axes,
-            source_scale=args.source_scale,
-            storage_options=args.storage_options,
-            source_storage_options=args.source_storage_options,
-        )
-        print(report.summary())
-        return 0 if report.ok else 1
+        return _verify(args)
     if args.command == "serve":
         from shardwright.serve import serve
 
@@ -229,6 +176,78 @@ def _run(args: argparse.Namespace, own_process: bool = False) -> int:
             _freeze_startup_objects()
         return run_demo(args.out, args.size, scheduler=args.scheduler, workers=args.workers)
     raise AssertionError(args.command)
+
+
+# The API (Dask among its imports) is imported once a command needs it: `--help` stays quick.
+def _plan(args: argparse.Namespace) -> int:
+    from shardwright import api
+
+    plan = api.plan(args.source, args.dest, options_from(args))
+    if getattr(args, "json", False):
+        print(json.dumps(plan.describe(), indent=2))
+    else:
+        print(plan.report())
+    return 0
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from shardwright import api
+
+    plan = api.plan(args.source, args.dest, options_from(args))
+    # What is refused is refused before the plan is printed.
+    api.check(
+        plan,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        scheduler=args.scheduler,
+        break_lease=args.break_lease,
+        lease_wait=args.lease_wait,
+    )
+    if not args.quiet:
+        print(plan.report(), file=sys.stderr)
+    manifest = api.convert(
+        plan,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        scheduler=args.scheduler,
+        workers=args.workers,
+        progress=not args.quiet,
+        break_lease=args.break_lease,
+        lease_timeout=args.lease_timeout,
+        lease_wait=args.lease_wait,
+    )
+    assert isinstance(manifest, dict)
+    totals = manifest["totals"]
+    unit = "segments" if "object_type" in manifest["plan"] else "chunks"
+    print(
+        f"wrote {totals['shards']} shards, {totals['chunks']} {unit}, "
+        f"{totals['bytes']:,} bytes to {args.dest} in {totals['seconds']} s "
+        f"({totals['resumed_shards']} kept from an earlier run)"
+    )
+    for where, part in manifest.get("companions", {}).items():
+        print(
+            f"wrote {part['shards']} shards, {part['chunks']} segments, "
+            f"{part['bytes']:,} bytes to {where} "
+            f"({part['resumed_shards']} kept from an earlier run)"
+        )
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from shardwright import api
+
+    report = api.verify(
+        args.dest,
+        args.against,
+        full=args.full,
+        sample=args.sample,
+        source_axes=args.source_axes,
+        source_scale=args.source_scale,
+        storage_options=args.storage_options,
+        source_storage_options=args.source_storage_options,
+    )
+    print(report.summary())
+    return 0 if report.ok else 1
 
 
 if __name__ == "__main__":
