@@ -22,7 +22,7 @@ from distributed import Client, LocalCluster
 
 from shardwright import api
 from shardwright.cli import main as cli_main
-from shardwright.graph import _client
+from shardwright.cluster import connect
 from shardwright.manifest import MANIFEST_KEY
 
 SIZE_XYZ = (45, 38, 21)  # not a multiple of any chunk size used below
@@ -275,7 +275,7 @@ def test_the_printed_dashboard_link_opens(
 ) -> None:
     """The link printed for a cluster we start answers: it names the loopback address the
     dashboard listens on, not the machine's (which the in-process cluster would report)."""
-    with _client(scheduler, 1, quiet=False):
+    with connect(scheduler, 1, quiet=False):
         link = capsys.readouterr().err.split("dask dashboard: ")[1].split()[0]
         assert link.startswith("http://127.0.0.1:")
         with urllib.request.urlopen(link, timeout=30) as reply:
@@ -344,7 +344,7 @@ def test_a_cluster_we_start_listens_on_loopback_only(scheduler: str, quiet: bool
         }
 
     before = listening()  # other tests' clusters in this process
-    with _client(scheduler, 2, quiet=quiet):
+    with connect(scheduler, 2, quiet=quiet):
         ours = listening() - before
     assert ours, "a cluster listens somewhere"
     assert {ip for ip, _ in ours} == {"127.0.0.1"}, ours

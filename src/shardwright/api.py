@@ -6,8 +6,9 @@ from typing import Any
 
 from dask.delayed import Delayed
 
+from shardwright.cluster import execute, scheduler_address, workers_elsewhere
 from shardwright.errors import LeaseHeld, PlanError
-from shardwright.graph import build_graph, execute, scheduler_address
+from shardwright.graph import build_graph
 from shardwright.lifecycle.job import Job, mode_of
 from shardwright.lifecycle.lease import DEFAULT_TIMEOUT
 from shardwright.options import ConvertOptions
@@ -127,10 +128,7 @@ def check(
     first; the CLI calls it before it prints the plan, so a refused destination shows its one
     error alone."""
     store = Store(the_plan.dest, the_plan.options.storage_options)
-    other_processes = (
-        client is not None or scheduler == "processes" or scheduler_address(scheduler) is not None
-    )
-    if store.is_process_local and other_processes:
+    if store.is_process_local and workers_elsewhere(scheduler, client):
         raise PlanError(
             f"{store.url} lives in this process; workers in other processes cannot write "
             "it: use --scheduler local, threads or sync with memory:// destinations"

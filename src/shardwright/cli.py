@@ -7,196 +7,45 @@ import gc
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
 
-from shardwright.options import COMPRESSIONS, DOWNSAMPLE_METHODS, FORMATS, ConvertOptions
+from shardwright.options import ConvertOptions, command_line_fields, default_of, parse_xyz
 
-SIZE_SUFFIXES = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 DEFAULT_LEASE_TIMEOUT = 120.0  # lifecycle/lease.py's default (not imported: keeps start-up lean)
 
 
-def _xyz(kind: type) -> Any:
-    def parse(text: str) -> tuple[Any, ...]:
-        parts = text.split(",")
-        if len(parts) != 3:
-            raise argparse.ArgumentTypeError(f"expected three values x,y,z, got {text!r}")
-        try:
-            return tuple(kind(p) for p in parts)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"bad x,y,z value {text!r}: {exc}") from exc
-
-    return parse
-
-
-def _mips(text: str) -> int | str:
-    """'auto' or a number of levels above the base."""
-    if text.strip().lower() == "auto":
-        return "auto"
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of levels or 'auto', got {text!r}")
-    return value
-
-
-def _bytes(text: str) -> int:
-    """'512M', '2G', '1.5GiB' or a plain number of bytes."""
-    value = text.strip().lower().removesuffix("ib").removesuffix("b")
-    scale = SIZE_SUFFIXES.get(value[-1:], 1)
-    number = value[:-1] if value[-1:] in SIZE_SUFFIXES else value
-    try:
-        return int(float(number) * scale)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"bad size {text!r} (e.g. 512M, 2G)") from exc
-
-
 def _add_conversion_options(p: argparse.ArgumentParser) -> None:
+    """SOURCE, DEST and a flag for every ConvertOptions field the command line offers."""
     p.add_argument(
         "source",
         help="a .npy file, zarr array, precomputed volume, TIFF file or "
         "directory/glob of slices, or file.h5#/dataset",
     )
     p.add_argument("dest", help="output directory or URL (path, file://, memory://, gs://, s3://)")
-    p.add_argument("--format", choices=FORMATS, default="precomputed")
-    p.add_argument("--layer-type", choices=("image", "segmentation"))
-    p.add_argument(
-        "--encoding", default="raw", choices=("raw", "jpeg", "png", "compressed_segmentation")
-    )
-    p.add_argument(
-        "--compression",
-        choices=COMPRESSIONS,
-        help="precomputed data_encoding (none|gzip) or zarr3 inner codec; "
-        "default gzip (none for jpeg/png)",
-    )
-    p.add_argument(
-        "--compression-level", type=int, help="gzip 0-9, zstd 1-22, blosc 0-9 (codec default)"
-    )
-    p.add_argument("--chunk-size", type=_xyz(int), metavar="X,Y,Z", help="default 64,64,64")
-    p.add_argument("--resolution", type=_xyz(float), metavar="X,Y,Z", help="nm per voxel")
-    p.add_argument("--voxel-offset", type=_xyz(int), metavar="X,Y,Z")
-    p.add_argument("--scale-key", help="precomputed scale key (default from the resolution)")
-    p.add_argument(
-        "--block-size",
-        type=_xyz(int),
-        metavar="X,Y,Z",
-        help="compressed_segmentation block size (default 8,8,8)",
-    )
-    p.add_argument("--jpeg-quality", type=int, help="1-100 (default 85)")
-    p.add_argument("--target-shard-bytes", type=_bytes, default="1G", metavar="SIZE")
-    p.add_argument(
-        "--memory-budget", type=_bytes, default="1G", metavar="SIZE", help="per shard task"
-    )
-    p.add_argument(
-        "--min-shards",
-        type=int,
-        default=16,
-        help="automatic sharding keeps at least this many shards (parallelism)",
-    )
-    p.add_argument("--preshift-bits", type=int)
-    p.add_argument("--minishard-bits", type=int)
-    p.add_argument("--shard-bits", type=int)
-    p.add_argument("--hash", choices=("identity", "murmurhash3_x86_128"))
-    p.add_argument("--shard-shape", type=_xyz(int), metavar="X,Y,Z", help="zarr3 shard shape")
-    p.add_argument(
-        "--index-location",
-        choices=("end", "start"),
-        help="zarr3 shard index position (default end; start suits stores without suffix "
-        "range reads)",
-    )
-    p.add_argument(
-        "--mips",
-        type=_mips,
-        metavar="N|auto",
-        help="also build a pyramid of N downsampled levels in the same job, every level "
-        "sharded (auto: down to about one chunk); the source is read once",
-    )
-    p.add_argument(
-        "--factor",
-        type=_xyz(int),
-        metavar="X,Y,Z",
-        help="downsampling factor between pyramid levels (default 2,2,2; 2,2,1 for anisotropic EM)",
-    )
-    p.add_argument(
-        "--downsample",
-        choices=DOWNSAMPLE_METHODS,
-        help="pyramid reduction (default: average for images, mode for segmentations)",
-    )
-    p.add_argument(
-        "--with-meshes",
-        action="store_true",
-        help="also convert the meshes the segmentation's info names, to sharded meshes",
-    )
-    p.add_argument(
-        "--with-skeletons",
-        action="store_true",
-        help="also convert the skeletons the segmentation's info names, to sharded skeletons",
-    )
-    p.add_argument(
-        "--legacy-to-multires",
-        action="store_true",
-        help="re-encode legacy single-resolution meshes (which have no sharded form) as "
-        "multi-resolution Draco meshes with one level of detail",
-    )
-    p.add_argument(
-        "--gpu",
-        action="store_true",
-        help="run shard tasks on GPUs: a dask-cuda cluster here, or the workers of --scheduler "
-        "ADDRESS started with --resources GPU=1 (raw and compressed_segmentation)",
-    )
-    p.add_argument("--source-axes", help="axis order of an array source, e.g. zyx, xyz, czyx")
-    p.add_argument("--source-scale", help="scale key of a precomputed source")
-    p.add_argument(
-        "--storage-options",
-        type=json.loads,
-        default={},
-        metavar="JSON",
-        help="fsspec options for the destination (credentials, endpoint_url, ...)",
-    )
-    p.add_argument(
-        "--source-storage-options",
-        type=json.loads,
-        default={},
-        metavar="JSON",
-        help="options for a gs:// or s3:// source (e.g. an endpoint_url)",
-    )
+    for f, flag in command_line_fields():
+        if flag.switch is not None:
+            p.add_argument(
+                flag.name,
+                action="store_const",
+                const=flag.switch,
+                default=default_of(f),
+                dest=f.name,
+                help=flag.help,
+            )
+        else:
+            p.add_argument(
+                flag.name,
+                type=flag.parse or str,
+                choices=flag.choices,
+                metavar=flag.metavar,
+                default=default_of(f),
+                dest=f.name,
+                help=flag.help,
+            )
 
 
-def _options(args: argparse.Namespace) -> ConvertOptions:
-    return ConvertOptions(
-        format=args.format,
-        layer_type=args.layer_type,
-        encoding=args.encoding,
-        compression=args.compression,
-        compression_level=args.compression_level,
-        chunk_size=args.chunk_size,
-        resolution=args.resolution,
-        voxel_offset=args.voxel_offset,
-        scale_key=args.scale_key,
-        compressed_segmentation_block_size=args.block_size,
-        jpeg_quality=args.jpeg_quality,
-        target_shard_bytes=args.target_shard_bytes,
-        memory_budget=args.memory_budget,
-        min_shards=args.min_shards,
-        preshift_bits=args.preshift_bits,
-        minishard_bits=args.minishard_bits,
-        shard_bits=args.shard_bits,
-        hash=args.hash,
-        shard_shape=args.shard_shape,
-        index_location=args.index_location,
-        source_axes=args.source_axes,
-        source_scale=args.source_scale,
-        storage_options=args.storage_options,
-        source_storage_options=args.source_storage_options,
-        engine="gpu" if args.gpu else "cpu",
-        mips=args.mips,
-        factor=args.factor,
-        downsample=args.downsample,
-        legacy_to_multires=args.legacy_to_multires,
-        with_meshes=args.with_meshes,
-        with_skeletons=args.with_skeletons,
-    )
+def options_from(args: argparse.Namespace) -> ConvertOptions:
+    """The ConvertOptions a `plan` or `convert` command line asks for."""
+    return ConvertOptions(**{f.name: getattr(args, f.name) for f, _ in command_line_fields()})
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -272,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="make a demo volume, convert it both ways, verify")
     d.add_argument("--out", default="demo-output")
-    d.add_argument("--size", type=_xyz(int), default=(512, 512, 128), metavar="X,Y,Z")
+    d.add_argument("--size", type=parse_xyz(int), default=(512, 512, 128), metavar="X,Y,Z")
     d.add_argument("--scheduler")
     d.add_argument("--workers", type=int)
     return parser
@@ -295,79 +144,26 @@ def entry() -> int:
 
 
 def _freeze_startup_objects() -> None:
-    """Imports done (distributed too: every scheduler choice loads it), move what they built
-    out of the cyclic collector's sight: those objects live until the process exits, and
-    walking them again in each full collection during the job and in the final one at exit
-    costs about a tenth of a second of a short conversion on two cores."""
+    """Imports done (the API's, and distributed: every scheduler choice loads it), move what
+    they built out of the cyclic collector's sight: those objects live until the process
+    exits, and walking them again in each full collection during the job and in the final one
+    at exit costs about a tenth of a second of a short conversion on two cores."""
     import distributed  # noqa: F401
+
+    from shardwright import api  # noqa: F401
 
     gc.freeze()
 
 
 def _run(args: argparse.Namespace, own_process: bool = False) -> int:
-    from shardwright import api
-
     if args.command == "plan" or (args.command == "convert" and args.dry_run):
-        plan = api.plan(args.source, args.dest, _options(args))
-        if getattr(args, "json", False):
-            print(json.dumps(plan.describe(), indent=2))
-        else:
-            print(plan.report())
-        return 0
+        return _plan(args)
     if args.command == "convert":
         if own_process:
             _freeze_startup_objects()
-        plan = api.plan(args.source, args.dest, _options(args))
-        # What is refused is refused before the plan is printed.
-        api.check(
-            plan,
-            resume=args.resume,
-            overwrite=args.overwrite,
-            scheduler=args.scheduler,
-            break_lease=args.break_lease,
-            lease_wait=args.lease_wait,
-        )
-        if not args.quiet:
-            print(plan.report(), file=sys.stderr)
-        manifest = api.convert(
-            plan,
-            resume=args.resume,
-            overwrite=args.overwrite,
-            scheduler=args.scheduler,
-            workers=args.workers,
-            progress=not args.quiet,
-            break_lease=args.break_lease,
-            lease_timeout=args.lease_timeout,
-            lease_wait=args.lease_wait,
-        )
-        assert isinstance(manifest, dict)
-        totals = manifest["totals"]
-        unit = "segments" if "object_type" in manifest["plan"] else "chunks"
-        print(
-            f"wrote {totals['shards']} shards, {totals['chunks']} {unit}, "
-            f"{totals['bytes']:,} bytes to {args.dest} in {totals['seconds']} s "
-            f"({totals['resumed_shards']} kept from an earlier run)"
-        )
-        for where, part in manifest.get("companions", {}).items():
-            print(
-                f"wrote {part['shards']} shards, {part['chunks']} segments, "
-                f"{part['bytes']:,} bytes to {where} "
-                f"({part['resumed_shards']} kept from an earlier run)"
-            )
-        return 0
+        return _convert(args)
     if args.command == "verify":
-        report = api.verify(
-            args.dest,
-            args.against,
-            full=args.full,
-            sample=args.sample,
-            source_axes=args.source_axes,
-            source_scale=args.source_scale,
-            storage_options=args.storage_options,
-            source_storage_options=args.source_storage_options,
-        )
-        print(report.summary())
-        return 0 if report.ok else 1
+        return _verify(args)
     if args.command == "serve":
         from shardwright.serve import serve
 
@@ -380,6 +176,78 @@ def _run(args: argparse.Namespace, own_process: bool = False) -> int:
             _freeze_startup_objects()
         return run_demo(args.out, args.size, scheduler=args.scheduler, workers=args.workers)
     raise AssertionError(args.command)
+
+
+# The API (Dask among its imports) is imported once a command needs it: `--help` stays quick.
+def _plan(args: argparse.Namespace) -> int:
+    from shardwright import api
+
+    plan = api.plan(args.source, args.dest, options_from(args))
+    if getattr(args, "json", False):
+        print(json.dumps(plan.describe(), indent=2))
+    else:
+        print(plan.report())
+    return 0
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from shardwright import api
+
+    plan = api.plan(args.source, args.dest, options_from(args))
+    # What is refused is refused before the plan is printed.
+    api.check(
+        plan,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        scheduler=args.scheduler,
+        break_lease=args.break_lease,
+        lease_wait=args.lease_wait,
+    )
+    if not args.quiet:
+        print(plan.report(), file=sys.stderr)
+    manifest = api.convert(
+        plan,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        scheduler=args.scheduler,
+        workers=args.workers,
+        progress=not args.quiet,
+        break_lease=args.break_lease,
+        lease_timeout=args.lease_timeout,
+        lease_wait=args.lease_wait,
+    )
+    assert isinstance(manifest, dict)
+    totals = manifest["totals"]
+    unit = "segments" if "object_type" in manifest["plan"] else "chunks"
+    print(
+        f"wrote {totals['shards']} shards, {totals['chunks']} {unit}, "
+        f"{totals['bytes']:,} bytes to {args.dest} in {totals['seconds']} s "
+        f"({totals['resumed_shards']} kept from an earlier run)"
+    )
+    for where, part in manifest.get("companions", {}).items():
+        print(
+            f"wrote {part['shards']} shards, {part['chunks']} segments, "
+            f"{part['bytes']:,} bytes to {where} "
+            f"({part['resumed_shards']} kept from an earlier run)"
+        )
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from shardwright import api
+
+    report = api.verify(
+        args.dest,
+        args.against,
+        full=args.full,
+        sample=args.sample,
+        source_axes=args.source_axes,
+        source_scale=args.source_scale,
+        storage_options=args.storage_options,
+        source_storage_options=args.source_storage_options,
+    )
+    print(report.summary())
+    return 0 if report.ok else 1
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The Dask graph of a conversion, and running it on the scheduler the user picked.
+"""The Dask graph of a conversion (cluster.py runs it on the scheduler the user picked).
 
 One task per shard (the only writer of that object), after a coordinator task that begins the
 job in its destination (withdraws a replaced dataset's manifest, records the job) and writes
@@ -17,22 +17,17 @@ the GIL the shard tasks need): the graph has as few as the data flow allows.
 from __future__ import annotations
 
 import dataclasses
-import logging
-import os
 import sys
 import time
-import urllib.parse
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import dask
 from dask.delayed import Delayed, delayed
 
+from shardwright.cluster import GPU_RESOURCE
 from shardwright.engine import run_shard
 from shardwright.engine.pyramid import Handoff, Piece, run_pyramid_shard
-from shardwright.errors import PlanError
 from shardwright.lifecycle import journal, lease
 from shardwright.lifecycle.job import Claim, begin
 from shardwright.manifest import build_manifest, metadata_digests, metadata_text, write_manifest
@@ -41,7 +36,6 @@ from shardwright.planning.objects import ObjectPlan, ObjectShardTask
 from shardwright.store import JobRun, Store
 
 TASK_RETRIES = 3  # a shard lost with its worker is recomputed elsewhere
-GPU_RESOURCE = "GPU"
 
 
 def write_metadata(plan: ConversionPlan | ObjectPlan, store: Store) -> dict[str, int]:
@@ -330,184 +324,3 @@ def build_graph(
         *receipts,
         dask_key_name=f"manifest-{token}",
     )
-
-
-# A local cluster's dashboard listens on loopback only (port chosen free): not on every
-# interface of a shared machine.
-LOCAL_DASHBOARD = "127.0.0.1:0"
-LOCAL_SCHEDULERS = ("local", "processes", "threads", "sync", "synchronous")
-
-
-def scheduler_address(scheduler: str | None) -> str | None:
-    """The scheduler named on the command line, else $DASK_SCHEDULER_ADDRESS, else None."""
-    if scheduler in (None, "") and os.environ.get("DASK_SCHEDULER_ADDRESS"):
-        return os.environ["DASK_SCHEDULER_ADDRESS"]
-    if scheduler in (None, "", *LOCAL_SCHEDULERS):
-        return None
-    return scheduler
-
-
-@contextmanager
-def _client(
-    scheduler: str | None, workers: int | None, quiet: bool, gpu: bool = False
-) -> Iterator[Any]:
-    """A distributed client: to the given address, or to a local cluster we start and stop.
-
-    The default local cluster runs its workers as threads of this process: shard tasks spend
-    their time in C codecs and I/O that release the GIL, and starting no processes saves
-    about a second per job. `processes` starts one single-threaded worker process per core.
-    """
-    from distributed import Client
-
-    address = scheduler_address(scheduler)
-    if address is not None:
-        with Client(address) as client:
-            yield client
-        return
-    if gpu:
-        with _local_cuda_cluster(workers, quiet) as client:
-            yield client
-        return
-    cores = workers or max(1, os.cpu_count() or 1)
-    # Without a dashboard nobody can see the workers' statistical profiler, which samples
-    # every thread's stack every 10 ms while holding the GIL the shard tasks need.
-    with dask.config.set({"distributed.worker.profile.enabled": not quiet}):
-        if scheduler == "processes":
-            cluster = local_cluster(processes=True, workers=cores, threads=1, dashboard=not quiet)
-        else:
-            cluster = local_cluster(processes=False, workers=1, threads=cores, dashboard=not quiet)
-    try:
-        with Client(cluster) as client:
-            if not quiet:
-                print(f"dask dashboard: {local_dashboard_link(client)}", file=sys.stderr)
-            yield client
-    finally:
-        cluster.close()
-
-
-def local_cluster(*, processes: bool, workers: int, threads: int, dashboard: bool) -> Any:
-    """A cluster of our own whose every server (scheduler, workers, their HTTP endpoints)
-    listens on 127.0.0.1 only: worker threads of this process (`inproc`), or one worker
-    process per core behind a nanny (`tcp` on loopback).
-
-    The dashboard (bokeh) costs a few tenths of a second to start: only when someone looks.
-    Task errors reach the caller through the manifest future; the cluster's own log would only
-    add noise (e.g. the progress feed cancelled as the cluster closes).
-    """
-    from distributed import Nanny, Scheduler, SpecCluster, Worker
-
-    protocol, host = ("tcp://", "127.0.0.1") if processes else ("inproc://", None)
-    scheduler = {
-        "cls": Scheduler,
-        "options": dict(
-            protocol=protocol, host=host, dashboard=dashboard, dashboard_address=LOCAL_DASHBOARD
-        ),
-    }
-    worker = {
-        "cls": Nanny if processes else Worker,
-        "options": dict(
-            protocol=protocol,
-            host=host,
-            nthreads=threads,
-            dashboard=False,
-            dashboard_address=LOCAL_DASHBOARD,  # its HTTP endpoint (metrics), on loopback
-            silence_logs=logging.CRITICAL,
-        ),
-    }
-    return SpecCluster(
-        scheduler=scheduler,
-        workers={i: worker for i in range(workers)},
-        silence_logs=logging.CRITICAL,
-    )
-
-
-def local_dashboard_link(client: Any) -> str:
-    """The dashboard of a cluster we started, as it can be opened: it listens on loopback only,
-    while distributed's own link names the scheduler's host (the machine's address when the
-    workers are threads of this process)."""
-    port = urllib.parse.urlsplit(client.dashboard_link).port
-    return f"http://127.0.0.1:{port}/status"
-
-
-@contextmanager
-def _local_cuda_cluster(workers: int | None, quiet: bool) -> Iterator[Any]:
-    """One single-threaded worker per GPU (dask-cuda), each declaring the GPU resource."""
-    from distributed import Client
-
-    try:
-        from dask_cuda import LocalCUDACluster
-    except ImportError as exc:
-        raise PlanError(
-            "the GPU engine starts a dask-cuda cluster: pip install 'shardwright[gpu-cu13]' "
-            f"(gpu-cu12 for CUDA 12; {exc})"
-        ) from None
-    cluster = LocalCUDACluster(
-        host="127.0.0.1",  # every server on loopback (workers' HTTP endpoints follow the host)
-        n_workers=workers,
-        threads_per_worker=1,
-        resources={GPU_RESOURCE: 1},
-        dashboard_address=None if quiet else LOCAL_DASHBOARD,
-        silence_logs=logging.CRITICAL,
-    )
-    try:
-        with Client(cluster) as client:
-            if not quiet:
-                print(f"dask dashboard: {local_dashboard_link(client)}", file=sys.stderr)
-            yield client
-    finally:
-        cluster.close()
-
-
-def check_gpu_workers(client: Any) -> None:
-    """Refuse to submit GPU shard tasks to a cluster with no worker that could run them."""
-    workers = client.scheduler_info().get("workers", {}).values()
-    if not any(w.get("resources", {}).get(GPU_RESOURCE) for w in workers):
-        raise PlanError(
-            f"no worker of {client.scheduler.address} declares a {GPU_RESOURCE} resource; "
-            f"start GPU workers with `dask-cuda-worker ADDRESS --resources {GPU_RESOURCE}=1`"
-        )
-
-
-def execute(
-    graph: Delayed,
-    *,
-    scheduler: str | None = None,
-    workers: int | None = None,
-    client: Any = None,
-    progress: bool = True,
-    gpu: bool = False,
-) -> dict[str, Any]:
-    """Run the graph and return the manifest (GPU graphs on a distributed cluster only)."""
-    if client is not None:
-        if gpu:
-            check_gpu_workers(client)
-        return _run_on_client(client, graph, progress)
-    if gpu:
-        if scheduler_address(scheduler) is None and scheduler not in (None, "", "local"):
-            raise PlanError(
-                f"the GPU engine runs on a dask-cuda cluster: use the default scheduler or "
-                f"an address, not {scheduler!r}"
-            )
-        with _client(scheduler, workers, quiet=not progress, gpu=True) as own_client:
-            check_gpu_workers(own_client)
-            return _run_on_client(own_client, graph, progress)
-    if scheduler_address(scheduler) is None and scheduler in ("threads", "sync", "synchronous"):
-        from dask.diagnostics import ProgressBar
-
-        kind = "threads" if scheduler == "threads" else "synchronous"
-        kwargs: dict[str, Any] = {"num_workers": workers} if kind == "threads" and workers else {}
-        with ProgressBar(out=sys.stderr) if progress else nullcontext():
-            (result,) = dask.compute(graph, scheduler=kind, **kwargs)
-        return result
-    with _client(scheduler, workers, quiet=not progress) as own_client:
-        return _run_on_client(own_client, graph, progress)
-
-
-def _run_on_client(client: Any, graph: Delayed, progress: bool) -> dict[str, Any]:
-    from distributed import progress as progress_bar
-
-    future = client.compute(graph)
-    if progress:
-        progress_bar(future)
-        print(file=sys.stderr)
-    return future.result()

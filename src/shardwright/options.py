@@ -1,7 +1,16 @@
-"""What a user asks of a conversion: the options the CLI and the Python API share."""
+"""What a user asks of a conversion: the options the CLI and the Python API share.
+
+Each field of `ConvertOptions` that the command line offers says so in its metadata (`cli`:
+its flag, help, and how its text becomes the value); cli.py builds its parser and the
+options from those, so an option is added in this one place.
+"""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -11,7 +20,11 @@ GiB = 1024**3
 MiB = 1024**2
 
 FORMATS = ("precomputed", "zarr3")
+LAYER_TYPES = ("image", "segmentation")
+ENCODINGS = ("raw", "jpeg", "png", "compressed_segmentation")
 COMPRESSIONS = ("none", "gzip", "zstd", "blosc")
+HASHES = ("identity", "murmurhash3_x86_128")
+INDEX_LOCATIONS = ("end", "start")
 ENGINES = ("cpu", "gpu")
 
 
@@ -19,51 +32,252 @@ DEFAULT_BLOCK_SIZE = (8, 8, 8)
 DEFAULT_JPEG_QUALITY = 85
 DEFAULT_INDEX_LOCATION = "end"
 
+SIZE_SUFFIXES = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+# -- how option values are written on the command line -------------------------------------------
+# Each raises argparse's ArgumentTypeError, whose message argparse shows after the flag.
+def parse_xyz(kind: type) -> Callable[[str], tuple[Any, ...]]:
+    """A parser of 'x,y,z' into a triple of `kind`."""
+
+    def parse(text: str) -> tuple[Any, ...]:
+        parts = text.split(",")
+        if len(parts) != 3:
+            raise argparse.ArgumentTypeError(f"expected three values x,y,z, got {text!r}")
+        try:
+            return tuple(kind(p) for p in parts)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"bad x,y,z value {text!r}: {exc}") from exc
+
+    return parse
+
+
+def parse_mips(text: str) -> int | str:
+    """'auto' or a number of levels above the base."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of levels or 'auto', got {text!r}")
+    return value
+
+
+def parse_size(text: str) -> int:
+    """'512M', '2G', '1.5GiB' or a plain number of bytes."""
+    value = text.strip().lower().removesuffix("ib").removesuffix("b")
+    scale = SIZE_SUFFIXES.get(value[-1:], 1)
+    number = value[:-1] if value[-1:] in SIZE_SUFFIXES else value
+    try:
+        return int(float(number) * scale)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"bad size {text!r} (e.g. 512M, 2G)") from exc
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How a ConvertOptions field is given on the command line: its flag and help, and either
+    how its text becomes the value (`parse`, argparse's `type`; `choices`) or, for a flag
+    without a value, the value it sets (`switch`)."""
+
+    name: str
+    help: str | None = None
+    parse: Callable[[str], Any] | None = None
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    switch: Any = None  # None: the flag takes a value
+
+
+def cli(name: str, help: str | None = None, **how: Any) -> dict[str, Flag]:
+    """A field's metadata naming its command-line flag (see Flag)."""
+    return {"cli": Flag(name, help, **how)}
+
+
+XYZ = "X,Y,Z"
+
 
 @dataclass(frozen=True)
 class ConvertOptions:
-    """Every size is written x, y, z; None means "choose for me" (see plan.py)."""
+    """Every size is written x, y, z; None means "choose for me" (see plan.py). The fields are
+    in the order `--help` lists them."""
 
-    format: str = "precomputed"
-    layer_type: str | None = None
-    encoding: str = "raw"
-    compression: str | None = None
-    compression_level: int | None = None
-    chunk_size: tuple[int, int, int] | None = None
-    resolution: tuple[float, float, float] | None = None
-    voxel_offset: tuple[int, int, int] | None = None
-    scale_key: str | None = None
-    compressed_segmentation_block_size: tuple[int, int, int] | None = None  # default 8,8,8
-    jpeg_quality: int | None = None  # default 85
-    target_shard_bytes: int = 1 * GiB
-    memory_budget: int = 1 * GiB
-    min_shards: int = 16  # automatic sharding keeps at least this many shards, volume allowing
-    preshift_bits: int | None = None
-    minishard_bits: int | None = None
-    shard_bits: int | None = None
-    hash: str | None = None
-    shard_shape: tuple[int, int, int] | None = None
-    index_location: str | None = None  # zarr3 shard index: "end" (default), or "start" for
-    # stores without suffix range reads
-    source_axes: str | None = None
-    source_scale: str | None = None
-    engine: str = "cpu"  # "gpu": shard tasks run the batched pipeline on CUDA workers
+    format: str = field(default="precomputed", metadata=cli("--format", choices=FORMATS))
+    layer_type: str | None = field(default=None, metadata=cli("--layer-type", choices=LAYER_TYPES))
+    encoding: str = field(default="raw", metadata=cli("--encoding", choices=ENCODINGS))
+    compression: str | None = field(
+        default=None,
+        metadata=cli(
+            "--compression",
+            "precomputed data_encoding (none|gzip) or zarr3 inner codec; "
+            "default gzip (none for jpeg/png)",
+            choices=COMPRESSIONS,
+        ),
+    )
+    compression_level: int | None = field(
+        default=None,
+        metadata=cli(
+            "--compression-level", "gzip 0-9, zstd 1-22, blosc 0-9 (codec default)", parse=int
+        ),
+    )
+    chunk_size: tuple[int, int, int] | None = field(
+        default=None,
+        metadata=cli("--chunk-size", "default 64,64,64", parse=parse_xyz(int), metavar=XYZ),
+    )
+    resolution: tuple[float, float, float] | None = field(
+        default=None,
+        metadata=cli("--resolution", "nm per voxel", parse=parse_xyz(float), metavar=XYZ),
+    )
+    voxel_offset: tuple[int, int, int] | None = field(
+        default=None, metadata=cli("--voxel-offset", parse=parse_xyz(int), metavar=XYZ)
+    )
+    scale_key: str | None = field(
+        default=None,
+        metadata=cli("--scale-key", "precomputed scale key (default from the resolution)"),
+    )
+    compressed_segmentation_block_size: tuple[int, int, int] | None = field(
+        default=None,  # resolved(): DEFAULT_BLOCK_SIZE
+        metadata=cli(
+            "--block-size",
+            "compressed_segmentation block size (default 8,8,8)",
+            parse=parse_xyz(int),
+            metavar=XYZ,
+        ),
+    )
+    jpeg_quality: int | None = field(
+        default=None,  # resolved(): DEFAULT_JPEG_QUALITY
+        metadata=cli("--jpeg-quality", "1-100 (default 85)", parse=int),
+    )
+    target_shard_bytes: int = field(
+        default=1 * GiB,
+        metadata=cli("--target-shard-bytes", parse=parse_size, metavar="SIZE"),
+    )
+    memory_budget: int = field(
+        default=1 * GiB,
+        metadata=cli("--memory-budget", "per shard task", parse=parse_size, metavar="SIZE"),
+    )
+    min_shards: int = field(
+        default=16,
+        metadata=cli(
+            "--min-shards",
+            "automatic sharding keeps at least this many shards (parallelism)",
+            parse=int,
+        ),
+    )
+    preshift_bits: int | None = field(default=None, metadata=cli("--preshift-bits", parse=int))
+    minishard_bits: int | None = field(default=None, metadata=cli("--minishard-bits", parse=int))
+    shard_bits: int | None = field(default=None, metadata=cli("--shard-bits", parse=int))
+    hash: str | None = field(default=None, metadata=cli("--hash", choices=HASHES))
+    shard_shape: tuple[int, int, int] | None = field(
+        default=None,
+        metadata=cli("--shard-shape", "zarr3 shard shape", parse=parse_xyz(int), metavar=XYZ),
+    )
+    index_location: str | None = field(
+        default=None,  # resolved(): DEFAULT_INDEX_LOCATION
+        metadata=cli(
+            "--index-location",
+            "zarr3 shard index position (default end; start suits stores without suffix "
+            "range reads)",
+            choices=INDEX_LOCATIONS,
+        ),
+    )
     # Pyramids: levels above the base (an int, or "auto": down to about one chunk), the factor
     # between levels (default 2,2,2) and the reduction (default: average for images, mode for
     # segmentations). None / 0 mips: a single level, written exactly as without pyramids.
-    mips: int | str | None = None
-    factor: tuple[int, int, int] | None = None
-    downsample: str | None = None
-    # Legacy single-resolution meshes have no sharded form: re-encode them as one-level
-    # multi-resolution Draco meshes only when asked.
-    legacy_to_multires: bool = False
+    mips: int | str | None = field(
+        default=None,
+        metadata=cli(
+            "--mips",
+            "also build a pyramid of N downsampled levels in the same job, every level "
+            "sharded (auto: down to about one chunk); the source is read once",
+            parse=parse_mips,
+            metavar="N|auto",
+        ),
+    )
+    factor: tuple[int, int, int] | None = field(
+        default=None,
+        metadata=cli(
+            "--factor",
+            "downsampling factor between pyramid levels (default 2,2,2; 2,2,1 for anisotropic EM)",
+            parse=parse_xyz(int),
+            metavar=XYZ,
+        ),
+    )
+    downsample: str | None = field(
+        default=None,
+        metadata=cli(
+            "--downsample",
+            "pyramid reduction (default: average for images, mode for segmentations)",
+            choices=DOWNSAMPLE_METHODS,
+        ),
+    )
     # A precomputed segmentation's meshes / skeletons (the directories its info names),
     # converted to their sharded form in the same job.
-    with_meshes: bool = False
-    with_skeletons: bool = False
+    with_meshes: bool = field(
+        default=False,
+        metadata=cli(
+            "--with-meshes",
+            "also convert the meshes the segmentation's info names, to sharded meshes",
+            switch=True,
+        ),
+    )
+    with_skeletons: bool = field(
+        default=False,
+        metadata=cli(
+            "--with-skeletons",
+            "also convert the skeletons the segmentation's info names, to sharded skeletons",
+            switch=True,
+        ),
+    )
+    # Legacy single-resolution meshes have no sharded form: re-encode them as one-level
+    # multi-resolution Draco meshes only when asked.
+    legacy_to_multires: bool = field(
+        default=False,
+        metadata=cli(
+            "--legacy-to-multires",
+            "re-encode legacy single-resolution meshes (which have no sharded form) as "
+            "multi-resolution Draco meshes with one level of detail",
+            switch=True,
+        ),
+    )
+    engine: str = field(  # "gpu": shard tasks run the batched pipeline on CUDA workers
+        default="cpu",
+        metadata=cli(
+            "--gpu",
+            "run shard tasks on GPUs: a dask-cuda cluster here, or the workers of --scheduler "
+            "ADDRESS started with --resources GPU=1 (raw and compressed_segmentation)",
+            switch="gpu",
+        ),
+    )
+    source_axes: str | None = field(
+        default=None,
+        metadata=cli("--source-axes", "axis order of an array source, e.g. zyx, xyz, czyx"),
+    )
+    source_scale: str | None = field(
+        default=None, metadata=cli("--source-scale", "scale key of a precomputed source")
+    )
     # fsspec options (credentials among them): never shown in reprs, logs or the dashboard.
-    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)  # destination
-    source_storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    storage_options: dict[str, Any] = field(  # the destination's
+        default_factory=dict,
+        repr=False,
+        metadata=cli(
+            "--storage-options",
+            "fsspec options for the destination (credentials, endpoint_url, ...)",
+            parse=json.loads,
+            metavar="JSON",
+        ),
+    )
+    source_storage_options: dict[str, Any] = field(
+        default_factory=dict,
+        repr=False,
+        metadata=cli(
+            "--source-storage-options",
+            "options for a gs:// or s3:// source (e.g. an endpoint_url)",
+            parse=json.loads,
+            metavar="JSON",
+        ),
+    )
 
     def resolved(self) -> ConvertOptions:
         """The options with every encoding default filled in (what a plan runs with); the
@@ -87,7 +301,7 @@ class ConvertOptions:
             raise ValueError(
                 f"unknown compression {self.compression!r}; choose one of {COMPRESSIONS}"
             )
-        if self.index_location not in (None, "start", "end"):
+        if self.index_location not in (None, *INDEX_LOCATIONS):
             raise ValueError(f"index location must be start or end, got {self.index_location!r}")
         if self.engine not in ENGINES:
             raise ValueError(f"unknown engine {self.engine!r}; choose one of {ENGINES}")
@@ -106,3 +320,17 @@ class ConvertOptions:
                 f"unknown downsampling method {self.downsample!r}; choose one of "
                 f"{DOWNSAMPLE_METHODS}"
             )
+
+
+def command_line_fields() -> Iterator[tuple[dataclasses.Field[Any], Flag]]:
+    """The fields the command line offers, with their flags, in `--help` order."""
+    for f in dataclasses.fields(ConvertOptions):
+        if "cli" in f.metadata:
+            yield f, f.metadata["cli"]
+
+
+def default_of(f: dataclasses.Field[Any]) -> Any:
+    """A field's default value (a fresh one where it has a factory)."""
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default

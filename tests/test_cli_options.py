@@ -1,0 +1,122 @@
+"""The command line's conversion options are ConvertOptions' fields: every field has its flag,
+and what a flag parses to is exactly what the Python API gets for the same option."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from shardwright.cli import build_parser, options_from
+from shardwright.options import ConvertOptions, command_line_fields, default_of
+
+# Fields deliberately offered to the Python API alone (none today).
+API_ONLY: tuple[str, ...] = ()
+
+# For every field: words on the command line, and the value the API is given for them.
+SAMPLES: dict[str, tuple[list[str], Any]] = {
+    "format": (["--format", "zarr3"], "zarr3"),
+    "layer_type": (["--layer-type", "segmentation"], "segmentation"),
+    "encoding": (["--encoding", "compressed_segmentation"], "compressed_segmentation"),
+    "compression": (["--compression", "zstd"], "zstd"),
+    "compression_level": (["--compression-level", "7"], 7),
+    "chunk_size": (["--chunk-size", "32,16,8"], (32, 16, 8)),
+    "resolution": (["--resolution", "4,4.5,40"], (4.0, 4.5, 40.0)),
+    "voxel_offset": (["--voxel-offset=-3,0,5"], (-3, 0, 5)),
+    "scale_key": (["--scale-key", "8_8_40"], "8_8_40"),
+    "compressed_segmentation_block_size": (["--block-size", "4,4,2"], (4, 4, 2)),
+    "jpeg_quality": (["--jpeg-quality", "90"], 90),
+    "target_shard_bytes": (["--target-shard-bytes", "64K"], 64 * 1024),
+    "memory_budget": (["--memory-budget", "1.5GiB"], 3 * 1024**3 // 2),
+    "min_shards": (["--min-shards", "4"], 4),
+    "preshift_bits": (["--preshift-bits", "2"], 2),
+    "minishard_bits": (["--minishard-bits", "3"], 3),
+    "shard_bits": (["--shard-bits", "1"], 1),
+    "hash": (["--hash", "murmurhash3_x86_128"], "murmurhash3_x86_128"),
+    "shard_shape": (["--shard-shape", "2,2,1"], (2, 2, 1)),
+    "index_location": (["--index-location", "start"], "start"),
+    "mips": (["--mips", "auto"], "auto"),
+    "factor": (["--factor", "2,2,1"], (2, 2, 1)),
+    "downsample": (["--downsample", "max"], "max"),
+    "with_meshes": (["--with-meshes"], True),
+    "with_skeletons": (["--with-skeletons"], True),
+    "legacy_to_multires": (["--legacy-to-multires"], True),
+    "engine": (["--gpu"], "gpu"),
+    "source_axes": (["--source-axes", "czyx"], "czyx"),
+    "source_scale": (["--source-scale", "4_4_40"], "4_4_40"),
+    "storage_options": (["--storage-options", '{"anon": true}'], {"anon": True}),
+    "source_storage_options": (
+        ["--source-storage-options", '{"endpoint_url": "http://s3"}'],
+        {"endpoint_url": "http://s3"},
+    ),
+}
+
+
+def _parse(command: str, *words: str) -> ConvertOptions:
+    return options_from(build_parser().parse_args([command, "in.npy", "out", *words]))
+
+
+def test_every_option_has_a_flag() -> None:
+    fields = {f.name for f in dataclasses.fields(ConvertOptions)}
+    offered = [f.name for f, _ in command_line_fields()]
+    assert len(offered) == len(set(offered))
+    assert set(offered) == fields - set(API_ONLY)
+    assert set(SAMPLES) == set(offered), "each flag needs a sample here"
+
+
+@pytest.mark.parametrize("command", ["plan", "convert"])
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_a_flag_gives_the_api_value(command: str, name: str) -> None:
+    words, value = SAMPLES[name]
+    field = next(f for f, _ in command_line_fields() if f.name == name)
+    assert value != default_of(field)
+    got = _parse(command, *words)
+    assert got == ConvertOptions(**{name: value})
+    assert repr(getattr(got, name)) == repr(value)  # the same types too (4, not 4.0)
+
+
+@pytest.mark.parametrize("command", ["plan", "convert"])
+def test_defaults_are_the_apis(command: str) -> None:
+    assert _parse(command) == ConvertOptions()
+
+
+def test_every_flag_at_once() -> None:
+    words = [word for flag_words, _ in SAMPLES.values() for word in flag_words]
+    assert _parse("convert", *words) == ConvertOptions(
+        **{name: value for name, (_, value) in SAMPLES.items()}
+    )
+
+
+def test_a_default_dict_is_not_shared_between_parses() -> None:
+    first, second = _parse("plan"), _parse("plan")
+    assert first.storage_options == {} and first.storage_options is not second.storage_options
+
+
+@pytest.mark.parametrize(
+    ("words", "message"),
+    [
+        (["--chunk-size", "1,2"], "argument --chunk-size: expected three values x,y,z, got '1,2'"),
+        (["--resolution", "a,1,2"], "argument --resolution: bad x,y,z value 'a,1,2': could not "),
+        (["--memory-budget", "lots"], "argument --memory-budget: bad size 'lots' (e.g. 512M, 2G)"),
+        (["--mips", "-1"], "argument --mips: expected a number of levels or 'auto', got '-1'"),
+        (["--format", "n5"], "argument --format: invalid choice: 'n5' (choose from "),
+        (["--jpeg-quality", "high"], "argument --jpeg-quality: invalid int value: 'high'"),
+        (["--storage-options", "{"], "argument --storage-options: invalid loads value: '{'"),
+    ],
+)
+def test_bad_values_are_refused_by_the_parser(
+    words: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        _parse("plan", *words)
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_help_lists_every_flag_in_field_order(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["convert", "--help"])
+    out = capsys.readouterr().out
+    places = [out.index(f"  {flag.name}") for _, flag in command_line_fields()]
+    assert places == sorted(places)
