@@ -223,10 +223,9 @@ def _finish(
     what a replaced dataset owned and this one did not reuse is removed, and the lease
     released. Those last requests, and the manifest's own PUT, are not in its totals.
 
-    A receipt may come as a list of them (pyramid levels hand theirs up together). Returns
-    the manifest as it is stored.
+    A receipt may come as a list of them (pyramid levels hand theirs up together).
     Temporaries of shard writes that died with their worker are removed first: every shard
-    is in place by now, so nothing still needs them.
+    is in place by now, so nothing still needs them. Returns the manifest as it is stored.
     """
     store = begun.store(store)
     store.remove_stale_temporaries()
