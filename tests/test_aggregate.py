@@ -87,15 +87,16 @@ def test_precomputed_aggregate_equals_the_streaming_builder(
 ) -> None:
     ids = list(items)
     held, largest_epoch = _held([items[i] for i in ids], data, np.random.default_rng(seed))
-    pieces = arrange_precomputed(spec, np.array(ids, dtype=np.uint64), held, shard_number=0)
+    shard = arrange_precomputed(spec, np.array(ids, dtype=np.uint64), held, shard_number=0)
     builder = spec.builder(0)
     for chunk_id, blob in items.items():
         builder.add_encoded(chunk_id, blob)
     expected = builder.finish().to_bytes()
-    assert b"".join(pieces()) == expected
-    assert b"".join(pieces()) == expected  # again, as a retried upload asks
+    assert shard.to_bytes() == expected
+    assert shard.to_bytes() == expected  # again, as a retried upload asks
+    assert shard.chunk_count == len(items)
     assert held.device_peak <= held.device_budget + largest_epoch
-    held.close()
+    shard.close()
 
 
 @given(
@@ -116,8 +117,9 @@ def test_zarr3_aggregate_equals_encode_shard(
         bytes(rng.integers(0, 255, int(rng.integers(1, 30)), dtype=np.uint8)) for _ in positions
     ]
     held, _ = _held(blobs, data, rng)
-    shard = b"".join(arrange_zarr3(grid, positions, held, location)())
-    held.close()
+    arranged = arrange_zarr3(grid, positions, held, location)
+    shard = arranged.to_bytes()  # checks the size it announces, too
+    arranged.close()
     coords = [tuple(int(v) for v in np.unravel_index(p, grid)) for p in positions.tolist()]
     assert shard == zarr3.encode_shard(dict(zip(coords, blobs, strict=True)), grid, location)
 
@@ -139,7 +141,7 @@ def test_a_shard_many_times_the_budget_holds_the_budget_plus_one_epoch() -> None
             ids.append(epoch * 10 + k)
             builder.add_encoded(epoch * 10 + k, blob)
     assert held.copied_out == 8_000  # eight epochs left the device; two stayed
-    pieces = arrange_precomputed(spec, np.array(ids, dtype=np.uint64), held, shard_number=0)
+    shard = arrange_precomputed(spec, np.array(ids, dtype=np.uint64), held, shard_number=0)
     assert held.device_peak <= 2_500 + 1_000
-    assert b"".join(pieces()) == builder.finish().to_bytes()
-    held.close()
+    assert shard.to_bytes() == builder.finish().to_bytes()
+    shard.close()

@@ -82,8 +82,8 @@ def test_batched_shards_equal_the_cpu_engines(
         want = run_shard(plan, task, cpu)
         got = run_shard_batched(plan, task, batched, np, device_budget=device_budget)
         fields = ("key", "size", "crc32c", "chunks", "empty", "requests")
-        assert {k: got[k] for k in fields} == {k: want[k] for k in fields}
-        if not want["empty"]:
+        assert {k: getattr(got, k) for k in fields} == {k: getattr(want, k) for k in fields}
+        if not want.empty:
             assert batched.read(task.key) == cpu.read(task.key)
             compared += 1
     assert compared >= 2

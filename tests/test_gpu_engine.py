@@ -90,8 +90,8 @@ def test_gpu_shards_equal_the_cpu_engines(
         want = run_shard(plan, task, cpu)
         got = run_shard_batched(plan, task, device, cupy, device_budget=device_budget)
         fields = ("size", "crc32c", "chunks", "empty", "requests")
-        assert {k: got[k] for k in fields} == {k: want[k] for k in fields}
-        if not want["empty"]:
+        assert {k: getattr(got, k) for k in fields} == {k: getattr(want, k) for k in fields}
+        if not want.empty:
             assert device.read(task.key) == cpu.read(task.key)
 
 

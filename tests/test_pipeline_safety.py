@@ -143,7 +143,7 @@ def test_shard_task_memory_stays_near_the_budget(tmp_path: pathlib.Path) -> None
     receipt = run_shard(plan, task, Store(str(tmp_path / "out")), spool_dir=str(tmp_path))
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    assert receipt["size"] >= 5 * budget
+    assert receipt.size >= 5 * budget
     assert peak < 1.25 * budget, f"peak {peak / 2**20:.1f} MiB for a {budget / 2**20} MiB budget"
 
 

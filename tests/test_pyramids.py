@@ -656,7 +656,7 @@ def test_four_level_pyramid_tasks_stay_within_the_budget(tmp_path: pathlib.Path)
     receipt, handoff = run_pyramid_shard(plan, base_task, store, spool_dir=str(tmp_path))
     _, base_peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    assert receipt["size"] >= 2 * budget
+    assert receipt.size >= 2 * budget
     assert base_peak < budget, f"base task peak {base_peak / 2**20:.1f} MiB"
 
     upper_task = next(iter(plan.level_plan(1).shards()))

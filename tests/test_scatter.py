@@ -62,7 +62,7 @@ def test_raw_shard_through_scatter_and_aggregate_equals_the_cpu_builder() -> Non
     ids = compressed_morton_code(coords, grid)
     held = EncodedChunks(np, device_budget=1 << 30, host_budget=1 << 30)
     held.add(buffer, offsets, sizes)
-    shard = b"".join(arrange_precomputed(spec, ids, held, 0)())
+    shard = arrange_precomputed(spec, ids, held, 0).to_bytes()
     builder = spec.builder(0)
     raw = chunk_encoding("raw")
     for (gx, gy, gz), chunk_id in zip(coords.tolist(), ids.tolist(), strict=False):
@@ -82,7 +82,7 @@ def test_zarr3_shard_through_scatter_and_aggregate_equals_encode_shard() -> None
     positions = np.ravel_multi_index(coords.T, grid)
     held = EncodedChunks(np, device_budget=1 << 30, host_budget=1 << 30)
     held.add(buffer, offsets, sizes)
-    shard = b"".join(arrange_zarr3(grid, positions, held, "end")())
+    shard = arrange_zarr3(grid, positions, held, "end").to_bytes()
     blobs = {
         tuple(c): buffer[k * nbytes : (k + 1) * nbytes].tobytes()
         for k, c in enumerate(coords.tolist())

@@ -30,7 +30,14 @@ from shardwright.engine import run_shard
 from shardwright.engine.pyramid import Handoff, Piece, run_pyramid_shard
 from shardwright.lifecycle import journal, lease
 from shardwright.lifecycle.job import Claim, begin
-from shardwright.manifest import build_manifest, metadata_digests, metadata_text, write_manifest
+from shardwright.manifest import (
+    CompanionTotals,
+    Receipt,
+    build_manifest,
+    metadata_digests,
+    metadata_text,
+    write_manifest,
+)
 from shardwright.planning import ConversionPlan, ShardTask
 from shardwright.planning.objects import ObjectPlan, ObjectShardTask
 from shardwright.store import JobRun, Store
@@ -78,7 +85,7 @@ def _shard(
     store: Store,
     resume: bool,
     begun: Begun,
-) -> dict[str, Any]:
+) -> Receipt:
     store = begun.store(store)
     if plan.options.engine == "gpu":
         from shardwright.engine.gpu import run_shard_gpu  # CuPy only on GPU workers
@@ -86,8 +93,7 @@ def _shard(
         receipt = run_shard_gpu(plan, task, store, resume=resume)
     else:
         receipt = run_shard(plan, task, store, resume=resume)
-    journal.record(store, receipt)
-    return receipt
+    return journal.record(store, receipt)
 
 
 def _object_shard(
@@ -96,13 +102,11 @@ def _object_shard(
     store: Store,
     resume: bool,
     begun: Begun,
-) -> dict[str, Any]:
+) -> Receipt:
     from shardwright.engine.objects import run_object_shard
 
     store = begun.store(store)
-    receipt = run_object_shard(plan, task, store, resume=resume)
-    journal.record(store, receipt)
-    return receipt
+    return journal.record(store, run_object_shard(plan, task, store, resume=resume))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,7 +114,7 @@ class LevelResult:
     """What a pyramid shard task hands on: its receipt and those of the producers it alone
     consumed, and the reduced pieces for the level above."""
 
-    receipts: list[dict[str, Any]]
+    receipts: list[Receipt]
     handoff: Handoff
 
 
@@ -124,7 +128,7 @@ def _pyramid_shard(
 ) -> LevelResult:
     store = begun.store(store)
     pieces: list[Piece] = []
-    receipts: list[dict[str, Any]] = []
+    receipts: list[Receipt] = []
     for item in inputs:
         if isinstance(item, LevelResult):  # a producer whose only consumer is this task
             pieces.append(item.handoff[task.key])
@@ -137,8 +141,7 @@ def _pyramid_shard(
 
         xp = cupy_module()
     receipt, handoff = run_pyramid_shard(plan, task, store, pieces, resume=resume, xp=xp)
-    journal.record(store, receipt)
-    return LevelResult([receipt, *receipts], handoff)
+    return LevelResult([journal.record(store, receipt), *receipts], handoff)
 
 
 def _piece(result: LevelResult, consumer: str) -> Piece:
@@ -146,7 +149,7 @@ def _piece(result: LevelResult, consumer: str) -> Piece:
     return result.handoff[consumer]
 
 
-def _receipts_of(result: LevelResult) -> list[dict[str, Any]]:
+def _receipts_of(result: LevelResult) -> list[Receipt]:
     return result.receipts
 
 
@@ -195,10 +198,10 @@ def _pyramid_receipts(
     return receipt_lists
 
 
-def _companion_summary(manifest: dict[str, Any]) -> dict[str, Any]:
-    """A companion's manifest as one line of the volume's receipts: not a shard of the
-    volume (`companion` marks it), its totals kept for the caller."""
-    return {"companion": manifest["plan"]["destination"], "totals": manifest["totals"]}
+def _companion_summary(manifest: dict[str, Any]) -> CompanionTotals:
+    """A companion's manifest (its graph's result) as one input of the volume's manifest:
+    no shard of the volume, its totals kept for the caller."""
+    return CompanionTotals(manifest["plan"]["destination"], manifest["totals"])
 
 
 def _finish(
@@ -208,7 +211,7 @@ def _finish(
     preflight_requests: dict[str, int],
     begun: Begun,
     metadata: dict[str, str],
-    *receipts: dict[str, Any] | list[dict[str, Any]],
+    *receipts: Receipt | list[Receipt] | CompanionTotals,
 ) -> dict[str, Any]:
     """Coordinator, last step: the manifest, written only once every shard is stored; then
     what a replaced dataset owned and this one did not reuse is removed, and the lease
@@ -216,21 +219,22 @@ def _finish(
 
     A receipt may come as a list of them (pyramid levels hand theirs up together).
     Temporaries of shard writes that died with their worker are removed first: every shard
-    is in place by now, so nothing still needs them.
+    is in place by now, so nothing still needs them. Returns the manifest as it is stored.
     """
     store = begun.store(store)
     store.remove_stale_temporaries()
     flat = [r for item in receipts for r in (item if isinstance(item, list) else [item])]
-    own = [r for r in flat if "companion" not in r]
+    own = [r for r in flat if isinstance(r, Receipt)]
     found = None
     if store.run is not None:  # found now, so that the manifest counts these requests too
-        stored = {r["key"] for r in own if not r["empty"]} | set(metadata)
-        found = journal.replaced(store, stored, {r["key"] for r in own})
+        stored = {r.key for r in own if not r.empty} | set(metadata)
+        found = journal.replaced(store, stored, {r.key for r in own})
     manifest = build_manifest(
         plan_description,
-        flat,
+        own,
         time.time() - started,
         [preflight_requests, begun.requests],
+        companions=[r for r in flat if isinstance(r, CompanionTotals)],
         job=store.run.job if store.run is not None else None,
         metadata=metadata,
     )
@@ -238,7 +242,7 @@ def _finish(
     if found is not None:
         journal.remove(store, found)
         lease.release(store)
-    return manifest
+    return manifest.to_json()
 
 
 def build_graph(

@@ -1,19 +1,24 @@
-"""The manifest: the completion record of a conversion, written last by the coordinator.
+"""The manifest and the receipts it is built from, typed; JSON only where they are stored.
 
-It lists every shard object (key, size, crc32c, chunk count), the sha256 of each metadata
-object (`info`, `zarr.json`), the job's fingerprint digest and the plan that produced them;
-`verify` checks a destination against it, and its absence says a job did not finish. A
-manifest read back is validated first: its keys name objects this project may read and, when
-it replaces a dataset, delete, so a key that climbs out of the dataset is refused.
+Each shard task returns a `Receipt`: what it stored (or found entirely empty), whether a
+resumed run kept it, the requests it made and its seconds. The coordinator folds the receipts
+into the `Manifest`, the completion record written last: every shard object (`ShardEntry`:
+key, size, crc32c, chunk count), the sha256 of each metadata object (`info`, `zarr.json`),
+the job's fingerprint digest and the plan that produced them. `verify` checks a destination
+against it, and its absence says a job did not finish. A manifest read back is validated
+first: its keys name objects this project may read and, when it replaces a dataset, delete,
+so a key that climbs out of the dataset is refused.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
 import json
 import posixpath
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from shardwright.errors import ManifestError
@@ -22,6 +27,160 @@ from shardwright.version import __version__
 
 MANIFEST_KEY = "shardwright-manifest.json"
 FORMATS = ("precomputed", "zarr3")
+
+
+@dataclass(frozen=True)
+class ShardEntry:
+    """One shard object of a dataset, as the manifest lists it."""
+
+    key: str
+    size: int
+    crc32c: int
+    chunks: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "size": self.size, "crc32c": self.crc32c, "chunks": self.chunks}
+
+    @classmethod
+    def from_json(cls, entry: Any, where: str) -> ShardEntry:
+        """A listed shard, checked: a key inside the dataset and counts in range."""
+        if not isinstance(entry, dict):
+            raise ManifestError(f"{where} is not an object")
+        key = check_key(entry.get("key"), f"{where}.key")
+        counts = []
+        for name, limit in (("size", 2**64), ("crc32c", 2**32), ("chunks", 2**64)):
+            value = entry.get(name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < limit:
+                raise ManifestError(f"{where}.{name} is {value!r}")
+            counts.append(value)
+        return cls(key, *counts)
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What one shard task did: the object it stored (`empty`: every chunk was fill, so none
+    is stored), whether a resumed run kept it (`resumed`), the object-store requests it made,
+    its seconds and, in a pyramid, the level of its shard."""
+
+    key: str
+    size: int
+    crc32c: int
+    chunks: int
+    empty: bool = False
+    resumed: bool = False
+    requests: Mapping[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    level: int | None = None
+
+    @classmethod
+    def nothing_stored(cls, key: str) -> Receipt:
+        """The receipt of a shard whose every chunk was fill: zarr stores no object at all."""
+        return cls(key, 0, 0, 0, empty=True)
+
+    @property
+    def entry(self) -> ShardEntry:
+        return ShardEntry(self.key, self.size, self.crc32c, self.chunks)
+
+    def counting(self, requests: Mapping[str, int]) -> Receipt:
+        """This receipt with `requests` added to its own."""
+        return dataclasses.replace(self, requests=sum_requests([self.requests, requests]))
+
+    def to_json(self) -> dict[str, Any]:
+        out = {**self.entry.to_json(), "resumed": self.resumed, "empty": self.empty}
+        out.update(requests=dict(self.requests), seconds=self.seconds)
+        return out if self.level is None else {**out, "level": self.level}
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Receipt:
+        return cls(
+            obj["key"],
+            int(obj["size"]),
+            int(obj["crc32c"]),
+            int(obj["chunks"]),
+            empty=bool(obj.get("empty", False)),
+            resumed=bool(obj.get("resumed", False)),
+            requests=dict(obj.get("requests", {})),
+            seconds=float(obj.get("seconds", 0.0)),
+            level=obj.get("level"),
+        )
+
+
+@dataclass(frozen=True)
+class CompanionTotals:
+    """A companion dataset of the job (its meshes or skeletons): where it lies and its totals,
+    which the volume's manifest repeats."""
+
+    dest: str
+    totals: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A dataset's completion record. `plan` is the plan's description and `totals` the
+    job's sums (shards, bytes, chunks, resumed and empty shards, seconds, requests; per level
+    in a pyramid), both as they are stored; `metadata` the sha256 of each metadata object."""
+
+    format: str
+    plan: dict[str, Any]
+    totals: dict[str, Any]
+    shards: tuple[ShardEntry, ...]
+    job: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    created: str | None = None
+    shardwright_version: str | None = None
+    companions: dict[str, dict[str, Any]] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {
+            "shardwright_version": self.shardwright_version,
+            "format": self.format,
+            "created": self.created,
+            "job": self.job,
+            "metadata": dict(self.metadata),
+            "plan": self.plan,
+            "totals": self.totals,
+            "shards": [entry.to_json() for entry in self.shards],
+        }
+        if self.companions:
+            out["companions"] = self.companions
+        return out
+
+    @classmethod
+    def from_json(cls, manifest: Any, where: str = MANIFEST_KEY) -> Manifest:
+        """A manifest's JSON, checked for the shape this project writes."""
+        if not isinstance(manifest, dict):
+            raise ManifestError(f"{where} is not a JSON object")
+        if manifest.get("format") not in FORMATS:
+            raise ManifestError(
+                f"{where}: format {manifest.get('format')!r} is not one of {FORMATS}"
+            )
+        for name, kind in (("plan", dict), ("totals", dict), ("shards", list)):
+            if not isinstance(manifest.get(name), kind):
+                raise ManifestError(f"{where}: {name!r} is missing or not a {kind.__name__}")
+        shards = tuple(
+            ShardEntry.from_json(entry, f"{where}: shards[{i}]")
+            for i, entry in enumerate(manifest["shards"])
+        )
+        metadata = manifest.get("metadata", {})
+        if not isinstance(metadata, dict):
+            raise ManifestError(f"{where}: 'metadata' is not an object")
+        for key, digest in metadata.items():
+            check_key(key, f"{where}: metadata key")
+            if not isinstance(digest, str):
+                raise ManifestError(f"{where}: metadata[{key!r}] is not a sha256 string")
+        if manifest.get("job") is not None and not isinstance(manifest["job"], str):
+            raise ManifestError(f"{where}: 'job' is not a string")
+        return cls(
+            format=manifest["format"],
+            plan=manifest["plan"],
+            totals=manifest["totals"],
+            shards=shards,
+            job=manifest.get("job"),
+            metadata=metadata,
+            created=manifest.get("created"),
+            shardwright_version=manifest.get("shardwright_version"),
+            companions=manifest.get("companions"),
+        )
 
 
 def metadata_text(document: dict[str, Any]) -> str:
@@ -39,72 +198,68 @@ def metadata_digests(documents: Iterable[tuple[str, dict[str, Any]]]) -> dict[st
 
 def build_manifest(
     plan_description: dict[str, Any],
-    receipts: Iterable[dict[str, Any]],
+    receipts: Iterable[Receipt],
     seconds: float | None = None,
-    coordinator_requests: Iterable[dict[str, int]] = (),
+    coordinator_requests: Iterable[Mapping[str, int]] = (),
     *,
+    companions: Iterable[CompanionTotals] = (),
     job: str | None = None,
     metadata: dict[str, str] | None = None,
-) -> dict[str, Any]:
+) -> Manifest:
     """The manifest from the shard receipts; request totals also count the coordinator's
     (preflight probe, metadata), all but the manifest's own single PUT."""
     receipts = list(receipts)
-    companions = [r for r in receipts if "companion" in r]  # meshes / skeletons of the job
-    receipts = [r for r in receipts if "companion" not in r]
-    written = sorted((r for r in receipts if not r["empty"]), key=lambda r: r["key"])
-    manifest = {
-        "shardwright_version": __version__,
-        "format": plan_description["format"],
-        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "job": job,
-        "metadata": metadata or {},
-        "plan": plan_description,
-        "totals": {
-            "shards": len(written),
-            "bytes": sum(r["size"] for r in written),
-            "chunks": sum(r["chunks"] for r in written),
-            "resumed_shards": sum(1 for r in written if r["resumed"]),
-            "empty_shards_skipped": sum(1 for r in receipts if r["empty"]),
-            "seconds": None if seconds is None else round(seconds, 3),
-            "requests": _sum_requests(
-                [*receipts, *({"requests": r} for r in coordinator_requests)]
-            ),
-        },
-        "shards": [
-            {"key": r["key"], "size": r["size"], "crc32c": r["crc32c"], "chunks": r["chunks"]}
-            for r in written
-        ],
+    written = sorted((r for r in receipts if not r.empty), key=lambda r: r.key)
+    totals: dict[str, Any] = {
+        "shards": len(written),
+        "bytes": sum(r.size for r in written),
+        "chunks": sum(r.chunks for r in written),
+        "resumed_shards": sum(1 for r in written if r.resumed),
+        "empty_shards_skipped": sum(1 for r in receipts if r.empty),
+        "seconds": None if seconds is None else round(seconds, 3),
+        "requests": sum_requests([*(r.requests for r in receipts), *coordinator_requests]),
     }
-    if companions:
-        manifest["companions"] = {r["companion"]: r["totals"] for r in companions}
-    if any("level" in r for r in receipts):  # a pyramid: what each level wrote
-        levels = sorted({r.get("level", 0) for r in receipts})
-        manifest["totals"]["levels"] = [
-            {
-                "level": level,
-                "shards": sum(1 for r in written if r.get("level", 0) == level),
-                "bytes": sum(r["size"] for r in written if r.get("level", 0) == level),
-                "chunks": sum(r["chunks"] for r in written if r.get("level", 0) == level),
-            }
-            for level in levels
+    if any(r.level is not None for r in receipts):  # a pyramid: what each level wrote
+        totals["levels"] = [
+            _level_totals(level, [r for r in written if (r.level or 0) == level])
+            for level in sorted({r.level or 0 for r in receipts})
         ]
-    return manifest
+    return Manifest(
+        format=plan_description["format"],
+        plan=plan_description,
+        totals=totals,
+        shards=tuple(r.entry for r in written),
+        job=job,
+        metadata=metadata or {},
+        created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        shardwright_version=__version__,
+        companions={c.dest: c.totals for c in companions} or None,
+    )
 
 
-def _sum_requests(receipts: list[dict[str, Any]]) -> dict[str, int]:
-    """Object-store requests (puts, gets, heads) and retries made by all shard tasks."""
+def _level_totals(level: int, written: list[Receipt]) -> dict[str, int]:
+    return {
+        "level": level,
+        "shards": len(written),
+        "bytes": sum(r.size for r in written),
+        "chunks": sum(r.chunks for r in written),
+    }
+
+
+def sum_requests(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    """Object-store requests (puts, gets, heads) and retries, summed by kind."""
     total: dict[str, int] = {}
-    for receipt in receipts:
-        for kind, n in receipt.get("requests", {}).items():
+    for requests in counts:
+        for kind, n in requests.items():
             total[kind] = total.get(kind, 0) + n
     return total
 
 
-def write_manifest(store: Store, manifest: dict[str, Any]) -> None:
-    store.write_text(MANIFEST_KEY, json.dumps(manifest, indent=1) + "\n")
+def write_manifest(store: Store, manifest: Manifest) -> None:
+    store.write_text(MANIFEST_KEY, json.dumps(manifest.to_json(), indent=1) + "\n")
 
 
-def read_manifest(store: Store) -> dict[str, Any] | None:
+def read_manifest(store: Store) -> Manifest | None:
     """The validated manifest, None when there is none, ManifestError when it is malformed."""
     try:
         text = store.read(MANIFEST_KEY)
@@ -113,37 +268,13 @@ def read_manifest(store: Store) -> dict[str, Any] | None:
     return parse_manifest(text, f"{store.url}/{MANIFEST_KEY}")
 
 
-def parse_manifest(text: bytes | str, where: str = MANIFEST_KEY) -> dict[str, Any]:
+def parse_manifest(text: bytes | str, where: str = MANIFEST_KEY) -> Manifest:
     """A manifest's JSON, checked for the shape this project writes."""
     try:
         manifest = json.loads(text)
     except ValueError as exc:
         raise ManifestError(f"{where} is not valid JSON ({exc})") from None
-    if not isinstance(manifest, dict):
-        raise ManifestError(f"{where} is not a JSON object")
-    if manifest.get("format") not in FORMATS:
-        raise ManifestError(f"{where}: format {manifest.get('format')!r} is not one of {FORMATS}")
-    for field, kind in (("plan", dict), ("totals", dict), ("shards", list)):
-        if not isinstance(manifest.get(field), kind):
-            raise ManifestError(f"{where}: {field!r} is missing or not a {kind.__name__}")
-    for i, shard in enumerate(manifest["shards"]):
-        if not isinstance(shard, dict):
-            raise ManifestError(f"{where}: shards[{i}] is not an object")
-        check_key(shard.get("key"), f"{where}: shards[{i}].key")
-        for field, limit in (("size", 2**64), ("crc32c", 2**32), ("chunks", 2**64)):
-            value = shard.get(field)
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < limit:
-                raise ManifestError(f"{where}: shards[{i}].{field} is {value!r}")
-    metadata = manifest.get("metadata", {})
-    if not isinstance(metadata, dict):
-        raise ManifestError(f"{where}: 'metadata' is not an object")
-    for key, digest in metadata.items():
-        check_key(key, f"{where}: metadata key")
-        if not isinstance(digest, str):
-            raise ManifestError(f"{where}: metadata[{key!r}] is not a sha256 string")
-    if manifest.get("job") is not None and not isinstance(manifest["job"], str):
-        raise ManifestError(f"{where}: 'job' is not a string")
-    return manifest
+    return Manifest.from_json(manifest, where)
 
 
 def check_key(key: Any, where: str) -> str:
@@ -158,14 +289,13 @@ def check_key(key: Any, where: str) -> str:
     return key
 
 
-def owned_keys(manifest: dict[str, Any]) -> list[str]:
+def owned_keys(manifest: Manifest) -> list[str]:
     """Every object a dataset's manifest says the job stored: shards and metadata (for
     manifests older than the `metadata` field, the metadata its format always has)."""
-    keys = [shard["key"] for shard in manifest.get("shards", [])]
-    metadata = manifest.get("metadata") or {}
-    if metadata:
-        return keys + list(metadata)
-    if manifest.get("format") == "zarr3":
-        levels = manifest.get("plan", {}).get("levels") or []
+    keys = [shard.key for shard in manifest.shards]
+    if manifest.metadata:
+        return keys + list(manifest.metadata)
+    if manifest.format == "zarr3":
+        levels = manifest.plan.get("levels") or []
         return [*keys, "zarr.json", *(f"{row['level']}/zarr.json" for row in levels)]
     return [*keys, "info"]

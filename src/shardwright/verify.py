@@ -37,10 +37,11 @@ from shardwright.errors import ManifestError, ShardFormatError
 from shardwright.formats import ome_zarr, zarr3
 from shardwright.formats.precomputed_info import PrecomputedInfo
 from shardwright.formats.sharding import ShardedReader
+from shardwright.formats.zarr3_chunks import InnerChunkChain
 from shardwright.integrity import check_precomputed_shard, check_zarr3_shard, stream_crc32c
 from shardwright.lifecycle.journal import JOB_KEY, RETIRED
 from shardwright.lifecycle.lease import current_lease
-from shardwright.manifest import owned_keys, read_manifest
+from shardwright.manifest import Manifest, owned_keys, read_manifest
 from shardwright.planning import pyramid, to_zarr_order
 from shardwright.sources import Source, open_source
 from shardwright.store import Store
@@ -93,10 +94,10 @@ def verify(
     manifest = _manifest(report, store)
     if manifest is None:
         return report
-    report.format = manifest["format"]
+    report.format = manifest.format
     _check_state(report, store)
     documents = _check_metadata(report, store, manifest)
-    if "object_type" in manifest["plan"]:  # meshes or skeletons
+    if "object_type" in manifest.plan:  # meshes or skeletons
         from shardwright.verify_objects import verify_objects
 
         if against is not None and not isinstance(against, str):
@@ -138,7 +139,7 @@ def verify(
 
 
 # -- the destination's state --------------------------------------------------------------
-def _manifest(report: VerifyReport, store: Store) -> dict[str, Any] | None:
+def _manifest(report: VerifyReport, store: Store) -> Manifest | None:
     """The validated manifest, or None with the problem that explains why there is none."""
     try:
         manifest = read_manifest(store)
@@ -183,13 +184,13 @@ def _check_state(report: VerifyReport, store: Store) -> None:
 
 
 def _check_metadata(
-    report: VerifyReport, store: Store, manifest: dict[str, Any]
+    report: VerifyReport, store: Store, manifest: Manifest
 ) -> dict[str, Any] | None:
     """Each metadata object, checked against the sha256 the manifest recorded and parsed;
     None when one is missing or does not parse."""
-    recorded: dict[str, str | None] = dict(manifest.get("metadata") or {})
+    recorded: dict[str, str | None] = dict(manifest.metadata)
     if not recorded:  # a manifest older than the digests: the objects its format has
-        shard_keys = {s["key"] for s in manifest["shards"]}
+        shard_keys = {s.key for s in manifest.shards}
         recorded = {k: None for k in owned_keys(manifest) if k not in shard_keys}
     documents: dict[str, Any] | None = {}
     for key, digest in recorded.items():
@@ -231,13 +232,13 @@ class _Dataset:
 def _dataset(
     report: VerifyReport,
     store: Store,
-    manifest: dict[str, Any],
+    manifest: Manifest,
     documents: dict[str, Any] | None,
 ) -> _Dataset | None:
     if documents is None:
         return None
     try:
-        if manifest["format"] == "precomputed":
+        if manifest.format == "precomputed":
             return _precomputed_dataset(store, documents["info"])
         return _zarr_dataset(store, documents)
     except (KeyError, TypeError, ValueError) as exc:
@@ -300,16 +301,16 @@ def _zarr_dataset(store: Store, documents: dict[str, Any]) -> _Dataset:
 
 
 def _check_inventory(
-    report: VerifyReport, store: Store, manifest: dict[str, Any], dataset: _Dataset
+    report: VerifyReport, store: Store, manifest: Manifest, dataset: _Dataset
 ) -> None:
     """The geometry's shards against the manifest's and the store's."""
-    recorded = [s["key"] for s in manifest["shards"]]
+    recorded = [s.key for s in manifest.shards]
     recorded_set = set(recorded)
     if len(recorded_set) != len(recorded):
         report.problems.append("the manifest lists some shards more than once")
-    if manifest["totals"].get("shards") != len(recorded):
+    if manifest.totals.get("shards") != len(recorded):
         report.problems.append(
-            f"the manifest's totals say {manifest['totals'].get('shards')} shards, it lists "
+            f"the manifest's totals say {manifest.totals.get('shards')} shards, it lists "
             f"{len(recorded)}"
         )
     for key in sorted(recorded_set - dataset.expected):
@@ -322,7 +323,7 @@ def _check_inventory(
         for key in sorted(unrecorded - dataset.listed):
             report.problems.append(f"{key}: missing (the geometry calls for it)")
         return
-    empty = manifest["totals"].get("empty_shards_skipped", 0)
+    empty = manifest.totals.get("empty_shards_skipped", 0)
     if len(unrecorded) != empty:
         report.problems.append(
             f"the manifest accounts for {len(recorded_set & dataset.expected)} of the "
@@ -334,13 +335,13 @@ def _check_inventory(
 def _check_shards(
     report: VerifyReport,
     store: Store,
-    manifest: dict[str, Any],
+    manifest: Manifest,
     check: Callable[[str], Any] | None,
 ) -> None:
     """Every shard the manifest lists: structure (when `check` is given), size and crc32c.
     Whatever fails reading one shard is that shard's problem; the others are checked."""
-    for entry in manifest["shards"]:
-        key = entry["key"]
+    for entry in manifest.shards:
+        key = entry.key
         report.shards_checked += 1
         try:
             if check is not None:
@@ -357,28 +358,26 @@ def _check_shards(
             cause = str(exc).removeprefix(f"{key}: ")
             report.problems.append(f"{key}: unreadable index ({type(exc).__name__}: {cause})")
             continue
-        if size != entry["size"]:
-            report.problems.append(f"{key}: size {size}, the manifest says {entry['size']}")
+        if size != entry.size:
+            report.problems.append(f"{key}: size {size}, the manifest says {entry.size}")
             continue
-        if chunks is not None and chunks != entry["chunks"]:
-            report.problems.append(f"{key}: {chunks} chunks, the manifest says {entry['chunks']}")
+        if chunks is not None and chunks != entry.chunks:
+            report.problems.append(f"{key}: {chunks} chunks, the manifest says {entry.chunks}")
         crc = stream_crc32c(store, key, size)
-        if crc != entry["crc32c"]:
-            report.problems.append(
-                f"{key}: crc32c {crc:08x}, the manifest says {entry['crc32c']:08x}"
-            )
+        if crc != entry.crc32c:
+            report.problems.append(f"{key}: crc32c {crc:08x}, the manifest says {entry.crc32c:08x}")
 
 
 # -- voxels against the source ------------------------------------------------------------
 def _compare_levels(
     report: VerifyReport,
-    manifest: dict[str, Any],
+    manifest: Manifest,
     dataset: _Dataset,
     source: Source,
     full: bool,
     sample: int,
 ) -> None:
-    plan = manifest["plan"]
+    plan = manifest.plan
     base = dataset.comparers[0]
     if base.lossy:
         report.notes.append(
@@ -459,8 +458,7 @@ class _ZarrComparer:
         self, store: Store, meta: zarr3.ZarrArrayMetadata, axes: str, prefix: str = ""
     ) -> None:
         self.store, self.meta, self.axes, self.prefix = store, meta, axes, prefix
-        self.dtype = np.dtype(meta.data_type).newbyteorder("<")
-        self.compressor = meta.compressor.codec(self.dtype.itemsize) if meta.compressor else None
+        self.chain = InnerChunkChain.of(meta)
         self.lookup_chunk = dict(zip(axes, meta.chunk_shape, strict=True))
         self.chunk = tuple(self.lookup_chunk[a] for a in "xyz")
         self.per_shard = dict(zip(axes, meta.chunks_per_shard, strict=True))
@@ -477,15 +475,7 @@ class _ZarrComparer:
         by_axis = dict(zip("xyz", coord, strict=True), c=0)
         inner = tuple(by_axis[a] % self.per_shard[a] for a in self.axes)
         reader = self._reader(self.shard_of(coord))
-        data = reader.read_chunk(inner) if reader is not None else None
-        if data is None:
-            block = np.full(self.meta.chunk_shape, self.meta.fill_value, dtype=self.dtype)
-        else:
-            if self.meta.checksum_inner:
-                data = zarr3.strip_crc32c(data)
-            if self.compressor is not None:
-                data = self.compressor.decompress(data)
-            block = np.frombuffer(data, dtype=self.dtype).reshape(self.meta.chunk_shape)
+        block = self.chain.decode(reader.read_chunk(inner) if reader is not None else None)
         lookup = dict(zip("xyz", shape_xyz, strict=True), c=self.lookup_chunk.get("c", 1))
         return block[tuple(slice(0, lookup[a]) for a in self.axes)]
 

@@ -18,6 +18,7 @@ import numpy as np
 from shardwright.formats import meshes
 from shardwright.formats.sharding import ShardedReader, ShardingSpec
 from shardwright.integrity import check_precomputed_shard
+from shardwright.manifest import Manifest
 from shardwright.planning.objects import LEGACY, MULTILOD, OBJECT_TYPES, SKELETONS, segment_id_of
 from shardwright.store import Store
 
@@ -25,7 +26,7 @@ from shardwright.store import Store
 def verify_objects(
     report: Any,
     store: Store,
-    manifest: dict[str, Any],
+    manifest: Manifest,
     check_shards: Any,
     against: str | None,
     *,

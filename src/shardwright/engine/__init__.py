@@ -1,4 +1,8 @@
-"""Per-shard pipelines: read epochs, split into chunks, encode, assemble, store."""
+"""Shard tasks: one skeleton (`shard_task`) and a producer per engine and shard kind.
+
+Volume shards: `cpu` (streaming, the oracle) and `batched` (over numpy or CuPy; `gpu` runs it on
+CUDA workers). Pyramid level shards: `pyramid`; mesh and skeleton shards: `objects`.
+"""
 
 from shardwright.engine.cpu import run_shard
 

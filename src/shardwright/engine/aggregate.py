@@ -23,7 +23,7 @@ import numpy as np
 
 from shardwright.arrays import Array
 from shardwright.formats import zarr3
-from shardwright.formats.shardfile import Piece
+from shardwright.formats.shardfile import Piece, ShardFile
 from shardwright.formats.sharding import ShardingSpec, precomputed_layout
 from shardwright.formats.spool import ChunkSpool
 
@@ -185,14 +185,20 @@ def arrange_precomputed(
     chunk_ids: np.ndarray,
     chunks: EncodedChunks,
     shard_number: int | None = None,
-) -> ShardPieces:
+) -> ShardFile:
     """The shard file of `chunks` (global index i holding chunk id `chunk_ids[i]`, bytes
     already in the spec's `data_encoding`): shard index, chunk data, minishard indexes; byte
-    for byte what `ShardBuilder.add_encoded` + `finish` produce."""
+    for byte what `ShardBuilder.add_encoded` + `finish` produce. Closing it closes `chunks`."""
     sizes = np.asarray(chunks.sizes(), dtype=np.uint64)
     layout = precomputed_layout(spec, np.asarray(chunk_ids, dtype=np.uint64), sizes, shard_number)
     data = chunks.arrange(layout.order)
-    return lambda: itertools.chain([layout.header], data(), layout.index_blobs)
+    return ShardFile(
+        name=spec.shard_filename(layout.shard_number),
+        nbytes=layout.nbytes,
+        chunk_count=len(chunks),
+        _pieces=lambda: itertools.chain([layout.header], data(), layout.index_blobs),
+        _close=chunks.close,
+    )
 
 
 def arrange_zarr3(
@@ -200,12 +206,21 @@ def arrange_zarr3(
     positions: np.ndarray,
     chunks: EncodedChunks,
     index_location: str = "end",
-) -> ShardPieces:
+    name: str = "",
+) -> ShardFile:
     """The zarr3 shard of `chunks` (`positions`: C-order linear position of each present
-    inner chunk, by global index), its index first or last as `index_location` says."""
+    inner chunk, by global index), its index first or last as `index_location` says.
+    Closing it closes `chunks`."""
     sizes = np.asarray(chunks.sizes(), dtype=np.uint64)
     order, index = zarr3.shard_layout(chunks_per_shard, positions, sizes, index_location)
     data = chunks.arrange(order)
-    if index_location == "start":
-        return lambda: itertools.chain([index], data())
-    return lambda: itertools.chain(data(), [index])
+    first = index_location == "start"
+
+    def pieces() -> Iterator[Piece]:
+        if first:
+            yield index
+        yield from data()
+        if not first:
+            yield index
+
+    return ShardFile(name, int(sizes.sum()) + len(index), len(chunks), pieces, chunks.close)

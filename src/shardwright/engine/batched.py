@@ -1,12 +1,13 @@
-"""The batched shard pipeline of the GPU engine, written once over an array namespace.
+"""The batched engine: the producer of a volume shard over an array namespace (numpy | CuPy).
 
-Per shard: each epoch is read, moved to the device (`xp.asarray`), scattered into chunk-major
-layout and encoded as one batch (raw: nothing to do; compressed_segmentation: `cseg_batch`;
-byte codecs through a `BatchCompressor`); the encoded epochs are held within the memory budget
-(`aggregate.EncodedChunks`: on the device, older epochs copied out to the host spool beyond
-it), then arranged in the shard's order and written as one object. With `xp = numpy` it runs
-on the CPU: the tests hold its shards byte-identical to the CPU engine's, which is the oracle
-for the GPU.
+Per block (an epoch read and moved to the device, or a pyramid level's region): scatter into
+chunk-major layout, encode as one batch (raw: nothing to do; compressed_segmentation:
+`cseg_batch`; byte codecs through a `BatchCompressor`) and hold the encoded chunks within the
+device budget (`aggregate.EncodedChunks`: beyond it older epochs are copied out to the host
+spool the CPU engine uses, so memory stays bounded on the GPU too); once every block is in,
+the chunks are arranged in the shard's order. `shard_task.run_task` does the rest (resume, the
+one write, the receipt). With `xp = numpy` it runs on the CPU: the tests hold its shards
+byte-identical to the CPU engine's, the oracle for the GPU (`gpu.py` runs it with CuPy).
 
 Chunks are not looped over in Python on the array path; the `HostLoopCompressor` (the CPU twin
 of a batched GPU compressor such as nvCOMP) and the jpeg/png encodings, which have no batched
@@ -15,73 +16,89 @@ form, loop on the host.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
-from shardwright.arrays import Array
-from shardwright.codecs import ByteCodec, byte_codec
-from shardwright.engine import cseg_batch, receipt
+from shardwright import codecs
+from shardwright.arrays import Array, Namespace
+from shardwright.codecs import ChunkEncoding, byte_codec
+from shardwright.engine import cseg_batch
 from shardwright.engine.aggregate import (
     EncodedChunks,
-    ShardPieces,
     arrange_precomputed,
     arrange_zarr3,
     exclusive_scan,
     to_host,
 )
-from shardwright.engine.receipt import Receipt
+from shardwright.engine.blocks import Block, epoch_blocks, grid_offset
 from shardwright.engine.scatter import precomputed_regions, scatter_zarr3
+from shardwright.engine.shard_task import run_task
 from shardwright.engine.stages import Stages, timer
-from shardwright.formats import zarr3
-from shardwright.lifecycle import journal
+from shardwright.formats.shardfile import ShardFile
+from shardwright.formats.zarr3_chunks import InnerChunkChain
+from shardwright.manifest import Receipt
 from shardwright.planning import ConversionPlan, ShardTask, to_zarr_order
 from shardwright.store import Store
-
-Block = tuple[tuple[int, int, int], Array]  # (first chunk (x, y, z), voxels [x, y, z, c])
 
 
 class BatchCompressor(Protocol):
     """Compresses many variable-length segments of one device buffer in one call."""
 
     def compress(
-        self, xp: Any, buffer: Array, offsets: np.ndarray, sizes: np.ndarray
+        self, xp: Namespace, buffer: Array, offsets: np.ndarray, sizes: np.ndarray
     ) -> tuple[Array, np.ndarray, np.ndarray]:
         """(buffer, offsets, sizes) of the compressed segments, in the same order."""
         ...
 
 
+@dataclass(frozen=True)
+class ByteStage:
+    """What the plan applies to a chunk's encoded bytes before they are stored: a byte codec
+    (precomputed `data_encoding`, zarr3 compressor; `codec` None for none) and, in zarr3, a
+    crc32c. `host` runs the whole stage on the host (None: the bytes are stored as encoded)."""
+
+    codec: str | None
+    level: int | None
+    checksum: bool
+    host: Callable[[bytes], bytes] | None
+
+
+def byte_stage(plan: ConversionPlan) -> ByteStage:
+    """The plan's byte stage: the one choice both the host and the device compressors follow."""
+    if plan.info is not None:
+        level = plan.options.compression_level
+        codec = byte_codec(plan.sharding.data_encoding, level=level)
+        if codec is None:
+            return ByteStage(None, None, False, None)
+        return ByteStage(plan.sharding.data_encoding, level, False, codec.compress)
+    assert plan.zarr is not None
+    chain, compressor = InnerChunkChain.of(plan.zarr), plan.zarr.compressor
+    return ByteStage(
+        None if compressor is None else compressor.name,
+        None if compressor is None else compressor.level,
+        chain.checksum,
+        chain.encode_bytes if chain.changes_bytes else None,
+    )
+
+
 class HostLoopCompressor:
-    """A byte codec applied segment by segment on the host: the CPU twin of a batched GPU
-    compressor, producing the bytes the CPU engine's codec produces."""
+    """A byte stage applied segment by segment on the host: the CPU twin of a batched GPU
+    compressor, producing the bytes the CPU engine stores."""
 
-    def __init__(self, codec: ByteCodec, checksum: bool = False):
-        self.codec = codec
-        self.checksum = checksum
-
-    def compress(
-        self, xp: Any, buffer: Array, offsets: np.ndarray, sizes: np.ndarray
-    ) -> tuple[Array, np.ndarray, np.ndarray]:
-        host = to_host(buffer)
-        out = []
-        for start, size in zip(offsets.tolist(), sizes.tolist(), strict=True):
-            data = self.codec.compress(host[start : start + size].tobytes())
-            out.append(zarr3.append_crc32c(data) if self.checksum else data)
-        return _pack(xp, out)
-
-
-class ChecksumOnly:
-    """zarr3 inner chunks without a compressor but with the crc32c codec."""
+    def __init__(self, encode: Callable[[bytes], bytes]):
+        self.encode = encode
 
     def compress(
-        self, xp: Any, buffer: Array, offsets: np.ndarray, sizes: np.ndarray
+        self, xp: Namespace, buffer: Array, offsets: np.ndarray, sizes: np.ndarray
     ) -> tuple[Array, np.ndarray, np.ndarray]:
         host = to_host(buffer)
         return _pack(
             xp,
             [
-                zarr3.append_crc32c(host[start : start + size].tobytes())
+                self.encode(host[start : start + size].tobytes())
                 for start, size in zip(offsets.tolist(), sizes.tolist(), strict=True)
             ],
         )
@@ -91,133 +108,137 @@ def run_shard_batched(
     plan: ConversionPlan,
     task: ShardTask,
     store: Store,
-    xp: Any = np,
+    xp: Namespace = np,
     *,
     compressor: BatchCompressor | None = None,
     resume: bool = False,
-    blocks: Iterable[Block] | None = None,
-    on_epoch: Callable[[tuple[int, int, int], Array], None] | None = None,
     device_budget: int | None = None,
     stages: Stages | None = None,
 ) -> Receipt:
-    """Produce one shard object through the batched pipeline; the receipt is the CPU engine's,
-    with the requests this task made.
+    """Produce one shard object through the batched pipeline (or keep a proven one).
 
-    `compressor` replaces the host-loop twin of the plan's byte codec (the GPU engine passes
-    its nvCOMP batch compressor). Pyramids pass `blocks` (an upper level's region, already on
-    the device, instead of source reads) or `on_epoch(voxel start, device block)`, which sees
-    each epoch as it is read (the base level reduces it there for the level above).
-    `device_budget`: encoded bytes kept on the device (default: the plan's spool budget);
-    `stages`: where a benchmark collects the time of each stage.
+    `compressor` replaces the host-loop twin of the plan's byte stage (the GPU engine passes
+    its nvCOMP batch compressor); `device_budget`: encoded bytes kept on the device (default:
+    the plan's spool budget); `stages`: where a benchmark collects the time of each stage.
     """
-    return receipt.measured(
-        store,
-        lambda: _produce(
-            plan, task, store, xp, compressor, resume, blocks, on_epoch, device_budget, stages
-        ),
+    producer = BatchedProducer(
+        plan, task, xp, compressor=compressor, device_budget=device_budget, stages=stages
     )
+    return run_task(task.key, store, producer, resume=resume, stages=stages)
 
 
-def _produce(
-    plan: ConversionPlan,
-    task: ShardTask,
-    store: Store,
-    xp: Any,
-    compressor: BatchCompressor | None,
-    resume: bool,
-    blocks: Iterable[Block] | None,
-    on_epoch: Callable[[tuple[int, int, int], Array], None] | None,
-    device_budget: int | None,
-    stages: Stages | None,
-) -> Receipt:
-    if resume:
-        kept = journal.proven(store, task.key)
-        if kept is not None:
-            return kept
-    if task.scattered:
-        raise NotImplementedError(
-            "the batched engine needs spatial-box shards (identity hash); murmurhash-sharded "
-            "volumes run on the CPU engine"
-        )
-    budget = plan.spool_budget if device_budget is None else device_budget
-    held = EncodedChunks(xp, device_budget=budget, host_budget=plan.spool_budget)
-    try:
-        epochs = epoch_blocks(plan, task, xp, on_epoch, stages) if blocks is None else blocks
-        pieces: ShardPieces | None
-        if plan.info is not None:
-            pieces = _precomputed_shard(plan, task, xp, compressor, epochs, held, stages)
-        else:
-            pieces = _zarr3_shard(plan, task, xp, compressor, epochs, held, stages)
-        if pieces is None:
-            return receipt.stored(task, 0, 0, 0, empty=True)
-        with timer(stages)("write"):
-            size, crc = store.write_object(task.key, pieces)
-        return receipt.stored(task, size, crc, len(held))
-    finally:
-        held.close()
+class BatchedProducer:
+    """A volume shard from batches of chunks encoded in `xp`. `blocks` replaces the source
+    reads (a pyramid's upper levels encode the region handed up, already in `xp`)."""
+
+    def __init__(
+        self,
+        plan: ConversionPlan,
+        task: ShardTask,
+        xp: Namespace = np,
+        blocks: Iterable[Block] | None = None,
+        *,
+        compressor: BatchCompressor | None = None,
+        device_budget: int | None = None,
+        stages: Stages | None = None,
+    ):
+        self.plan, self.task, self.xp, self.blocks, self.stages = plan, task, xp, blocks, stages
+        self.device_budget = plan.spool_budget if device_budget is None else device_budget
+        if compressor is None and (host := byte_stage(plan).host) is not None:
+            compressor = HostLoopCompressor(host)
+        self.compressor = compressor
+        self.stage = timer(stages)
+
+    def produce(self) -> ShardFile | None:
+        plan, task, xp = self.plan, self.task, self.xp
+        if task.scattered:
+            raise NotImplementedError(
+                "the batched engine needs spatial-box shards (identity hash); murmurhash-"
+                "sharded volumes run on the CPU engine"
+            )
+        blocks = self.blocks
+        if blocks is None:
+            blocks = epoch_blocks(plan, task, xp, stages=self.stages)
+        held = EncodedChunks(xp, device_budget=self.device_budget, host_budget=plan.spool_budget)
+        try:
+            if plan.info is not None:
+                shard: ShardFile | None = self._precomputed(blocks, held)
+            else:
+                shard = self._zarr3(blocks, held)
+        except BaseException:
+            held.close()
+            raise
+        if shard is None:
+            held.close()
+        return shard
+
+    def _precomputed(self, blocks: Iterable[Block], held: EncodedChunks) -> ShardFile:
+        plan, xp, stage = self.plan, self.xp, self.stage
+        encoding = plan.scale.chunk_encoding(plan.options.jpeg_quality)
+        coords: list[np.ndarray] = []
+        for cstart, _, block in blocks:
+            with stage("scatter"):
+                regions = list(precomputed_regions(xp, block, plan.chunk_size))
+            del block
+            for chunks, local in regions:
+                with stage("encode"):
+                    buffer, sizes = _encode_precomputed(xp, encoding, chunks)
+                self._hold(held, buffer, sizes)
+                coords.append(local + np.asarray(cstart))
+            del regions
+        ids = plan.scale.chunk_ids(np.concatenate(coords))
+        with stage("aggregate"):
+            return arrange_precomputed(plan.sharding, ids, held, self.task.shard_number)
+
+    def _zarr3(self, blocks: Iterable[Block], held: EncodedChunks) -> ShardFile | None:
+        plan, xp, stage = self.plan, self.xp, self.stage
+        meta = plan.zarr
+        assert meta is not None
+        axes = plan.zarr_axes
+        chain = InnerChunkChain.of(meta)
+        positions: list[np.ndarray] = []
+        for cstart, _, block in blocks:
+            with stage("scatter"):
+                ordered = to_zarr_order(block, axes)
+                ordered = xp.ascontiguousarray(ordered).astype(chain.dtype, copy=False)
+                del block
+                buffer, local = scatter_zarr3(xp, ordered, chain.shape, chain.fill_value)
+                del ordered
+                chunks = buffer.reshape(len(local), chain.nbytes)
+                keep = np.nonzero(to_host(chain.present(xp, chunks.view(chain.dtype))))[0]
+                if not len(keep):
+                    continue
+                kept = chunks[xp.asarray(keep)].reshape(-1)
+                del buffer, chunks
+            self._hold(held, kept, np.full(len(keep), chain.nbytes, dtype=np.int64))
+            del kept
+            # Epoch-local chunk coordinates (output axis order) -> positions in the shard.
+            in_shard = local[keep] + np.asarray(grid_offset(axes, cstart, self.task.chunk_start))
+            positions.append(np.ravel_multi_index(tuple(in_shard.T), meta.chunks_per_shard))
+        if not positions:
+            return None
+        with stage("aggregate"):
+            return arrange_zarr3(
+                meta.chunks_per_shard,
+                np.concatenate(positions),
+                held,
+                meta.index_location,
+                name=self.task.key,
+            )
+
+    def _hold(self, held: EncodedChunks, buffer: Array, sizes: np.ndarray) -> None:
+        """One batch of encoded chunks through the byte stage, then held."""
+        with self.stage("encode"):
+            offsets = exclusive_scan(np, sizes)
+            if self.compressor is not None:
+                buffer, offsets, sizes = self.compressor.compress(self.xp, buffer, offsets, sizes)
+        with self.stage("d2h"):  # beyond the budget, older epochs are copied out here
+            held.add(buffer, offsets, sizes)
 
 
-def epoch_blocks(
-    plan: ConversionPlan,
-    task: ShardTask,
-    xp: Any,
-    on_epoch: Callable[[tuple[int, int, int], Array], None] | None = None,
-    stages: Stages | None = None,
-) -> Iterator[Block]:
-    """(epoch chunk start, the epoch's voxels [x, y, z, c] on the device) per epoch."""
-    chunk = plan.chunk_size
-    stage = timer(stages)
-    for cstart, cstop in plan.epochs(task):
-        vstart = tuple(g * c for g, c in zip(cstart, chunk, strict=True))
-        vstop = tuple(min(g * c, s) for g, c, s in zip(cstop, chunk, plan.size, strict=True))
-        with stage("read"):
-            voxels = plan.source.read(vstart, vstop)  # type: ignore[arg-type]
-        with stage("h2d"):
-            block = xp.asarray(voxels)
-        del voxels
-        if on_epoch is not None:
-            on_epoch(vstart, block)  # type: ignore[arg-type]
-        yield cstart, block
-
-
-# -- precomputed --------------------------------------------------------------------------------
-def _precomputed_shard(
-    plan: ConversionPlan,
-    task: ShardTask,
-    xp: Any,
-    compressor: BatchCompressor | None,
-    epochs: Iterable[Block],
-    held: EncodedChunks,
-    stages: Stages | None,
-) -> ShardPieces:
-    scale = plan.scale
-    encoding = scale.chunk_encoding(plan.options.jpeg_quality)
-    if compressor is None and plan.sharding.data_encoding != "raw":
-        codec = byte_codec(plan.sharding.data_encoding, level=plan.options.compression_level)
-        assert codec is not None
-        compressor = HostLoopCompressor(codec)
-    stage = timer(stages)
-    coords: list[np.ndarray] = []
-    for cstart, block in epochs:
-        with stage("scatter"):
-            regions = list(precomputed_regions(xp, block, plan.chunk_size))
-        del block
-        for chunks, local in regions:
-            with stage("encode"):
-                buffer, sizes = _encode_precomputed(xp, encoding, chunks)
-                offsets = exclusive_scan(np, sizes)
-                if compressor is not None:
-                    buffer, offsets, sizes = compressor.compress(xp, buffer, offsets, sizes)
-            with stage("d2h"):  # beyond the budget, older epochs are copied out here
-                held.add(buffer, offsets, sizes)
-            coords.append(local + np.asarray(cstart))
-        del regions
-    ids = scale.chunk_ids(np.concatenate(coords))
-    with stage("aggregate"):
-        return arrange_precomputed(plan.sharding, ids, held, task.shard_number)
-
-
-def _encode_precomputed(xp: Any, encoding: Any, chunks: Array) -> tuple[Array, np.ndarray]:
+def _encode_precomputed(
+    xp: Namespace, encoding: ChunkEncoding, chunks: Array
+) -> tuple[Array, np.ndarray]:
     """One region's chunks [N, c, z, y, x] -> (encoded bytes back to back, sizes)."""
     count = chunks.shape[0]
     if encoding.name == "raw":  # the scattered chunks are the encoded chunks
@@ -226,7 +247,7 @@ def _encode_precomputed(xp: Any, encoding: Any, chunks: Array) -> tuple[Array, n
         flat = xp.ascontiguousarray(little).reshape(-1)
         return flat.view(xp.uint8), np.full(count, per_chunk, dtype=np.int64)
     xyzc = chunks.transpose(0, 4, 3, 2, 1)
-    if encoding.name == "compressed_segmentation":
+    if isinstance(encoding, codecs.CompressedSegmentationEncoding):
         return cseg_batch.encode_batch(xp, xyzc, encoding.block_size)
     # jpeg / png: no batched form; encoded chunk by chunk on the host.
     host = to_host(xyzc)
@@ -234,65 +255,7 @@ def _encode_precomputed(xp: Any, encoding: Any, chunks: Array) -> tuple[Array, n
     return buffer, sizes
 
 
-# -- zarr3 --------------------------------------------------------------------------------------
-def _zarr3_shard(
-    plan: ConversionPlan,
-    task: ShardTask,
-    xp: Any,
-    compressor: BatchCompressor | None,
-    epochs: Iterable[Block],
-    held: EncodedChunks,
-    stages: Stages | None,
-) -> ShardPieces | None:
-    meta = plan.zarr
-    assert meta is not None
-    axes = plan.zarr_axes
-    dtype = np.dtype(meta.data_type).newbyteorder("<")
-    if compressor is None and meta.compressor is not None:
-        compressor = HostLoopCompressor(meta.compressor.codec(dtype.itemsize), meta.checksum_inner)
-    elif compressor is None and meta.checksum_inner:
-        compressor = ChecksumOnly()
-    chunk_shape = tuple(meta.chunk_shape)
-    chunk_bytes = int(np.prod(chunk_shape)) * dtype.itemsize
-    stage = timer(stages)
-    positions: list[np.ndarray] = []
-    for cstart, block in epochs:
-        with stage("scatter"):
-            ordered = xp.ascontiguousarray(to_zarr_order(block, axes)).astype(dtype, copy=False)
-            del block
-            buffer, local = scatter_zarr3(xp, ordered, chunk_shape, meta.fill_value)
-            del ordered
-            elements = buffer.view(dtype).reshape(len(local), -1)
-            fill = xp.asarray(meta.fill_value, dtype=dtype)
-            present = to_host(~xp.all(elements == fill, axis=1))
-            if not present.any():
-                continue
-            keep = np.nonzero(present)[0]
-            kept = buffer.reshape(len(local), chunk_bytes)[xp.asarray(keep)].reshape(-1)
-            del buffer, elements
-        with stage("encode"):
-            sizes = np.full(len(keep), chunk_bytes, dtype=np.int64)
-            offsets = exclusive_scan(np, sizes)
-            if compressor is not None:
-                kept, offsets, sizes = compressor.compress(xp, kept, offsets, sizes)
-        with stage("d2h"):  # beyond the budget, older epochs are copied out here
-            held.add(kept, offsets, sizes)
-        del kept
-        # Epoch-local chunk coordinates (output axis order) -> positions in the shard.
-        offset = dict(zip("xyz", np.subtract(cstart, task.chunk_start).tolist(), strict=True))
-        shift = np.array([offset.get(a, 0) for a in axes])
-        in_shard = local[keep] + shift
-        positions.append(np.ravel_multi_index(tuple(in_shard.T), meta.chunks_per_shard))
-    if not positions:
-        return None
-    with stage("aggregate"):
-        return arrange_zarr3(
-            meta.chunks_per_shard, np.concatenate(positions), held, meta.index_location
-        )
-
-
-# -- helpers ------------------------------------------------------------------------------------
-def _pack(xp: Any, blobs: list[bytes]) -> tuple[Array, np.ndarray, np.ndarray]:
+def _pack(xp: Namespace, blobs: list[bytes]) -> tuple[Array, np.ndarray, np.ndarray]:
     """Blobs back to back in one device buffer: (buffer, offsets, sizes)."""
     sizes = np.array([len(b) for b in blobs], dtype=np.int64)
     joined = np.frombuffer(b"".join(blobs), dtype=np.uint8)

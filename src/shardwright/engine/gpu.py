@@ -15,10 +15,10 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from shardwright.engine.batched import BatchCompressor, run_shard_batched
+from shardwright.engine.batched import BatchCompressor, byte_stage, run_shard_batched
 from shardwright.engine.nvcomp import ALGORITHMS, NvcompCompressor
-from shardwright.engine.receipt import Receipt
 from shardwright.errors import GpuUnavailable
+from shardwright.manifest import Receipt
 from shardwright.planning import ConversionPlan, ShardTask
 from shardwright.store import Store
 
@@ -42,17 +42,12 @@ def cupy_module() -> Any:
 
 
 def device_compressor(plan: ConversionPlan) -> BatchCompressor | None:
-    """The nvCOMP compressor of the plan's byte codec, or None where the host compresses
+    """The nvCOMP compressor of the plan's byte stage, or None where the host compresses
     (no byte codec, blosc, or zarr3 inner chunks with a crc32c that is computed on the host)."""
-    if plan.info is not None:
-        codec, level = plan.sharding.data_encoding, plan.options.compression_level
-    else:
-        assert plan.zarr is not None
-        compressor = plan.zarr.compressor
-        if compressor is None or plan.zarr.checksum_inner:
-            return None
-        codec, level = compressor.name, compressor.level
-    return NvcompCompressor(codec, level) if codec in ALGORITHMS else None
+    stage = byte_stage(plan)
+    if stage.checksum or stage.codec not in ALGORITHMS:
+        return None
+    return NvcompCompressor(stage.codec, stage.level)
 
 
 def run_shard_gpu(

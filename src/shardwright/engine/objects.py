@@ -14,19 +14,18 @@ the job resumes once the source is fixed.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 
+from shardwright.engine.shard_task import run_task
 from shardwright.formats import meshes, skeletons
+from shardwright.formats.shardfile import ShardFile
 from shardwright.formats.sharding import ShardBuilder
-from shardwright.lifecycle import journal
+from shardwright.manifest import Receipt
 from shardwright.planning.objects import LEGACY, MULTILOD, SKELETONS, ObjectPlan, ObjectShardTask
 from shardwright.store import Store
 
-Receipt = dict[str, Any]
 MAX_BATCH = 512  # objects per batch of concurrent reads
 
 
@@ -38,48 +37,36 @@ def run_object_shard(
     resume: bool = False,
     spool_dir: str | None = None,
 ) -> Receipt:
-    """Produce one mesh or skeleton shard (or keep a sound one when resuming)."""
-    started = time.perf_counter()
-    before = store.requests.snapshot()
-    if resume:
-        kept = journal.proven(store, task.key)
-        if kept is not None:
-            kept["requests"] = store.requests.since(before)
-            kept["objects_read"] = 0
-            return kept
+    """Produce one mesh or skeleton shard (or keep a proven one, when resuming); the receipt
+    counts the reads of the source too."""
     source = Store(plan.source, plan.options.source_storage_options)
-    builder = ShardBuilder(
-        plan.sharding,
-        task.shard_number,
-        memory_budget=plan.spool_budget,
-        spool_dir=spool_dir,
-        level=plan.options.compression_level,
-    )
-    try:
-        for segment_id, manifest, prefix in _entries(plan, task, source):
-            builder.add(segment_id, manifest, prefix=prefix)
-        shard = builder.finish()
-    except BaseException:
-        builder.close()
-        raise
-    try:
-        size, crc = store.write_object(task.key, shard.pieces)
-    finally:
-        shard.close()
-    requests = store.requests.since(before)
-    for kind, n in source.requests.snapshot().items():
-        requests[kind] = requests.get(kind, 0) + n
-    return {
-        "key": task.key,
-        "size": size,
-        "crc32c": crc,
-        "chunks": shard.chunk_count,
-        "resumed": False,
-        "empty": False,
-        "seconds": round(time.perf_counter() - started, 4),
-        "requests": requests,
-        "objects_read": source.requests.snapshot().get("gets", 0),
-    }
+    producer = ObjectProducer(plan, task, source, spool_dir)
+    return run_task(task.key, store, producer, resume=resume, also_counted=[source])
+
+
+class ObjectProducer:
+    """A shard of segment objects read from `source`, checked, into the streaming builder."""
+
+    def __init__(
+        self, plan: ObjectPlan, task: ObjectShardTask, source: Store, spool_dir: str | None
+    ):
+        self.plan, self.task, self.source, self.spool_dir = plan, task, source, spool_dir
+
+    def produce(self) -> ShardFile:
+        builder = ShardBuilder(
+            self.plan.sharding,
+            self.task.shard_number,
+            memory_budget=self.plan.spool_budget,
+            spool_dir=self.spool_dir,
+            level=self.plan.options.compression_level,
+        )
+        try:
+            for segment_id, manifest, prefix in _entries(self.plan, self.task, self.source):
+                builder.add(segment_id, manifest, prefix=prefix)
+            return builder.finish()
+        except BaseException:
+            builder.close()
+            raise
 
 
 def _entries(

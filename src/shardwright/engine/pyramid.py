@@ -4,7 +4,9 @@ A base-level task reads its region epoch by epoch exactly as `run_shard` does; e
 also reduced and pasted into the pieces that the level above's tasks take (`plan.consumers`),
 so the source is read once for the whole pyramid. An upper-level task assembles its region
 from the pieces its producers handed up (Dask results), encodes and writes its shard through
-the same builders, and reduces the region for the level above. Shard and epoch boxes sit on
+the same producers, and reduces the region for the level above. Either is a shard task
+(`shard_task.run_task`) with the CPU or the batched producer; a shard kept on resume still has
+its voxels read and reduced. Shard and epoch boxes sit on
 whole downsampling blocks (plan.py), so every reduction is exact at task boundaries, and the
 pieces of a region tile it without overlap.
 
@@ -18,16 +20,17 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from shardwright.downsample import downsample
-from shardwright.engine.batched import epoch_blocks, run_shard_batched
-from shardwright.engine.cpu import block_cells, iter_chunks, run_shard
-from shardwright.engine.receipt import Receipt
-from shardwright.lifecycle import journal
+from shardwright.engine.batched import BatchedProducer
+from shardwright.engine.blocks import Block, epoch_blocks
+from shardwright.engine.cpu import CpuProducer
+from shardwright.engine.shard_task import Producer, run_task
+from shardwright.manifest import Receipt
 from shardwright.planning import ConversionPlan, ShardTask, pyramid
 from shardwright.store import Store
 
@@ -54,47 +57,31 @@ def run_pyramid_shard(
     come back to the host.
     """
     level = plan.level_plan(task.level)
-    handoff = _HandoffBuilder(plan, task, np if xp is None else xp)
-    if xp is not None:
-        receipt = _batched_level_shard(level, task, store, pieces, handoff, xp, resume)
-    elif task.level == 0:
-        cells = iter_chunks(level, task, on_epoch=handoff.add)
-        receipt = run_shard(level, task, store, resume=resume, spool_dir=spool_dir, cells=cells)
-        deque(cells, maxlen=0)  # read (and reduce) what a kept shard did not need
-    else:
+    space = np if xp is None else xp
+    handoff = _HandoffBuilder(plan, task, space)
+    blocks: Iterator[Block]
+    if task.level == 0:  # epochs of the source, each reduced as it is read
+        blocks = epoch_blocks(level, task, space, on_epoch=handoff.add)
+    else:  # the region the level below handed up, reduced at once
         box = level.voxel_box(task)
-        region = assemble(box, pieces, level.dtype, level.num_channels)
+        region = space.asarray(assemble(box, pieces, level.dtype, level.num_channels))
         handoff.add(box[0], region)
-        cells = block_cells(region, task.chunk_start, task.chunk_stop, level.chunk_size)
-        receipt = run_shard(level, task, store, resume=resume, spool_dir=spool_dir, cells=cells)
-        del region, cells
-    receipt["level"] = task.level
-    return receipt, handoff.finish()
-
-
-def _batched_level_shard(
-    level: ConversionPlan,
-    task: ShardTask,
-    store: Store,
-    pieces: Sequence[Piece],
-    handoff: _HandoffBuilder,
-    xp: Any,
-    resume: bool,
-) -> Receipt:
-    """One pyramid shard through the batched engine, reductions on the device."""
-    if task.level == 0:
-        kept = journal.proven(store, task.key) if resume else None
-        if kept is None:
-            return run_shard_batched(level, task, store, xp, on_epoch=handoff.add)
-        for _ in epoch_blocks(level, task, xp, handoff.add):
-            pass  # a kept shard's voxels are still reduced for the level above
-        return kept
-    box = level.voxel_box(task)
-    region = xp.asarray(assemble(box, pieces, level.dtype, level.num_channels))
-    handoff.add(box[0], region)
-    return run_shard_batched(
-        level, task, store, xp, resume=resume, blocks=[(task.chunk_start, region)]
+        blocks = iter([(task.chunk_start, task.chunk_stop, region)])
+        del region
+    producer: Producer = (
+        CpuProducer(level, task, spool_dir=spool_dir, blocks=blocks)
+        if xp is None
+        else BatchedProducer(level, task, xp, blocks)
     )
+    receipt = run_task(
+        task.key,
+        store,
+        producer,
+        resume=resume,
+        level=task.level,
+        on_kept=lambda: deque(blocks, maxlen=0),  # read (and reduce) what it did not need
+    )
+    return receipt, handoff.finish()
 
 
 def assemble(

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from shardwright.arrays import Array
+from shardwright.formats.zarr3_chunks import pad
 
 
 def _regions(extent: int, chunk: int) -> list[tuple[int, int, int]]:
@@ -86,11 +87,7 @@ def scatter_zarr3(
     """
     block = xp.asarray(block)
     grid = [-(-n // c) for n, c in zip(block.shape, chunk_shape, strict=True)]
-    padded_shape = tuple(g * c for g, c in zip(grid, chunk_shape, strict=True))
-    if padded_shape != block.shape:
-        padded = xp.full(padded_shape, fill_value, dtype=block.dtype)
-        padded[tuple(slice(0, n) for n in block.shape)] = block
-        block = padded
+    block = pad(xp, block, [g * c for g, c in zip(grid, chunk_shape, strict=True)], fill_value)
     rank = block.ndim
     lifted = block.reshape([v for g, c in zip(grid, chunk_shape, strict=True) for v in (g, c)])
     outer = list(range(0, 2 * rank, 2))

@@ -21,7 +21,7 @@ from shardwright.errors import DestinationError, ManifestError
 from shardwright.lifecycle import fingerprint as fingerprints
 from shardwright.lifecycle.journal import JOB_KEY, read_job
 from shardwright.lifecycle.lease import LEASE_NAME
-from shardwright.manifest import read_manifest
+from shardwright.manifest import Manifest, read_manifest
 from shardwright.store import CONTROL_PREFIX, Store
 
 
@@ -33,7 +33,7 @@ class Holding:
     kind: str  # "empty" | "file" | "foreign" | "ours"
     example: str | None = None  # an object that is not ours (foreign)
     job: dict[str, Any] | None = None
-    manifest: dict[str, Any] | None = None
+    manifest: Manifest | None = None
 
     @property
     def dataset(self) -> bool:
@@ -88,7 +88,7 @@ def check_holding(
     if mode != "resume":
         return
     recorded = holding.job or {}
-    written_by = recorded.get("job") or (holding.manifest or {}).get("job")
+    written_by = recorded.get("job") or (holding.manifest.job if holding.manifest else None)
     if written_by is None:
         raise DestinationError(
             f"cannot resume into {url}: its dataset was written by a shardwright that kept no "

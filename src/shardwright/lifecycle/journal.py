@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from typing import Any
 from shardwright.errors import ManifestError
 from shardwright.integrity import stream_crc32c
 from shardwright.lifecycle.fingerprint import Fingerprint
-from shardwright.manifest import MANIFEST_KEY, owned_keys
+from shardwright.manifest import MANIFEST_KEY, Manifest, Receipt, owned_keys
 from shardwright.store import CONTROL_PREFIX, Store
 from shardwright.version import __version__
 
@@ -32,65 +31,86 @@ JOB_KEY = f"{CONTROL_PREFIX}job.json"
 RECEIPTS = f"{CONTROL_PREFIX}receipts/"
 RETIRED = f"{CONTROL_PREFIX}retired/"
 HEARTBEATS = f"{CONTROL_PREFIX}heartbeat-"
-Receipt = dict[str, Any]
 
 
 def receipt_key(key: str) -> str:
     return f"{RECEIPTS}{key}.json"
 
 
-def record(store: Store, receipt: Receipt) -> None:
-    """Journal a shard this run just stored (or found empty) as the job's; the request is
-    counted in the receipt's own."""
-    if store.run is None or receipt.get("resumed"):
-        return
+@dataclass(frozen=True)
+class Journaled:
+    """A receipt as the journal stores it: the job that stored the shard and what it stored
+    (`empty`: nothing, every chunk being fill)."""
+
+    key: str
+    job: str
+    size: int
+    crc32c: int
+    chunks: int
+    empty: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "job": self.job,
+            "size": self.size,
+            "crc32c": self.crc32c,
+            "chunks": self.chunks,
+            "empty": self.empty,
+        }
+
+    @classmethod
+    def from_json(cls, entry: Any) -> Journaled | None:
+        """The journaled receipt, or None for anything this project did not write."""
+        if not isinstance(entry, dict):
+            return None
+        key, job, empty = entry.get("key"), entry.get("job"), entry.get("empty")
+        size, crc, chunks = entry.get("size"), entry.get("crc32c"), entry.get("chunks")
+        if not isinstance(key, str) or not isinstance(job, str) or not isinstance(empty, bool):
+            return None
+        if type(size) is not int or type(crc) is not int or type(chunks) is not int:
+            return None
+        return cls(key, job, size, crc, chunks, empty)
+
+    def receipt(self) -> Receipt:
+        """The receipt of this shard kept by a resumed run."""
+        return Receipt(self.key, self.size, self.crc32c, self.chunks, self.empty, resumed=True)
+
+
+def record(store: Store, receipt: Receipt) -> Receipt:
+    """Journal a shard this run just stored (or found empty) as the job's; returns the
+    receipt with that request counted in its own."""
+    if store.run is None or receipt.resumed:
+        return receipt
     before = store.requests.snapshot()
-    entry = {
-        "key": receipt["key"],
-        "job": store.run.job,
-        "size": receipt["size"],
-        "crc32c": receipt["crc32c"],
-        "chunks": receipt["chunks"],
-        "empty": bool(receipt["empty"]),
-    }
-    store.write_text(receipt_key(receipt["key"]), json.dumps(entry) + "\n")
-    requests = receipt.setdefault("requests", {})
-    for kind, n in store.requests.since(before).items():
-        requests[kind] = requests.get(kind, 0) + n
+    entry = Journaled(
+        receipt.key, store.run.job, receipt.size, receipt.crc32c, receipt.chunks, receipt.empty
+    )
+    store.write_text(receipt_key(receipt.key), json.dumps(entry.to_json()) + "\n")
+    return receipt.counting(store.requests.since(before))
 
 
 def proven(store: Store, key: str) -> Receipt | None:
     """The receipt of a shard this job stored that is still exactly as written (its size,
     then its crc32c streamed), or None: the shard must be written again."""
-    started = time.perf_counter()
     if store.run is None:
         return None
     try:
-        entry = json.loads(store.read(receipt_key(key)))
+        entry = Journaled.from_json(json.loads(store.read(receipt_key(key))))
     except (FileNotFoundError, ValueError):
         return None
-    if not isinstance(entry, dict) or entry.get("job") != store.run.job or entry.get("key") != key:
+    if entry is None or entry.job != store.run.job or entry.key != key:
         return None
     size = store.size(key)
-    if entry.get("empty") is True:
+    if entry.empty:
         intact = size is None  # no object where this job found nothing to store
     else:
         intact = (
             size is not None
-            and size == entry.get("size")
-            and stream_crc32c(store, key, size) == entry.get("crc32c")
+            and size == entry.size
+            and stream_crc32c(store, key, size) == entry.crc32c
         )
-    if not intact:
-        return None
-    return {
-        "key": key,
-        "size": int(entry["size"]),
-        "crc32c": int(entry["crc32c"]),
-        "chunks": int(entry["chunks"]),
-        "resumed": True,
-        "empty": bool(entry["empty"]),
-        "seconds": round(time.perf_counter() - started, 4),
-    }
+    return entry.receipt() if intact else None
 
 
 def read_job(store: Store) -> dict[str, Any] | None:
@@ -107,7 +127,7 @@ def read_job(store: Store) -> dict[str, Any] | None:
 
 
 def begin(
-    store: Store, fingerprint: Fingerprint, manifest: dict[str, Any] | None, *, replace: bool
+    store: Store, fingerprint: Fingerprint, manifest: Manifest | None, *, replace: bool
 ) -> None:
     """The coordinator's first step, under the lease and once the job runs: withdraw the
     `manifest` the destination holds if it is a dataset being replaced (`replace`, or one
@@ -115,10 +135,10 @@ def begin(
     run again (task retries)."""
     run = store.run
     assert run is not None, "a job's coordinator writes through its run"
-    if manifest is not None and (replace or manifest.get("job") != run.job):
+    if manifest is not None and (replace or manifest.job != run.job):
         retired = {
             "keys": owned_keys(manifest),
-            "job": manifest.get("job"),
+            "job": manifest.job,
             "retired_at": _now(),
         }
         store.write_text(f"{RETIRED}{uuid.uuid4().hex}.json", json.dumps(retired) + "\n")

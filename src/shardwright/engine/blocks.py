@@ -1,0 +1,99 @@
+"""A volume shard's voxels as both engines take them, and where a chunk sits in its shard.
+
+A box shard arrives in blocks: its epochs read from the source one after the other (sub-boxes
+within the memory budget), or, in a pyramid, its whole region handed up by the level below.
+Each block is a chunk-grid box and its voxels [x, y, z, c] from that box's corner, in the
+engine's array namespace. The CPU engine cuts blocks into chunks (`block_cells`); a
+scattered (murmurhash) shard's chunks are read one by one (`scattered_cells`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from shardwright.arrays import Array, Namespace
+from shardwright.engine.stages import Stages, timer
+from shardwright.planning import ConversionPlan, ShardTask
+
+Triple = tuple[int, int, int]
+Block = tuple[Triple, Triple, Array]  # chunk box [start, stop), its voxels [x, y, z, c]
+Cell = tuple[Triple, np.ndarray]  # (chunk grid coordinate, its voxels [x, y, z, c])
+OnEpoch = Callable[[Triple, Array], None]
+
+
+def epoch_blocks(
+    plan: ConversionPlan,
+    task: ShardTask,
+    xp: Namespace = np,
+    on_epoch: OnEpoch | None = None,
+    stages: Stages | None = None,
+) -> Iterator[Block]:
+    """A box shard's epochs, read one at a time and moved into `xp` (the device under CuPy).
+
+    `on_epoch(voxel start, voxels)` sees each epoch as it is read (a pyramid's base level
+    reduces it there for the level above, so the source is read once for every level).
+    """
+    stage = timer(stages)
+    for cstart, cstop in plan.epochs(task):
+        vstart = _voxel(cstart, plan.chunk_size)
+        vstop = _clip(_voxel(cstop, plan.chunk_size), plan.size)
+        with stage("read"):
+            voxels = plan.source.read(vstart, vstop)
+        with stage("h2d"):
+            block = xp.asarray(voxels)
+        del voxels
+        if on_epoch is not None:
+            on_epoch(vstart, block)
+        yield cstart, cstop, block
+
+
+def block_cells(block: Block, chunk: Triple) -> Iterator[Cell]:
+    """The chunks of a block, x fastest, as views (edge chunks truncated)."""
+    (x0, y0, z0), (x1, y1, z1), voxels = block
+    for gz in range(z0, z1):
+        for gy in range(y0, y1):
+            for gx in range(x0, x1):
+                lo = _voxel((gx - x0, gy - y0, gz - z0), chunk)
+                yield (
+                    (gx, gy, gz),
+                    voxels[
+                        lo[0] : lo[0] + chunk[0],
+                        lo[1] : lo[1] + chunk[1],
+                        lo[2] : lo[2] + chunk[2],
+                    ],
+                )
+
+
+def cells(blocks: Iterable[Block], chunk: Triple) -> Iterator[Cell]:
+    """Every chunk of the blocks, block after block."""
+    for block in blocks:
+        yield from block_cells(block, chunk)
+
+
+def scattered_cells(plan: ConversionPlan, coords: np.ndarray) -> Iterator[Cell]:
+    """The chunks at grid coordinates `coords` (N, 3), each read on its own."""
+    for coord in coords.tolist():
+        start = _voxel(coord, plan.chunk_size)
+        stop = _clip(_voxel((coord[0] + 1, coord[1] + 1, coord[2] + 1), plan.chunk_size), plan.size)
+        yield (coord[0], coord[1], coord[2]), plan.source.read(start, stop)
+
+
+def grid_offset(axes: str, chunk: Sequence[int], origin: Sequence[int]) -> tuple[int, ...]:
+    """Chunk `chunk` (x, y, z) counted from chunk `origin`, in a zarr array's axis order (one
+    chunk spans the channels): an inner chunk's position in its shard, or the shift of an
+    epoch's chunk grid within it."""
+    steps = (int(a) - int(b) for a, b in zip(chunk, origin, strict=True))
+    offset = dict(zip("xyz", steps, strict=True), c=0)
+    return tuple(offset[a] for a in axes)
+
+
+def _voxel(chunk_coord: Sequence[int], chunk: Triple) -> Triple:
+    """The voxel corner of a chunk grid coordinate."""
+    return (chunk_coord[0] * chunk[0], chunk_coord[1] * chunk[1], chunk_coord[2] * chunk[2])
+
+
+def _clip(voxel: Triple, size: Triple) -> Triple:
+    """A voxel corner no further than the volume's end."""
+    return (min(voxel[0], size[0]), min(voxel[1], size[1]), min(voxel[2], size[2]))

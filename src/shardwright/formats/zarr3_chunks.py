@@ -1,0 +1,95 @@
+"""The inner-chunk codec chain of a sharded Zarr v3 array, written once for both engines and
+verify.
+
+An inner chunk is a full `chunk_shape` array in C order of the output axes: at the array's
+edges it is padded with the fill value, and a chunk that is entirely fill value is not stored
+(readers return the fill value). Its stored bytes are ``bytes`` (little endian), then the
+compressor if any, then ``crc32c`` if configured. The CPU engine takes chunks one by one
+(`encode`); the batched engine tests a whole epoch of chunks at once (`present`), pads the
+epoch (`pad`) and passes each kept chunk's bytes through `encode_bytes`; verify reads chunks
+back (`decode`). Array steps run over an array namespace `xp` (numpy or cupy); byte steps on
+the host.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from shardwright.arrays import Array, Namespace
+from shardwright.codecs import ByteCodec
+from shardwright.formats.zarr3 import ZarrArrayMetadata, append_crc32c, strip_crc32c
+
+Buffer = bytes | bytearray | memoryview
+
+
+def pad(xp: Namespace, block: Array, shape: Sequence[int], fill_value: Any) -> Array:
+    """`block` at the corner of an array of `shape` filled with `fill_value` (the block
+    itself when it has that shape already)."""
+    shape = tuple(shape)
+    if tuple(block.shape) == shape:
+        return block
+    padded = xp.full(shape, fill_value, dtype=block.dtype)
+    padded[tuple(slice(0, n) for n in block.shape)] = block
+    return padded
+
+
+@dataclass(frozen=True)
+class InnerChunkChain:
+    """What a zarr3 array's metadata says of its inner chunks: their shape, little-endian
+    element type and fill value, the compressor and whether a crc32c follows."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype[Any]
+    fill_value: Any
+    compressor: ByteCodec | None = None
+    checksum: bool = False
+
+    @classmethod
+    def of(cls, meta: ZarrArrayMetadata) -> InnerChunkChain:
+        dtype = meta.dtype
+        compressor = meta.compressor.codec(dtype.itemsize) if meta.compressor else None
+        return cls(tuple(meta.chunk_shape), dtype, meta.fill_value, compressor, meta.checksum_inner)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of one chunk before the compressor."""
+        return math.prod(self.shape) * self.dtype.itemsize
+
+    @property
+    def changes_bytes(self) -> bool:
+        """Whether a chunk's stored bytes differ from its elements' (a compressor or crc32c)."""
+        return self.compressor is not None or self.checksum
+
+    def present(self, xp: Namespace, chunks: Array) -> Array:
+        """Per chunk of `chunks` (the first axis counts them): whether it is stored, that is
+        holds anything but the fill value."""
+        fill = xp.asarray(self.fill_value, dtype=self.dtype)
+        return ~xp.all(chunks == fill, axis=tuple(range(1, chunks.ndim)))
+
+    def encode_bytes(self, data: bytes) -> bytes:
+        """A chunk's element bytes as stored: compressed, then followed by their crc32c."""
+        if self.compressor is not None:
+            data = self.compressor.compress(data)
+        return append_crc32c(data) if self.checksum else data
+
+    def encode(self, block: np.ndarray) -> bytes | None:
+        """One chunk (output axis order; an edge chunk may be smaller) as stored, or None when
+        it is all fill value and is not stored."""
+        if not self.present(np, block[np.newaxis])[0]:
+            return None
+        full = pad(np, block, self.shape, self.fill_value)
+        return self.encode_bytes(np.ascontiguousarray(full, dtype=self.dtype).tobytes())
+
+    def decode(self, stored: bytes | memoryview | None) -> np.ndarray:
+        """A stored chunk's elements (the fill value for a chunk not stored), full shape."""
+        if stored is None:
+            return np.full(self.shape, self.fill_value, dtype=self.dtype)
+        data: Buffer = strip_crc32c(stored) if self.checksum else stored
+        if self.compressor is not None:
+            data = self.compressor.decompress(data)
+        return np.frombuffer(data, dtype=self.dtype).reshape(self.shape)

@@ -1,0 +1,106 @@
+"""The typed manifest, receipts and journal entries: JSON only at the storage boundary, the
+same JSON as before they were typed, and anything malformed refused or left unproven."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from shardwright.errors import ManifestError
+from shardwright.lifecycle.journal import Journaled
+from shardwright.manifest import (
+    CompanionTotals,
+    Manifest,
+    Receipt,
+    ShardEntry,
+    build_manifest,
+    parse_manifest,
+)
+
+PLAN = {"format": "zarr3", "destination": "out", "levels": [{"level": 0}, {"level": 1}]}
+
+
+def _receipts() -> list[Receipt]:
+    return [
+        Receipt("0/c/1", 30, 7, 3, requests={"puts": 2}, level=0),
+        Receipt("0/c/0", 10, 5, 2, resumed=True, requests={"gets": 4, "heads": 1}, level=0),
+        Receipt.nothing_stored("0/c/2"),
+        Receipt("1/c/0", 8, 9, 1, requests={"puts": 1}, level=1),
+    ]
+
+
+def test_a_manifest_lists_what_was_stored_in_key_order_with_the_totals() -> None:
+    manifest = build_manifest(
+        PLAN,
+        _receipts(),
+        2.0,
+        [{"puts": 1}],
+        companions=[CompanionTotals("out/mesh", {"shards": 1})],
+        job="abc",
+        metadata={"zarr.json": "0" * 64},
+    )
+    document = manifest.to_json()
+    assert list(document) == [
+        "shardwright_version", "format", "created", "job", "metadata", "plan", "totals",
+        "shards", "companions",
+    ]  # fmt: skip
+    assert [s["key"] for s in document["shards"]] == ["0/c/0", "0/c/1", "1/c/0"]
+    assert document["shards"][0] == {"key": "0/c/0", "size": 10, "crc32c": 5, "chunks": 2}
+    assert document["totals"] == {
+        "shards": 3,
+        "bytes": 48,
+        "chunks": 6,
+        "resumed_shards": 1,
+        "empty_shards_skipped": 1,
+        "seconds": 2.0,
+        "requests": {"puts": 4, "gets": 4, "heads": 1},
+        "levels": [
+            {"level": 0, "shards": 2, "bytes": 40, "chunks": 5},
+            {"level": 1, "shards": 1, "bytes": 8, "chunks": 1},
+        ],
+    }
+    assert document["companions"] == {"out/mesh": {"shards": 1}}
+    text = json.dumps(document, indent=1)
+    assert json.dumps(parse_manifest(text).to_json(), indent=1) == text  # read back: same JSON
+
+
+def test_a_volume_without_levels_or_companions_has_neither() -> None:
+    receipts = [Receipt(r.key, r.size, r.crc32c, r.chunks, r.empty) for r in _receipts()]
+    document = build_manifest(PLAN, receipts).to_json()
+    assert "companions" not in document and "levels" not in document["totals"]
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ("x", r"shards\[0\] is not an object"),
+        ({"key": "../up", "size": 1, "crc32c": 1, "chunks": 1}, "not a key inside"),
+        ({"key": "a", "size": -1, "crc32c": 1, "chunks": 1}, r"shards\[0\].size is -1"),
+        ({"key": "a", "size": 1, "crc32c": 2**32, "chunks": 1}, r"crc32c is 4294967296"),
+        ({"key": "a", "size": 1, "crc32c": 1, "chunks": True}, r"chunks is True"),
+    ],
+)
+def test_malformed_shard_entries_are_refused(entry: Any, message: str) -> None:
+    document = {"format": "precomputed", "plan": {}, "totals": {}, "shards": [entry]}
+    with pytest.raises(ManifestError, match=message):
+        Manifest.from_json(document)
+
+
+def test_shard_entries_and_receipts_round_trip() -> None:
+    entry = ShardEntry("a/b", 1, 2, 3)
+    assert ShardEntry.from_json(entry.to_json(), "here") == entry
+    for receipt in _receipts():
+        assert Receipt.from_json(receipt.to_json()) == receipt
+    kept = _receipts()[0].counting({"puts": 1, "gets": 2})
+    assert kept.requests == {"puts": 3, "gets": 2}
+
+
+def test_journal_entries_keep_their_json_and_refuse_what_we_did_not_write() -> None:
+    entry = {"key": "c/0", "job": "j", "size": 5, "crc32c": 6, "chunks": 1, "empty": False}
+    journaled = Journaled.from_json(entry)
+    assert journaled is not None and journaled.to_json() == entry
+    assert journaled.receipt() == Receipt("c/0", 5, 6, 1, resumed=True)
+    for broken in ({**entry, "size": "5"}, {**entry, "empty": None}, {**entry, "job": 1}, []):
+        assert Journaled.from_json(broken) is None

@@ -1,0 +1,78 @@
+"""The zarr3 inner-chunk codec chain: fill chunks skipped, edge chunks padded, compressor and
+crc32c applied in that order; what it stores reads back through zarr-python's own codecs."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+import zarr
+
+from shardwright.formats import zarr3
+from shardwright.formats.zarr3_chunks import InnerChunkChain, pad
+
+
+def _meta(compressor: zarr3.Compressor | None, checksum: bool) -> zarr3.ZarrArrayMetadata:
+    return zarr3.ZarrArrayMetadata(
+        shape=(20, 20),
+        data_type="uint16",
+        shard_shape=(16, 16),
+        chunk_shape=(8, 8),
+        fill_value=3,
+        compressor=compressor,
+        checksum_inner=checksum,
+    )
+
+
+@pytest.mark.parametrize("compressor", [None, zarr3.Compressor.gzip(), zarr3.Compressor.zstd()])
+@pytest.mark.parametrize("checksum", [False, True])
+def test_edge_chunks_are_padded_and_read_back(
+    compressor: zarr3.Compressor | None, checksum: bool
+) -> None:
+    chain = InnerChunkChain.of(_meta(compressor, checksum))
+    edge = np.arange(4 * 6, dtype=np.uint16).reshape(4, 6)
+    stored = chain.encode(edge)
+    assert stored is not None
+    full = chain.decode(stored)
+    assert full.shape == (8, 8) and full.dtype == np.dtype("<u2")
+    np.testing.assert_array_equal(full[:4, :6], edge)
+    assert (full[4:, :] == 3).all() and (full[:, 6:] == 3).all()
+    if checksum:
+        assert zarr3.strip_crc32c(stored) == stored[:-4]
+        with pytest.raises(zarr3.ShardFormatError):
+            chain.decode(stored[:-1] + bytes([stored[-1] ^ 1]))
+
+
+def test_all_fill_chunks_are_not_stored_and_read_as_fill() -> None:
+    chain = InnerChunkChain.of(_meta(None, False))
+    assert chain.encode(np.full((8, 3), 3, dtype=np.uint16)) is None
+    assert chain.present(np, np.stack([np.full((8, 8), 3), np.eye(8) + 3])).tolist() == [
+        False,
+        True,
+    ]
+    np.testing.assert_array_equal(chain.decode(None), np.full((8, 8), 3, dtype=np.uint16))
+
+
+def test_pad_leaves_a_full_block_alone() -> None:
+    block = np.ones((2, 2), dtype=np.uint8)
+    assert pad(np, block, (2, 2), 0) is block
+    assert pad(np, block, (3, 2), 9).tolist() == [[1, 1], [1, 1], [9, 9]]
+
+
+def test_stored_chunks_decode_with_zarr_python(tmp_path: pathlib.Path) -> None:
+    """An independent reader: zarr-python opens an array whose one inner chunk we encoded."""
+    meta = _meta(zarr3.Compressor.zstd(), True)
+    chain = InnerChunkChain.of(meta)
+    values = np.arange(64, dtype=np.uint16).reshape(8, 8)
+    stored = chain.encode(values)
+    assert stored is not None
+    (tmp_path / "zarr.json").write_text(json.dumps(meta.to_json()))
+    (tmp_path / "c" / "0").mkdir(parents=True)
+    (tmp_path / "c" / "0" / "0").write_bytes(
+        zarr3.encode_shard({(0, 0): stored}, meta.chunks_per_shard)
+    )
+    array = zarr.open_array(str(tmp_path), mode="r")[...]
+    np.testing.assert_array_equal(array[:8, :8], values)
+    assert (array[8:, :] == 3).all() and (array[:, 8:] == 3).all()
