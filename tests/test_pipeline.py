@@ -455,7 +455,7 @@ def test_package_level_plan_and_verify_are_the_api_after_any_import(
     script = f"""
 import shardwright
 from shardwright.errors import PlanError
-import shardwright.verify
+import shardwright.planning, shardwright.verification
 the_plan = shardwright.plan({str(tmp_path / "vol.npy")!r}, {str(tmp_path / "out")!r},
                             chunk_size=(8, 8, 8))
 shardwright.convert(the_plan, scheduler="sync", progress=False)

@@ -16,7 +16,7 @@ from shardwright.planning import ConversionPlan, make_plan, with_companions
 from shardwright.planning.objects import ObjectPlan, make_object_plan, object_source_info
 from shardwright.sources import Source
 from shardwright.store import Store
-from shardwright.verify import verify
+from shardwright.verification import verify
 
 __all__ = ["ConvertOptions", "LeaseHeld", "PlanError", "check", "convert", "plan", "verify"]
 

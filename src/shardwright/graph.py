@@ -20,6 +20,7 @@ import dataclasses
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import dask
@@ -38,14 +39,14 @@ from shardwright.manifest import (
     metadata_text,
     write_manifest,
 )
-from shardwright.planning import ConversionPlan, ShardTask
+from shardwright.planning import OBJECTS, VOLUME, ConversionPlan, Plan, ShardTask
 from shardwright.planning.objects import ObjectPlan, ObjectShardTask
 from shardwright.store import JobRun, Store
 
 TASK_RETRIES = 3  # a shard lost with its worker is recomputed elsewhere
 
 
-def write_metadata(plan: ConversionPlan | ObjectPlan, store: Store) -> dict[str, int]:
+def write_metadata(plan: Plan, store: Store) -> dict[str, int]:
     """The dataset's metadata objects (`info` or `zarr.json`; a zarr3 pyramid's level arrays
     and multiscales group). Returns the requests it made, for the manifest's totals."""
     before = store.requests.snapshot()
@@ -66,7 +67,7 @@ class Begun:
         return store if self.run is None else store.with_run(self.run)
 
 
-def _begin(plan: ConversionPlan | ObjectPlan, store: Store, claim: Claim | None) -> Begun:
+def _begin(plan: Plan, store: Store, claim: Claim | None) -> Begun:
     """Coordinator, first step, once the job runs: take the destination and begin the job
     there (lifecycle/job.py), then write the metadata."""
     before = store.requests.snapshot()
@@ -245,8 +246,51 @@ def _finish(
     return manifest.to_json()
 
 
+def _volume_shards(
+    plan: ConversionPlan,
+    plan_node: Delayed,
+    store_node: Delayed,
+    resume: bool,
+    metadata: Any,
+    token: str,
+) -> list[Any]:
+    """A task per shard of a volume (a pyramid's levels chained: `_pyramid_receipts`)."""
+    if plan.pyramid is not None:
+        return _pyramid_receipts(plan, plan_node, store_node, resume, metadata, token)
+    return [
+        delayed(_shard, pure=False)(
+            plan_node, task, store_node, resume, metadata, dask_key_name=f"shard-{task.key}-{token}"
+        )
+        for task in plan.shards()
+    ]
+
+
+def _object_shards(
+    plan: ObjectPlan,
+    plan_node: Delayed,
+    store_node: Delayed,
+    resume: bool,
+    metadata: Any,
+    token: str,
+) -> list[Any]:
+    """A task per shard of a mesh or skeleton directory."""
+    return [
+        delayed(_object_shard, pure=False)(
+            plan_node, task, store_node, resume, metadata, dask_key_name=f"shard-{task.key}-{token}"
+        )
+        for task in plan.shards()
+    ]
+
+
+# The shard tasks of each kind of dataset (`Plan.dataset`).
+SHARD_GRAPHS: dict[str, Callable[..., list[Any]]] = {
+    VOLUME: _volume_shards,
+    OBJECTS: _object_shards,
+}
+
+
 def build_graph(
-    plan: ConversionPlan | ObjectPlan,
+    plan: Plan,
     store: Store,
     *,
     resume: bool = False,
@@ -262,13 +306,9 @@ def build_graph(
     destination.
     """
     token = uuid.uuid4().hex[:8]
-    # Mesh and skeleton tasks carry their own segment ids: the shared plan holds none.
-    shared: Any = (
-        plan.for_shard_tasks()
-        if isinstance(plan, ObjectPlan)
-        else dataclasses.replace(plan, companions=())
-    )
-    plan_node = delayed(shared, name=f"plan-{token}", pure=True, traverse=False)
+    # Each shard task gets the plan without what it does not need (companions, other tasks'
+    # segment ids): one copy of it in the graph, shared by every task.
+    plan_node = delayed(plan.for_shard_tasks(), name=f"plan-{token}", pure=True, traverse=False)
     store_node = delayed(store, name=f"store-{token}", pure=True, traverse=False)
     metadata = delayed(_begin, pure=False)(
         plan_node, store_node, claim, dask_key_name=f"metadata-{token}"
@@ -277,35 +317,10 @@ def build_graph(
     # --resources GPU=1); on our own LocalCUDACluster every worker is one GPU.
     gpu = {"resources": {GPU_RESOURCE: 1}} if plan.options.engine == "gpu" else {}
     with dask.annotate(retries=TASK_RETRIES, **gpu):
-        if isinstance(plan, ObjectPlan):
-            receipts = [
-                delayed(_object_shard, pure=False)(
-                    plan_node,
-                    task,
-                    store_node,
-                    resume,
-                    metadata,
-                    dask_key_name=f"shard-{task.key}-{token}",
-                )
-                for task in plan.shards()
-            ]
-        elif plan.pyramid is not None:
-            receipts = _pyramid_receipts(plan, plan_node, store_node, resume, metadata, token)
-        else:
-            receipts = [
-                delayed(_shard, pure=False)(
-                    plan_node,
-                    task,
-                    store_node,
-                    resume,
-                    metadata,
-                    dask_key_name=f"shard-{task.key}-{token}",
-                )
-                for task in plan.shards()
-            ]
+        receipts = SHARD_GRAPHS[plan.dataset](plan, plan_node, store_node, resume, metadata, token)
     # Meshes / skeletons of the same job: their own graphs (shards, info, manifest); the
     # volume's manifest, which marks the job complete, waits for theirs.
-    for companion in getattr(plan, "companions", ()):
+    for companion in plan.companions:
         companion_store = Store(companion.dest, companion.options.storage_options)
         receipts.append(
             delayed(_companion_summary, pure=True)(

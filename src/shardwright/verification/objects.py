@@ -21,20 +21,21 @@ from shardwright.integrity import check_precomputed_shard
 from shardwright.manifest import Manifest
 from shardwright.planning.objects import LEGACY, MULTILOD, OBJECT_TYPES, SKELETONS, segment_id_of
 from shardwright.store import Store
+from shardwright.verification.report import VerifyReport
+from shardwright.verification.shards import check_shards
 
 
 def verify_objects(
-    report: Any,
+    report: VerifyReport,
     store: Store,
     manifest: Manifest,
-    check_shards: Any,
     against: str | None,
     *,
     full: bool,
     sample: int,
     source_storage_options: dict[str, Any] | None,
 ) -> None:
-    """Fill `report` (verify.VerifyReport) for a mesh or skeleton destination."""
+    """Fill `report` for a mesh or skeleton destination."""
     info = json.loads(store.read("info"))
     spec = ShardingSpec.from_json(info["sharding"])
     check_shards(report, store, manifest, lambda key: check_precomputed_shard(store, key, spec))

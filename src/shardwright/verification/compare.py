@@ -1,0 +1,208 @@
+"""Voxels against the source: sampled (or all) chunks decoded and compared, pyramid levels with
+the source reduced level by level, jpeg within a tolerance."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from shardwright.downsample import downsample
+from shardwright.formats import zarr3
+from shardwright.formats.precomputed_info import PrecomputedInfo
+from shardwright.formats.sharding import ShardedReader
+from shardwright.formats.zarr3_chunks import InnerChunkChain
+from shardwright.manifest import Manifest
+from shardwright.planning import pyramid, to_zarr_order
+from shardwright.sources import Source
+from shardwright.store import Store
+from shardwright.verification.report import JPEG_MEAN_ABS_TOLERANCE, VerifyReport
+
+
+# -- voxels against the source ------------------------------------------------------------
+def compare_levels(
+    report: VerifyReport,
+    manifest: Manifest,
+    comparers: list[Any],
+    source: Source,
+    full: bool,
+    sample: int,
+) -> None:
+    plan = manifest.plan
+    base = comparers[0]
+    if base.lossy:
+        report.notes.append(
+            f"jpeg chunks compared within a mean absolute error of {JPEG_MEAN_ABS_TOLERANCE:g}"
+        )
+    _compare(report, source, base, full, sample)
+    levels = plan.get("levels") or []
+    for row, upper in zip(levels[1:], comparers[1:], strict=False):
+        k = row["level"]
+        shrink = math.prod(plan["pyramid"]["factor_xyz"]) ** k
+        _compare(
+            report,
+            source,
+            upper,
+            full,
+            max(1, sample // shrink),
+            expected=_reduced_reader(source, plan, k),
+            size=tuple(row["size_xyz"]),
+            label=f"level {k} ",
+        )
+
+
+def _reduced_reader(source: Source, plan: dict[str, Any], level: int) -> Any:
+    """Voxels of a box of pyramid level `level`, recomputed from the source level by level."""
+    factor = pyramid.triple(plan["pyramid"]["factor_xyz"])
+    method = plan["pyramid"]["method"]
+    sizes = [pyramid.triple(row["size_xyz"]) for row in plan["levels"]]
+
+    def read(start: tuple[int, ...], stop: tuple[int, ...]) -> np.ndarray:
+        box: pyramid.Box = (pyramid.triple(start), pyramid.triple(stop))
+        for k in range(level, 0, -1):
+            box = pyramid.preimage(box, factor, sizes[k - 1])
+        block = source.read(*box)
+        for _ in range(level):
+            block = downsample(np, block, factor, method)
+        return block
+
+    return read
+
+
+class PrecomputedComparer:
+    def __init__(self, store: Store, info: PrecomputedInfo, key: str):
+        self.scale = info.scale(key)
+        self.dtype = np.dtype(info.data_type)
+        self.channels = info.num_channels
+        self.encoding = self.scale.chunk_encoding()
+        self.chunk = self.scale.chunk_size
+        assert self.scale.sharding is not None
+        self.spec = self.scale.sharding
+        self.reader = ShardedReader(
+            self.spec, lambda name, start, end: store.read_range(f"{key}/{name}", start, end)
+        )
+
+    @property
+    def lossy(self) -> bool:
+        return self.scale.encoding == "jpeg"
+
+    def shard_of(self, coord: tuple[int, int, int]) -> str:
+        shard, _ = self.spec.locate(self.scale.chunk_ids(np.array([coord])))
+        return f"{self.scale.key}/{self.spec.shard_filename(int(shard[0]))}"
+
+    def read_chunk(
+        self, coord: tuple[int, int, int], shape_xyz: tuple[int, ...]
+    ) -> np.ndarray | None:
+        data = self.reader.read(int(self.scale.chunk_ids(np.array([coord]))[0]))
+        if data is None:
+            return None
+        return self.encoding.decode(data, (*shape_xyz, self.channels), self.dtype)  # type: ignore[arg-type]
+
+    def expected(self, voxels_xyzc: np.ndarray) -> np.ndarray:
+        return voxels_xyzc
+
+
+class ZarrComparer:
+    lossy = False
+
+    def __init__(
+        self, store: Store, meta: zarr3.ZarrArrayMetadata, axes: str, prefix: str = ""
+    ) -> None:
+        self.store, self.meta, self.axes, self.prefix = store, meta, axes, prefix
+        self.chain = InnerChunkChain.of(meta)
+        self.lookup_chunk = dict(zip(axes, meta.chunk_shape, strict=True))
+        self.chunk = tuple(self.lookup_chunk[a] for a in "xyz")
+        self.per_shard = dict(zip(axes, meta.chunks_per_shard, strict=True))
+        self._readers: dict[str, zarr3.ShardReader | None] = {}
+
+    def shard_of(self, coord: tuple[int, int, int]) -> str:
+        by_axis = dict(zip("xyz", coord, strict=True), c=0)
+        shard = tuple(by_axis[a] // self.per_shard[a] for a in self.axes)
+        return self.prefix + self.meta.chunk_key(shard)
+
+    def read_chunk(
+        self, coord: tuple[int, int, int], shape_xyz: tuple[int, ...]
+    ) -> np.ndarray | None:
+        by_axis = dict(zip("xyz", coord, strict=True), c=0)
+        inner = tuple(by_axis[a] % self.per_shard[a] for a in self.axes)
+        reader = self._reader(self.shard_of(coord))
+        block = self.chain.decode(reader.read_chunk(inner) if reader is not None else None)
+        lookup = dict(zip("xyz", shape_xyz, strict=True), c=self.lookup_chunk.get("c", 1))
+        return block[tuple(slice(0, lookup[a]) for a in self.axes)]
+
+    def expected(self, voxels_xyzc: np.ndarray) -> np.ndarray:
+        return to_zarr_order(voxels_xyzc, self.axes)
+
+    def _reader(self, key: str) -> zarr3.ShardReader | None:
+        """One reader per shard, so its index is fetched once; None for an absent shard."""
+        if key not in self._readers:
+            size = self.store.size(key)
+            self._readers[key] = (
+                None
+                if size is None
+                else zarr3.ShardReader(
+                    lambda s, e: self.store.read_range(key, s, e),
+                    self.meta.chunks_per_shard,
+                    self.meta.index_location,
+                    object_size=size,
+                )
+            )
+        return self._readers[key]
+
+
+def _compare(
+    report: VerifyReport,
+    source: Source,
+    comparer: Any,
+    full: bool,
+    sample: int,
+    expected: Any = None,
+    size: tuple[int, ...] | None = None,
+    label: str = "",
+) -> None:
+    """Compare sampled chunks with the source's voxels (or with `expected(start, stop)` over a
+    volume of `size`, for pyramid levels). A chunk that cannot be read or decoded is one
+    problem naming its shard; the others are still compared."""
+    chunk = comparer.chunk
+    size = size or source.shape_xyz
+    grid = tuple(math.ceil(s / c) for s, c in zip(size, chunk, strict=True))
+    total = math.prod(grid)
+    if full or total <= sample:
+        flat = np.arange(total)
+    else:
+        flat = np.sort(np.random.default_rng(0).choice(total, size=sample, replace=False))
+    for index in flat.tolist():
+        coord = tuple(int(v) for v in np.unravel_index(index, grid, order="F"))
+        start = tuple(g * c for g, c in zip(coord, chunk, strict=True))
+        stop = tuple(min(a + c, s) for a, c, s in zip(start, chunk, size, strict=True))
+        shape = tuple(b - a for a, b in zip(start, stop, strict=True))
+        want = comparer.expected(
+            source.read(start, stop) if expected is None else expected(start, stop)
+        )
+        where = f"{label}chunk {coord} (shard {comparer.shard_of(coord)})"
+        report.chunks_compared += 1
+        try:
+            got = comparer.read_chunk(coord, shape)
+        except FileNotFoundError:
+            report.problems.append(f"{where}: its shard is missing")
+            continue
+        except Exception as exc:  # noqa: BLE001 - a corrupt chunk must not end the run
+            report.problems.append(f"{where}: cannot be decoded ({type(exc).__name__}: {exc})")
+            continue
+        if got is None:
+            report.problems.append(f"{where}: missing from the output")
+            continue
+        if comparer.lossy:
+            error = np.abs(got.astype(np.float64) - want.astype(np.float64)).mean()
+            if error > JPEG_MEAN_ABS_TOLERANCE:
+                report.problems.append(f"{where}: mean absolute error {error:.2f} (jpeg)")
+        elif got.shape != want.shape:
+            report.problems.append(f"{where}: shape {got.shape}, the source's is {want.shape}")
+        elif not np.array_equal(got, want):
+            differ = got != want
+            first = tuple(int(i) for i in np.argwhere(differ)[0])
+            report.problems.append(
+                f"{where}: {int(differ.sum())} of {differ.size} voxels differ from the source "
+                f"(first at {first}: {got[first]} instead of {want[first]})"
+            )

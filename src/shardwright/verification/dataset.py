@@ -1,0 +1,92 @@
+"""Check a converted dataset, trusting nothing it holds.
+
+- The manifest is validated (its shape, keys that stay inside the dataset). No manifest says
+  the job did not finish; a live lease says a job is writing the dataset now; a retired
+  record says an overwrite has not finished removing the dataset it replaced.
+- Each metadata object (`info`, `zarr.json`) must be byte for byte what the job wrote (its
+  sha256 in the manifest) and parse.
+- The shards the metadata's geometry calls for are compared with the manifest and with a
+  listing of the store: shards missing, shards the manifest does not record, objects that
+  are no shard of the dataset, and (zarr3) shards neither stored nor recorded as empty.
+- Every shard the manifest lists: its structure (indexes parse, point inside the object,
+  list the chunks they should), size and crc32c.
+- With a source, chunks are decoded and compared with the source's voxels: a seeded sample by
+  default, every chunk with `full=True`. A pyramid's upper levels are compared with the
+  source's region reduced level by level. A chunk that cannot be decoded is one problem
+  naming its shard, and the comparison goes on.
+
+Every problem is reported, each naming the object and what differs; `ok` is False when there
+is any. Only a destination that cannot be read at all raises.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shardwright.sources import Source, open_source
+from shardwright.store import Store
+from shardwright.verification.compare import compare_levels
+from shardwright.verification.objects import verify_objects
+from shardwright.verification.report import DEFAULT_SAMPLE, VerifyReport
+from shardwright.verification.shards import check_inventory, check_shards, dataset_of
+from shardwright.verification.state import check_metadata, check_state, manifest_of
+
+
+def verify(
+    dest: str,
+    against: str | Source | None = None,
+    *,
+    full: bool = False,
+    sample: int = DEFAULT_SAMPLE,
+    source_axes: str | None = None,
+    source_scale: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+    source_storage_options: dict[str, Any] | None = None,
+) -> VerifyReport:
+    """Check the dataset in `dest` (and, with `against`, its voxels against the source: a
+    seeded sample of `sample` chunks, or every chunk with `full`); every problem is in the
+    report, none raises, unless the destination cannot be read at all."""
+    store = Store(dest, storage_options)
+    report = VerifyReport(dest, "unknown")
+    manifest = manifest_of(report, store)
+    if manifest is None:
+        return report
+    report.format = manifest.format
+    check_state(report, store)
+    documents = check_metadata(report, store, manifest)
+    if "object_type" in manifest.plan:  # meshes or skeletons
+        if against is not None and not isinstance(against, str):
+            raise TypeError("meshes and skeletons verify against a source path or URL")
+        verify_objects(
+            report,
+            store,
+            manifest,
+            against,
+            full=full,
+            sample=sample,
+            source_storage_options=source_storage_options,
+        )
+        return report
+    dataset = dataset_of(report, store, manifest, documents)
+    if dataset is None:  # no usable metadata: sizes and checksums are all that can be checked
+        check_shards(report, store, manifest, None)
+        return report
+    check_inventory(report, store, manifest, dataset)
+    check_shards(report, store, manifest, dataset.check_shard)
+    if against is not None:
+        try:
+            source = (
+                against
+                if not isinstance(against, str)
+                else open_source(
+                    against,
+                    axes=source_axes,
+                    scale_key=source_scale,
+                    storage_options=source_storage_options,
+                )
+            )
+        except ValueError as exc:
+            report.problems.append(f"source {against}: cannot be read ({exc})")
+            return report
+        compare_levels(report, manifest, dataset.comparers, source, full, sample)
+    return report

@@ -1,0 +1,36 @@
+"""What `verify` found: every problem, naming its object, and how it compared."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DEFAULT_SAMPLE = 64
+JPEG_MEAN_ABS_TOLERANCE = 8.0
+SHOWN_PROBLEMS = 50
+
+
+@dataclass
+class VerifyReport:
+    dest: str
+    format: str
+    shards_checked: int = 0
+    chunks_compared: int = 0
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # how the comparison was made
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        state = "OK" if self.ok else f"FAILED ({len(self.problems)} problem(s))"
+        lines = [
+            f"verify {self.dest} ({self.format}): {state}",
+            f"  shards checked   {self.shards_checked}",
+            f"  chunks compared  {self.chunks_compared}",
+        ]
+        lines += [f"  note: {n}" for n in self.notes]
+        lines += [f"  problem: {p}" for p in self.problems[:SHOWN_PROBLEMS]]
+        if len(self.problems) > SHOWN_PROBLEMS:
+            lines.append(f"  ... and {len(self.problems) - SHOWN_PROBLEMS} more")
+        return "\n".join(lines)

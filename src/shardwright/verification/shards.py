@@ -1,0 +1,170 @@
+"""The shards a dataset's geometry calls for, against the manifest and a listing of the store,
+and every recorded shard's structure, size and crc32c."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from shardwright.errors import ShardFormatError
+from shardwright.formats import ome_zarr, zarr3
+from shardwright.formats.precomputed_info import PrecomputedInfo
+from shardwright.integrity import check_precomputed_shard, check_zarr3_shard, stream_crc32c
+from shardwright.manifest import Manifest
+from shardwright.store import Store
+from shardwright.verification.compare import PrecomputedComparer, ZarrComparer
+from shardwright.verification.report import VerifyReport
+
+
+# -- the dataset's geometry ---------------------------------------------------------------
+@dataclass
+class Dataset:
+    """What the metadata says: the shards its geometry calls for and how to read them."""
+
+    expected: set[str]  # every shard key of the geometry (zarr3: empty ones included)
+    listed: set[str]  # what the store holds where shards live
+    check_shard: Callable[[str], Any]
+    comparers: list[Any]  # one per level, the base first
+    may_skip_empty: bool  # zarr3 stores no all-fill shard
+
+
+def dataset_of(
+    report: VerifyReport,
+    store: Store,
+    manifest: Manifest,
+    documents: dict[str, Any] | None,
+) -> Dataset | None:
+    if documents is None:
+        return None
+    try:
+        if manifest.format == "precomputed":
+            return _precomputed_dataset(store, documents["info"])
+        return _zarr_dataset(store, documents)
+    except (KeyError, TypeError, ValueError) as exc:
+        report.problems.append(f"the metadata does not describe a dataset: {exc}")
+        return None
+
+
+def _precomputed_dataset(store: Store, info_json: Any) -> Dataset:
+    info = PrecomputedInfo.from_json(info_json)
+    scales = {s.key: s for s in info.scales}
+    expected: set[str] = set()
+    listed: set[str] = set()
+    for scale in info.scales:
+        if scale.sharding is None:
+            continue
+        expected.update(
+            f"{scale.key}/{scale.sharding.shard_filename(n)}" for n in scale.shard_numbers()
+        )
+        listed.update(f"{scale.key}/{name}" for name in store.list_sizes(scale.key))
+
+    def check(key: str) -> Any:
+        spec = scales[key.rsplit("/", 1)[0]].sharding  # the scale key prefixes the shard
+        if spec is None:
+            raise ShardFormatError(f"{key}: its scale is not sharded")
+        return check_precomputed_shard(store, key, spec)
+
+    comparers = [PrecomputedComparer(store, info, s.key) for s in info.scales if s.sharding]
+    return Dataset(expected, listed, check, comparers, may_skip_empty=False)
+
+
+def _zarr_dataset(store: Store, documents: dict[str, Any]) -> Dataset:
+    root = documents["zarr.json"]
+    paths = ome_zarr.dataset_paths(root)
+    if paths is None:
+        metas = {"": zarr3.ZarrArrayMetadata.from_json(root)}
+    else:
+        metas = {
+            f"{path}/": zarr3.ZarrArrayMetadata.from_json(documents[f"{path}/zarr.json"])
+            for path in paths
+        }
+    expected: set[str] = set()
+    listed: set[str] = set()
+    for prefix, meta in metas.items():
+        grid = [math.ceil(n / s) for n, s in zip(meta.shape, meta.shard_shape, strict=True)]
+        expected.update(
+            prefix + meta.chunk_key(index) for index in itertools.product(*map(range, grid))
+        )
+        listed.update(store.list_keys(prefix + "c"))
+
+    def check(key: str) -> Any:
+        prefix = max((p for p in metas if key.startswith(p)), key=len)
+        return check_zarr3_shard(store, key, metas[prefix])
+
+    names = next(iter(metas.values())).dimension_names
+    if not names or not all(isinstance(n, str) for n in names):
+        raise ValueError("zarr.json records no dimension_names: its axes are unknown")
+    axes = "".join(str(n) for n in names)
+    comparers = [ZarrComparer(store, meta, axes, prefix) for prefix, meta in metas.items()]
+    return Dataset(expected, listed, check, comparers, may_skip_empty=True)
+
+
+def check_inventory(
+    report: VerifyReport, store: Store, manifest: Manifest, dataset: Dataset
+) -> None:
+    """The geometry's shards against the manifest's and the store's."""
+    recorded = [s.key for s in manifest.shards]
+    recorded_set = set(recorded)
+    if len(recorded_set) != len(recorded):
+        report.problems.append("the manifest lists some shards more than once")
+    if manifest.totals.get("shards") != len(recorded):
+        report.problems.append(
+            f"the manifest's totals say {manifest.totals.get('shards')} shards, it lists "
+            f"{len(recorded)}"
+        )
+    for key in sorted(recorded_set - dataset.expected):
+        report.problems.append(f"{key}: in the manifest, but no shard of this dataset's geometry")
+    for key in sorted(dataset.listed - recorded_set):
+        what = "a shard" if key in dataset.expected else "an object that is no shard"
+        report.problems.append(f"{key}: stored, but not in the manifest ({what} of the dataset)")
+    unrecorded = dataset.expected - recorded_set
+    if not dataset.may_skip_empty:
+        for key in sorted(unrecorded - dataset.listed):
+            report.problems.append(f"{key}: missing (the geometry calls for it)")
+        return
+    empty = manifest.totals.get("empty_shards_skipped", 0)
+    if len(unrecorded) != empty:
+        report.problems.append(
+            f"the manifest accounts for {len(recorded_set & dataset.expected)} of the "
+            f"{len(dataset.expected)} shards of the geometry and says {empty} were empty; "
+            f"{len(unrecorded) - empty} are unaccounted for"
+        )
+
+
+def check_shards(
+    report: VerifyReport,
+    store: Store,
+    manifest: Manifest,
+    check: Callable[[str], Any] | None,
+) -> None:
+    """Every shard the manifest lists: structure (when `check` is given), size and crc32c.
+    Whatever fails reading one shard is that shard's problem; the others are checked."""
+    for entry in manifest.shards:
+        key = entry.key
+        report.shards_checked += 1
+        try:
+            if check is not None:
+                summary = check(key)
+                size, chunks = summary.size, summary.chunks
+            else:
+                size, chunks = store.size(key), None
+                if size is None:
+                    raise FileNotFoundError(key)
+        except FileNotFoundError:
+            report.problems.append(f"{key}: missing")
+            continue
+        except Exception as exc:  # noqa: BLE001 - a corrupt shard must not end the run
+            cause = str(exc).removeprefix(f"{key}: ")
+            report.problems.append(f"{key}: unreadable index ({type(exc).__name__}: {cause})")
+            continue
+        if size != entry.size:
+            report.problems.append(f"{key}: size {size}, the manifest says {entry.size}")
+            continue
+        if chunks is not None and chunks != entry.chunks:
+            report.problems.append(f"{key}: {chunks} chunks, the manifest says {entry.chunks}")
+        crc = stream_crc32c(store, key, size)
+        if crc != entry.crc32c:
+            report.problems.append(f"{key}: crc32c {crc:08x}, the manifest says {entry.crc32c:08x}")
