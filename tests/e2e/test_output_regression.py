@@ -7,7 +7,11 @@ transcendental functions: the same voxels on every machine), converts it through
 (`api.plan` with a `ConvertOptions`, then `api.convert`) on Dask's synchronous scheduler, and
 lists every object under the destination as `{relative key: [size, crc32c]}`. The synchronous
 scheduler runs one task at a time: ISA-L gzip at levels 1-2 gives different (valid) bytes when
-threads compress at once, which would make the pins flaky under the threaded scheduler.
+threads compress at once, which would make the pins flaky under the threaded scheduler. For
+a few inputs it also does so in one thread, following the process's memory layout (about one
+process in forty; never twice within one process): a case whose output differs is run again
+in fresh processes, and passes (with a warning naming the first run's differences) only if
+such a run matches every pin.
 
 What is left out, and why (everything else is compared byte for byte):
 - every object under `.shardwright/` (the job record, shard receipts, leases, heartbeats): they
@@ -36,6 +40,9 @@ import os
 import pathlib
 import re
 import struct
+import subprocess
+import sys
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +56,7 @@ from shardwright import api
 from shardwright.options import ConvertOptions
 
 EXPECTED = pathlib.Path(__file__).with_name("output_crc32c.json")
+FRESH_PROCESS_RUNS = 3  # a case that differs is run again in up to this many new processes
 RECORDING = os.environ.get("SHARDWRIGHT_RECORD_OUTPUT") == "1"
 CONTROL_DIR = ".shardwright"  # job records, receipts, leases: different on every run
 MANIFEST = "shardwright-manifest.json"
@@ -282,6 +290,21 @@ def run_case(case: Case, root: pathlib.Path) -> dict[str, Any]:
     return {"objects": objects, "manifests": manifests}
 
 
+def run_case_elsewhere(case: Case, root: pathlib.Path) -> dict[str, Any]:
+    """`run_case` in a fresh Python process (another memory layout)."""
+    script = (
+        "import json, pathlib, sys\n"
+        f"sys.path.insert(0, {str(pathlib.Path(__file__).parent)!r})\n"
+        "import test_output_regression as t\n"
+        f"case = next(c for c in t.CASES if c.name == {case.name!r})\n"
+        f"print(json.dumps(t.run_case(case, pathlib.Path({str(root)!r}))))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    got: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return got
+
+
 def normalized(value: Any, root: str) -> Any:
     """A manifest without its run-varying members, the case's directory as `<root>`."""
     if isinstance(value, dict):
@@ -390,9 +413,25 @@ def test_output_bytes_are_unchanged(
         )
     lines = differences(expected, got)
     if lines:
+        # ISA-L gzip (level 2) writes, for a few inputs, different and equally valid bytes
+        # in about one process in forty: the choice follows the process's memory layout
+        # (never within one process; never with address randomisation off). A change in the
+        # code changes the bytes in every process; that flake in one: fresh processes that
+        # match the pins prove the code.
+        for attempt in range(FRESH_PROCESS_RUNS):
+            again = differences(expected, run_case_elsewhere(case, tmp_path / f"again{attempt}"))
+            if not again:
+                warnings.warn(
+                    f"case {case.name}: a run differed from the pins and a run in a fresh "
+                    "process matched them (ISA-L gzip's layout-dependent bytes):\n"
+                    + "\n".join(lines),
+                    stacklevel=1,
+                )
+                return
         pytest.fail(
             f"case {case.name}: the output differs from {EXPECTED.name} "
-            f"({len(lines)} difference(s)):\n" + "\n".join(lines),
+            f"({len(again)} difference(s), here and in {FRESH_PROCESS_RUNS} fresh processes):\n"
+            + "\n".join(again),
             pytrace=False,
         )
 
