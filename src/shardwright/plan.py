@@ -34,7 +34,8 @@ from shardwright.formats import ome_zarr
 from shardwright.formats.morton import compressed_morton_code, grid_bits, morton_bit_dims
 from shardwright.formats.precomputed_info import PrecomputedInfo, PrecomputedScale
 from shardwright.formats.sharding import ShardingSpec
-from shardwright.formats.zarr3 import Compressor, ZarrArrayMetadata
+from shardwright.formats.zarr3_codecs import Compressor
+from shardwright.formats.zarr3_metadata import ZarrArrayMetadata
 from shardwright.options import ConvertOptions
 from shardwright.pyramid import Pyramid
 from shardwright.sources import Source, open_source

@@ -35,7 +35,7 @@ import numpy as np
 from shardwright import pyramid
 from shardwright.downsample import downsample
 from shardwright.errors import ManifestError, ShardFormatError
-from shardwright.formats import ome_zarr, zarr3
+from shardwright.formats import ome_zarr, zarr3_metadata, zarr3_sharding
 from shardwright.formats.precomputed_info import PrecomputedInfo
 from shardwright.formats.sharding import ShardedReader
 from shardwright.integrity import check_precomputed_shard, check_zarr3_shard, stream_crc32c
@@ -273,10 +273,10 @@ def _zarr_dataset(store: Store, documents: dict[str, Any]) -> _Dataset:
     root = documents["zarr.json"]
     paths = ome_zarr.dataset_paths(root)
     if paths is None:
-        metas = {"": zarr3.ZarrArrayMetadata.from_json(root)}
+        metas = {"": zarr3_metadata.ZarrArrayMetadata.from_json(root)}
     else:
         metas = {
-            f"{path}/": zarr3.ZarrArrayMetadata.from_json(documents[f"{path}/zarr.json"])
+            f"{path}/": zarr3_metadata.ZarrArrayMetadata.from_json(documents[f"{path}/zarr.json"])
             for path in paths
         }
     expected: set[str] = set()
@@ -457,7 +457,7 @@ class _ZarrComparer:
     lossy = False
 
     def __init__(
-        self, store: Store, meta: zarr3.ZarrArrayMetadata, axes: str, prefix: str = ""
+        self, store: Store, meta: zarr3_metadata.ZarrArrayMetadata, axes: str, prefix: str = ""
     ) -> None:
         self.store, self.meta, self.axes, self.prefix = store, meta, axes, prefix
         self.dtype = np.dtype(meta.data_type).newbyteorder("<")
@@ -465,7 +465,7 @@ class _ZarrComparer:
         self.lookup_chunk = dict(zip(axes, meta.chunk_shape, strict=True))
         self.chunk = tuple(self.lookup_chunk[a] for a in "xyz")
         self.per_shard = dict(zip(axes, meta.chunks_per_shard, strict=True))
-        self._readers: dict[str, zarr3.ShardReader | None] = {}
+        self._readers: dict[str, zarr3_sharding.ShardReader | None] = {}
 
     def shard_of(self, coord: tuple[int, int, int]) -> str:
         by_axis = dict(zip("xyz", coord, strict=True), c=0)
@@ -483,7 +483,7 @@ class _ZarrComparer:
             block = np.full(self.meta.chunk_shape, self.meta.fill_value, dtype=self.dtype)
         else:
             if self.meta.checksum_inner:
-                data = zarr3.strip_crc32c(data)
+                data = zarr3_sharding.strip_crc32c(data)
             if self.compressor is not None:
                 data = self.compressor.decompress(data)
             block = np.frombuffer(data, dtype=self.dtype).reshape(self.meta.chunk_shape)
@@ -493,14 +493,14 @@ class _ZarrComparer:
     def expected(self, voxels_xyzc: np.ndarray) -> np.ndarray:
         return to_zarr_order(voxels_xyzc, self.axes)
 
-    def _reader(self, key: str) -> zarr3.ShardReader | None:
+    def _reader(self, key: str) -> zarr3_sharding.ShardReader | None:
         """One reader per shard, so its index is fetched once; None for an absent shard."""
         if key not in self._readers:
             size = self.store.size(key)
             self._readers[key] = (
                 None
                 if size is None
-                else zarr3.ShardReader(
+                else zarr3_sharding.ShardReader(
                     lambda s, e: self.store.read_range(key, s, e),
                     self.meta.chunks_per_shard,
                     self.meta.index_location,

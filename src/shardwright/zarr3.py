@@ -1,13 +1,12 @@
 """Public name of the Zarr v3 sharding format module (`sharding_indexed`, `zarr.json`)."""
 
-from shardwright.formats.zarr3 import (
+from shardwright.errors import ShardFormatError, ZarrMetadataError
+from shardwright.formats.zarr3_codecs import Compressor
+from shardwright.formats.zarr3_metadata import ZarrArrayMetadata
+from shardwright.formats.zarr3_sharding import (
     MISSING,
-    Compressor,
     ShardBuilder,
-    ShardFormatError,
     ShardReader,
-    ZarrArrayMetadata,
-    ZarrMetadataError,
     append_crc32c,
     decode_shard,
     encode_index,

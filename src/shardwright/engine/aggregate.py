@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from shardwright.arrays import Array
-from shardwright.formats import zarr3
+from shardwright.formats import zarr3_sharding
 from shardwright.formats.shardfile import Piece
 from shardwright.formats.sharding import ShardingSpec, precomputed_layout
 from shardwright.formats.spool import ChunkSpool
@@ -204,7 +204,7 @@ def arrange_zarr3(
     """The zarr3 shard of `chunks` (`positions`: C-order linear position of each present
     inner chunk, by global index), its index first or last as `index_location` says."""
     sizes = np.asarray(chunks.sizes(), dtype=np.uint64)
-    order, index = zarr3.shard_layout(chunks_per_shard, positions, sizes, index_location)
+    order, index = zarr3_sharding.shard_layout(chunks_per_shard, positions, sizes, index_location)
     data = chunks.arrange(order)
     if index_location == "start":
         return lambda: itertools.chain([index], data())

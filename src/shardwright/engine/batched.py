@@ -34,7 +34,7 @@ from shardwright.engine.aggregate import (
 from shardwright.engine.receipt import Receipt
 from shardwright.engine.scatter import precomputed_regions, scatter_zarr3
 from shardwright.engine.stages import Stages, timer
-from shardwright.formats import zarr3
+from shardwright.formats import zarr3_sharding
 from shardwright.lifecycle import journal
 from shardwright.plan import ConversionPlan, ShardTask, to_zarr_order
 from shardwright.store import Store
@@ -67,7 +67,7 @@ class HostLoopCompressor:
         out = []
         for start, size in zip(offsets.tolist(), sizes.tolist(), strict=True):
             data = self.codec.compress(host[start : start + size].tobytes())
-            out.append(zarr3.append_crc32c(data) if self.checksum else data)
+            out.append(zarr3_sharding.append_crc32c(data) if self.checksum else data)
         return _pack(xp, out)
 
 
@@ -81,7 +81,7 @@ class ChecksumOnly:
         return _pack(
             xp,
             [
-                zarr3.append_crc32c(host[start : start + size].tobytes())
+                zarr3_sharding.append_crc32c(host[start : start + size].tobytes())
                 for start, size in zip(offsets.tolist(), sizes.tolist(), strict=True)
             ],
         )

@@ -14,7 +14,7 @@ import numpy as np
 
 from shardwright.engine import receipt
 from shardwright.engine.receipt import Receipt
-from shardwright.formats import zarr3
+from shardwright.formats import zarr3_sharding
 from shardwright.formats.shardfile import ShardFile
 from shardwright.lifecycle import journal
 from shardwright.plan import ConversionPlan, ShardTask, to_zarr_order
@@ -188,7 +188,7 @@ def zarr_chunk_encoder(plan: ConversionPlan) -> Callable[[np.ndarray], bytes | N
         if compressor is not None:
             data = compressor.compress(data)
         if checksum:
-            data = zarr3.append_crc32c(data)
+            data = zarr3_sharding.append_crc32c(data)
         return data
 
     return encode
@@ -203,7 +203,7 @@ def _assemble_zarr3(
     meta = plan.zarr
     assert meta is not None
     axes = plan.zarr_axes
-    builder = zarr3.ShardBuilder(
+    builder = zarr3_sharding.ShardBuilder(
         meta.chunks_per_shard,
         index_location=meta.index_location,
         memory_budget=plan.spool_budget,
