@@ -8,13 +8,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shardwright.engine.aggregate import (
-    EncodedChunks,
-    arrange_precomputed,
-    arrange_zarr3,
-    exclusive_scan,
-    gather_segments,
-)
+from shardwright.arrays import exclusive_scan, gather_segments
+from shardwright.engine.aggregate import EncodedChunks, arrange_precomputed, arrange_zarr3
 from shardwright.formats import zarr3_sharding
 from shardwright.formats.sharding import ShardingSpec
 

@@ -20,15 +20,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from shardwright.arrays import Array
-from shardwright.codecs import ByteCodec, byte_codec
-from shardwright.engine import cseg_batch, receipt
+from shardwright.arrays import Array, exclusive_scan
+from shardwright.codecs import ByteCodec, byte_codec, compressed_segmentation_batch
+from shardwright.engine import receipt
 from shardwright.engine.aggregate import (
     EncodedChunks,
     ShardPieces,
     arrange_precomputed,
     arrange_zarr3,
-    exclusive_scan,
     to_host,
 )
 from shardwright.engine.receipt import Receipt
@@ -227,7 +226,7 @@ def _encode_precomputed(xp: Any, encoding: Any, chunks: Array) -> tuple[Array, n
         return flat.view(xp.uint8), np.full(count, per_chunk, dtype=np.int64)
     xyzc = chunks.transpose(0, 4, 3, 2, 1)
     if encoding.name == "compressed_segmentation":
-        return cseg_batch.encode_batch(xp, xyzc, encoding.block_size)
+        return compressed_segmentation_batch.encode_batch(xp, xyzc, encoding.block_size)
     # jpeg / png: no batched form; encoded chunk by chunk on the host.
     host = to_host(xyzc)
     buffer, _, sizes = _pack(xp, [encoding.encode(host[i]) for i in range(count)])
