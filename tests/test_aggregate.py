@@ -8,14 +8,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shardwright.engine.aggregate import (
-    EncodedChunks,
-    arrange_precomputed,
-    arrange_zarr3,
-    exclusive_scan,
-    gather_segments,
-)
-from shardwright.formats import zarr3
+from shardwright.arrays import exclusive_scan, gather_segments
+from shardwright.engine.aggregate import EncodedChunks, arrange_precomputed, arrange_zarr3
+from shardwright.formats import zarr3_sharding
 from shardwright.formats.sharding import ShardingSpec
 
 
@@ -121,7 +116,9 @@ def test_zarr3_aggregate_equals_encode_shard(
     shard = arranged.to_bytes()  # checks the size it announces, too
     arranged.close()
     coords = [tuple(int(v) for v in np.unravel_index(p, grid)) for p in positions.tolist()]
-    assert shard == zarr3.encode_shard(dict(zip(coords, blobs, strict=True)), grid, location)
+    assert shard == zarr3_sharding.encode_shard(
+        dict(zip(coords, blobs, strict=True)), grid, location
+    )
 
 
 def test_a_shard_many_times_the_budget_holds_the_budget_plus_one_epoch() -> None:

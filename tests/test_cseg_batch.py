@@ -9,9 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shardwright.codecs import chunk_encoding
-from shardwright.engine import cseg_batch
-from shardwright.engine.cseg_batch import encode_batch
+from shardwright.codecs import chunk_encoding, compressed_segmentation_batch
+from shardwright.codecs.compressed_segmentation_batch import encode_batch
 from shardwright.errors import EncodingError
 
 
@@ -74,7 +73,9 @@ def test_table_sharing_with_colliding_hashes_falls_back_to_exact_comparison(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """With every table hashing alike, grouping by hash alone would share wrong tables."""
-    monkeypatch.setattr(cseg_batch, "_hash_weights", lambda xp, n: xp.zeros(n, dtype=xp.uint64))
+    monkeypatch.setattr(
+        compressed_segmentation_batch, "_hash_weights", lambda xp, n: xp.zeros(n, dtype=xp.uint64)
+    )
     rng = np.random.default_rng(8)
     chunks = rng.integers(0, 5, (2, 12, 12, 8, 1)).astype(np.uint32)
     buffer, sizes = encode_batch(np, chunks, (4, 4, 4))

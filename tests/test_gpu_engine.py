@@ -14,11 +14,11 @@ import pytest
 from distributed import Client, LocalCluster
 
 from shardwright import api, cli
+from shardwright.codecs.nvcomp import NvcompCompressor, gzip_algorithm_type
 from shardwright.engine import gpu
 from shardwright.engine.aggregate import EncodedChunks
 from shardwright.engine.batched import run_shard_batched
 from shardwright.engine.cpu import run_shard
-from shardwright.engine.nvcomp import NvcompCompressor, gzip_algorithm_type
 from shardwright.errors import PlanError
 from shardwright.planning import capabilities
 from shardwright.store import Store

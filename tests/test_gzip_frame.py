@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shardwright.codecs import byte_codec
-from shardwright.engine.gzip_frame import gzip_members
+from shardwright.codecs.gzip_frame import gzip_members
 
 
 def _raw_deflate(data: bytes) -> bytes:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from shardwright.codecs import chunk_encoding
 from shardwright.engine.aggregate import EncodedChunks, arrange_precomputed, arrange_zarr3
 from shardwright.engine.scatter import scatter_precomputed, scatter_zarr3
-from shardwright.formats import zarr3
+from shardwright.formats import zarr3_sharding
 from shardwright.formats.morton import compressed_morton_code
 from shardwright.formats.sharding import ShardingSpec
 
@@ -87,4 +87,4 @@ def test_zarr3_shard_through_scatter_and_aggregate_equals_encode_shard() -> None
         tuple(c): buffer[k * nbytes : (k + 1) * nbytes].tobytes()
         for k, c in enumerate(coords.tolist())
     }
-    assert shard == zarr3.encode_shard(blobs, grid, "end")
+    assert shard == zarr3_sharding.encode_shard(blobs, grid, "end")

@@ -28,14 +28,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
 
-from shardwright.formats.zarr3 import (
+from shardwright.errors import ShardFormatError, ZarrMetadataError
+from shardwright.formats.zarr3_codecs import Compressor
+from shardwright.formats.zarr3_metadata import ZarrArrayMetadata
+from shardwright.formats.zarr3_sharding import (
     MISSING,
-    Compressor,
     ShardBuilder,
-    ShardFormatError,
     ShardReader,
-    ZarrArrayMetadata,
-    ZarrMetadataError,
     decode_shard,
     encode_index,
     encode_shard,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import google_crc32c
 import numpy as np
 
-from shardwright.formats import zarr3
+from shardwright.formats import zarr3_metadata, zarr3_sharding
 from shardwright.formats.sharding import (
     ShardFormatError,
     ShardingSpec,
@@ -63,16 +63,18 @@ def check_precomputed_shard(
     return ShardSummary(key, size, chunks)
 
 
-def check_zarr3_shard(store: Store, key: str, meta: zarr3.ZarrArrayMetadata) -> ShardSummary:
+def check_zarr3_shard(
+    store: Store, key: str, meta: zarr3_metadata.ZarrArrayMetadata
+) -> ShardSummary:
     """Read and crc-check the shard index; raise ShardFormatError if broken."""
     size = store.size(key)
     if size is None:
         raise FileNotFoundError(key)
-    index_bytes = zarr3.index_nbytes(meta.chunks_per_shard)
+    index_bytes = zarr3_sharding.index_nbytes(meta.chunks_per_shard)
     if size < index_bytes:
         raise ShardFormatError(f"{key}: {size} bytes, shorter than its {index_bytes}-byte index")
     start = 0 if meta.index_location == "start" else size - index_bytes
-    index = zarr3.read_index(
+    index = zarr3_sharding.read_index(
         store.read_range(key, start, start + index_bytes), meta.chunks_per_shard
     ).reshape(-1, 2)
     present = index[:, 0] != np.uint64(2**64 - 1)

@@ -1,13 +1,12 @@
 """The Zarr v3 format (`sharding_indexed` shards and `zarr.json`): bytes in, bytes out."""
 
-from shardwright.formats.zarr3 import (
+from shardwright.errors import ShardFormatError, ZarrMetadataError
+from shardwright.formats.zarr3_codecs import Compressor
+from shardwright.formats.zarr3_metadata import ZarrArrayMetadata
+from shardwright.formats.zarr3_sharding import (
     MISSING,
-    Compressor,
     ShardBuilder,
-    ShardFormatError,
     ShardReader,
-    ZarrArrayMetadata,
-    ZarrMetadataError,
     append_crc32c,
     decode_shard,
     encode_index,

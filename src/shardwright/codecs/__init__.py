@@ -1,7 +1,10 @@
 """Chunk codecs behind two small interfaces (see base.py), one module per encoding.
 
 Codec modules are imported when first used, so a job (or a CLI start) pays only for the C
-libraries of the encodings it runs.
+libraries of the encodings it runs. The batched forms the GPU engine runs over an array
+namespace live here too: `compressed_segmentation_batch` (a whole epoch of chunks in one pass),
+`nvcomp` (gzip and zstd on the device; nvCOMP imported only when it runs) and `gzip_frame`
+(gzip members around nvCOMP's raw DEFLATE streams).
 """
 
 from __future__ import annotations

@@ -21,36 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.arrays import Array
-from shardwright.formats import zarr3
+from shardwright.arrays import Array, gather_segments
+from shardwright.formats import zarr3_sharding
 from shardwright.formats.shardfile import Piece, ShardFile
 from shardwright.formats.sharding import ShardingSpec, precomputed_layout
 from shardwright.formats.spool import ChunkSpool
 
 ShardPieces = Callable[[], Iterator[Piece]]  # a shard's bytes in order; may be called again
-
-
-def exclusive_scan(xp: Any, sizes: Array) -> Array:
-    """Start offset of each segment when segments of `sizes` are packed back to back."""
-    sizes = xp.asarray(sizes, dtype=xp.int64)
-    return xp.cumsum(sizes) - sizes
-
-
-def gather_segments(xp: Any, buffer: Array, offsets: Array, sizes: Array, order: Array) -> Array:
-    """Segments [offsets[i], offsets[i] + sizes[i]) of `buffer`, in `order`, packed densely.
-
-    One vectorized gather, no loop over chunks: each output byte's source index is its
-    segment's source offset plus its position within the segment.
-    """
-    order = xp.asarray(order, dtype=xp.int64)
-    sizes = xp.asarray(sizes, dtype=xp.int64)[order]
-    offsets = xp.asarray(offsets, dtype=xp.int64)[order]
-    total = int(sizes.sum())
-    if total == 0:
-        return xp.zeros(0, dtype=xp.uint8)
-    starts = exclusive_scan(xp, sizes)
-    shift = xp.repeat(offsets - starts, sizes)
-    return xp.asarray(buffer, dtype=xp.uint8)[shift + xp.arange(total, dtype=xp.int64)]
 
 
 def to_host(array: Array) -> np.ndarray:
@@ -212,7 +189,7 @@ def arrange_zarr3(
     inner chunk, by global index), its index first or last as `index_location` says.
     Closing it closes `chunks`."""
     sizes = np.asarray(chunks.sizes(), dtype=np.uint64)
-    order, index = zarr3.shard_layout(chunks_per_shard, positions, sizes, index_location)
+    order, index = zarr3_sharding.shard_layout(chunks_per_shard, positions, sizes, index_location)
     data = chunks.arrange(order)
     first = index_location == "start"
 

@@ -23,14 +23,12 @@ from typing import Protocol
 import numpy as np
 
 from shardwright import codecs
-from shardwright.arrays import Array, Namespace
-from shardwright.codecs import ChunkEncoding, byte_codec
-from shardwright.engine import cseg_batch
+from shardwright.arrays import Array, Namespace, exclusive_scan
+from shardwright.codecs import ChunkEncoding, byte_codec, compressed_segmentation_batch
 from shardwright.engine.aggregate import (
     EncodedChunks,
     arrange_precomputed,
     arrange_zarr3,
-    exclusive_scan,
     to_host,
 )
 from shardwright.engine.blocks import Block, epoch_blocks, grid_offset
@@ -248,7 +246,7 @@ def _encode_precomputed(
         return flat.view(xp.uint8), np.full(count, per_chunk, dtype=np.int64)
     xyzc = chunks.transpose(0, 4, 3, 2, 1)
     if isinstance(encoding, codecs.CompressedSegmentationEncoding):
-        return cseg_batch.encode_batch(xp, xyzc, encoding.block_size)
+        return compressed_segmentation_batch.encode_batch(xp, xyzc, encoding.block_size)
     # jpeg / png: no batched form; encoded chunk by chunk on the host.
     host = to_host(xyzc)
     buffer, _, sizes = _pack(xp, [encoding.encode(host[i]) for i in range(count)])

@@ -22,7 +22,7 @@ from shardwright.engine.blocks import (
     scattered_cells,
 )
 from shardwright.engine.shard_task import run_task
-from shardwright.formats import zarr3
+from shardwright.formats import zarr3_sharding
 from shardwright.formats.shardfile import ShardFile
 from shardwright.formats.zarr3_chunks import InnerChunkChain
 from shardwright.manifest import Receipt
@@ -92,7 +92,7 @@ class CpuProducer:
         assert meta is not None
         axes = plan.zarr_axes
         chain = InnerChunkChain.of(meta)
-        builder = zarr3.ShardBuilder(
+        builder = zarr3_sharding.ShardBuilder(
             meta.chunks_per_shard,
             index_location=meta.index_location,
             memory_budget=plan.spool_budget,

@@ -15,8 +15,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from shardwright.codecs.nvcomp import ALGORITHMS, NvcompCompressor
 from shardwright.engine.batched import BatchCompressor, byte_stage, run_shard_batched
-from shardwright.engine.nvcomp import ALGORITHMS, NvcompCompressor
 from shardwright.errors import GpuUnavailable
 from shardwright.manifest import Receipt
 from shardwright.planning import ConversionPlan, ShardTask

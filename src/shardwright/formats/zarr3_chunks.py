@@ -22,7 +22,8 @@ import numpy as np
 
 from shardwright.arrays import Array, Namespace
 from shardwright.codecs import ByteCodec
-from shardwright.formats.zarr3 import ZarrArrayMetadata, append_crc32c, strip_crc32c
+from shardwright.formats.zarr3_metadata import ZarrArrayMetadata
+from shardwright.formats.zarr3_sharding import append_crc32c, strip_crc32c
 
 Buffer = bytes | bytearray | memoryview
 

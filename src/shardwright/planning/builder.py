@@ -10,7 +10,7 @@ import numpy as np
 from shardwright.codecs import byte_codec
 from shardwright.errors import PlanError
 from shardwright.formats.precomputed_info import PrecomputedInfo, PrecomputedScale
-from shardwright.formats.zarr3 import ZarrArrayMetadata
+from shardwright.formats.zarr3_metadata import ZarrArrayMetadata
 from shardwright.options import ConvertOptions
 from shardwright.planning import capabilities, checks, geometry, pyramid, sharding
 from shardwright.planning.geometry import Geometry, output_axes, to_zarr_order

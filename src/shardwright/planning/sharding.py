@@ -18,7 +18,7 @@ import numpy as np
 from shardwright.errors import PlanError
 from shardwright.formats.morton import grid_bits, morton_bit_dims
 from shardwright.formats.sharding import ShardingSpec
-from shardwright.formats.zarr3 import Compressor
+from shardwright.formats.zarr3_codecs import Compressor
 from shardwright.options import ConvertOptions
 from shardwright.planning import checks, pyramid
 from shardwright.planning.pyramid import Triple

@@ -24,7 +24,7 @@ from shardwright.formats import ome_zarr
 from shardwright.formats.morton import compressed_morton_code
 from shardwright.formats.precomputed_info import PrecomputedInfo, PrecomputedScale
 from shardwright.formats.sharding import ShardingSpec
-from shardwright.formats.zarr3 import ZarrArrayMetadata
+from shardwright.formats.zarr3_metadata import ZarrArrayMetadata
 from shardwright.options import ConvertOptions
 from shardwright.planning import pyramid, report
 from shardwright.planning.base import VOLUME, Plan

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from shardwright.downsample import downsample
-from shardwright.formats import zarr3
+from shardwright.formats import zarr3_metadata, zarr3_sharding
 from shardwright.formats.precomputed_info import PrecomputedInfo
 from shardwright.formats.sharding import ShardedReader
 from shardwright.formats.zarr3_chunks import InnerChunkChain
@@ -107,14 +107,14 @@ class ZarrComparer:
     lossy = False
 
     def __init__(
-        self, store: Store, meta: zarr3.ZarrArrayMetadata, axes: str, prefix: str = ""
+        self, store: Store, meta: zarr3_metadata.ZarrArrayMetadata, axes: str, prefix: str = ""
     ) -> None:
         self.store, self.meta, self.axes, self.prefix = store, meta, axes, prefix
         self.chain = InnerChunkChain.of(meta)
         self.lookup_chunk = dict(zip(axes, meta.chunk_shape, strict=True))
         self.chunk = tuple(self.lookup_chunk[a] for a in "xyz")
         self.per_shard = dict(zip(axes, meta.chunks_per_shard, strict=True))
-        self._readers: dict[str, zarr3.ShardReader | None] = {}
+        self._readers: dict[str, zarr3_sharding.ShardReader | None] = {}
 
     def shard_of(self, coord: tuple[int, int, int]) -> str:
         by_axis = dict(zip("xyz", coord, strict=True), c=0)
@@ -134,14 +134,14 @@ class ZarrComparer:
     def expected(self, voxels_xyzc: np.ndarray) -> np.ndarray:
         return to_zarr_order(voxels_xyzc, self.axes)
 
-    def _reader(self, key: str) -> zarr3.ShardReader | None:
+    def _reader(self, key: str) -> zarr3_sharding.ShardReader | None:
         """One reader per shard, so its index is fetched once; None for an absent shard."""
         if key not in self._readers:
             size = self.store.size(key)
             self._readers[key] = (
                 None
                 if size is None
-                else zarr3.ShardReader(
+                else zarr3_sharding.ShardReader(
                     lambda s, e: self.store.read_range(key, s, e),
                     self.meta.chunks_per_shard,
                     self.meta.index_location,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shardwright.errors import ShardFormatError
-from shardwright.formats import ome_zarr, zarr3
+from shardwright.formats import ome_zarr, zarr3_metadata
 from shardwright.formats.precomputed_info import PrecomputedInfo
 from shardwright.integrity import check_precomputed_shard, check_zarr3_shard, stream_crc32c
 from shardwright.manifest import Manifest
@@ -75,10 +75,10 @@ def _zarr_dataset(store: Store, documents: dict[str, Any]) -> Dataset:
     root = documents["zarr.json"]
     paths = ome_zarr.dataset_paths(root)
     if paths is None:
-        metas = {"": zarr3.ZarrArrayMetadata.from_json(root)}
+        metas = {"": zarr3_metadata.ZarrArrayMetadata.from_json(root)}
     else:
         metas = {
-            f"{path}/": zarr3.ZarrArrayMetadata.from_json(documents[f"{path}/zarr.json"])
+            f"{path}/": zarr3_metadata.ZarrArrayMetadata.from_json(documents[f"{path}/zarr.json"])
             for path in paths
         }
     expected: set[str] = set()

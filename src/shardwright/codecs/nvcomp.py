@@ -4,8 +4,8 @@ zstd frames (zarr3 zstd), compressed on the device, one batched call per batch o
 Their bytes are another encoder's than the CPU engine's; what they decode to is the same, which
 the GPU tests check through the gzip and zstd libraries and TensorStore. Until that has been
 measured on a GPU, the engine uses them only when asked (`device_codecs=True`); by default byte
-codecs still compress on the host (`batched.HostLoopCompressor`). An nvCOMP `Codec` must not be
-shared between threads: each worker thread keeps its own, per algorithm and device.
+codecs still compress on the host (`engine.batched.HostLoopCompressor`). An nvCOMP `Codec` must
+not be shared between threads: each worker thread keeps its own, per algorithm and device.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.arrays import Array
-from shardwright.engine.aggregate import exclusive_scan
+from shardwright.arrays import Array, exclusive_scan
 from shardwright.errors import NvcompUnavailable
 
 ALGORITHMS = {"gzip": "Gzip", "zstd": "Zstd"}
