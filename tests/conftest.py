@@ -1,10 +1,16 @@
 """Shared test settings: modest hypothesis budgets for a 2-core CI machine; the object-store
-servers on 127.0.0.1, one of each per test module that asks for them."""
+servers on 127.0.0.1, one of each per test module that asks for them; tests marked `gpu`
+skip by themselves where no CUDA device answers (CI has none); the helper modules in this
+folder (`volumes`, `segment_objects`, `object_store_servers`, ...) importable from every
+test folder."""
 
 from __future__ import annotations
 
+import functools
 import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +23,25 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 settings.load_profile("ci")
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+@functools.cache
+def gpu_missing() -> str | None:
+    """Why GPU tests cannot run here (None: CuPy and a CUDA device answer)."""
+    from shardwright.engine.gpu import GpuUnavailable, cupy_module
+
+    try:
+        cupy_module()
+    except GpuUnavailable as exc:
+        return f"needs CuPy and a CUDA device: {exc}"
+    return None
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("gpu") is not None and (reason := gpu_missing()):
+        pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import gpu_missing
 from distributed import Client, LocalCluster
 
 from shardwright import api, cli
@@ -22,14 +23,6 @@ from shardwright.engine.cpu import run_shard
 from shardwright.errors import PlanError
 from shardwright.planning import capabilities
 from shardwright.store import Store
-
-
-def _device_present() -> bool:
-    try:
-        gpu.cupy_module()
-    except gpu.GpuUnavailable:
-        return False
-    return True
 
 
 def _plan(tmp_path: pathlib.Path, dtype: str = "uint64", **options: Any) -> Any:
@@ -72,7 +65,6 @@ def test_what_the_gpu_engine_does_not_encode_is_refused(tmp_path: pathlib.Path) 
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not _device_present(), reason="needs CuPy and a CUDA device")
 @pytest.mark.parametrize("device_budget", [None, 0], ids=["within-budget", "copied-out"])
 @pytest.mark.parametrize("options", [
     {"compression": "none"},
@@ -96,7 +88,6 @@ def test_gpu_shards_equal_the_cpu_engines(
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not _device_present(), reason="needs CuPy and a CUDA device")
 def test_a_shard_four_times_the_budget_holds_the_budget_plus_one_epoch_on_the_device() -> None:
     """Measured by CuPy's memory pool: 16 epochs of 2 MiB under an 8 MiB budget."""
     cupy = gpu.cupy_module()
@@ -123,7 +114,7 @@ def test_a_shard_four_times_the_budget_holds_the_budget_plus_one_epoch_on_the_de
     assert pool.used_bytes() - base == 0
 
 
-@pytest.mark.skipif(_device_present(), reason="checks the refusal on machines without a GPU")
+@pytest.mark.skipif(gpu_missing() is None, reason="checks the refusal on machines without a GPU")
 def test_cli_gpu_without_a_device_fails_before_writing(
     tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -189,7 +180,6 @@ def test_gzip_levels_map_to_nvcomp_effort() -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not _device_present(), reason="needs CuPy and a CUDA device")
 @pytest.mark.parametrize("options", [
     {"compression": "gzip"},
     {"format": "zarr3", "compression": "gzip"},

@@ -23,6 +23,7 @@ import dask
 import numpy as np
 import pytest
 import tensorstore as ts
+import volumes
 
 from shardwright import api
 from shardwright.cli import main as cli_main
@@ -39,10 +40,8 @@ B_KW: dict[str, Any] = dict(chunk_size=(16, 16, 8), target_shard_bytes=2048)
 
 
 def _volume(tmp_path: pathlib.Path, name: str, seed: int) -> tuple[str, np.ndarray]:
-    vol = np.random.default_rng(seed).integers(0, 255, (24, 40, 48), dtype=np.uint8)
-    path = tmp_path / f"{name}.npy"
-    np.save(path, vol)
-    return str(path), vol
+    vol = volumes.noise((24, 40, 48), seed)
+    return volumes.saved(tmp_path, name, vol), vol
 
 
 def _tree(root: pathlib.Path) -> dict[str, bytes]:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 import tensorstore as ts
+import volumes
 from object_store_servers import GcsServer, S3Server
 
 from shardwright import api
@@ -34,7 +35,7 @@ def _store(scheme: str, s3: S3Server, gcs: GcsServer, bucket: str) -> tuple[str,
 
 
 def _volume(seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, 250, (16, 32, 48), dtype=np.uint8)
+    return volumes.noise((16, 32, 48), seed, high=250)
 
 
 @pytest.mark.parametrize("scheme", ["s3", "gs"])

@@ -20,6 +20,7 @@ import google_crc32c
 import numpy as np
 import pytest
 import tensorstore as ts
+import volumes
 from distributed import Client, LocalCluster
 
 from shardwright import api
@@ -73,9 +74,8 @@ def client(cluster: LocalCluster) -> Iterator[Client]:
 
 def _volume(tmp_path: pathlib.Path, seed: int) -> tuple[str, np.ndarray]:
     """A (z, y, x) uint8 volume of 2 x 4 x 6 = 48 chunks, one chunk per shard."""
-    vol = np.random.default_rng(seed).integers(0, 255, (32, 64, 96), dtype=np.uint8)
-    np.save(tmp_path / "vol.npy", vol)
-    return str(tmp_path / "vol.npy"), vol
+    vol = volumes.noise((32, 64, 96), seed)
+    return volumes.saved(tmp_path, "vol", vol), vol
 
 
 def _stored_shards(dest: pathlib.Path) -> set[str]:

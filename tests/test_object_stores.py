@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 import tensorstore as ts
+import volumes
 import zarr
 from object_store_servers import FaultyProxy, GcsServer, S3Server
 
@@ -27,8 +28,7 @@ SMALL = dict(chunk_size=(16, 16, 8), target_shard_bytes=16 * 1024)
 
 
 def _volume() -> np.ndarray:
-    rng = np.random.default_rng(11)
-    return rng.integers(0, 200, (21, 38, 45), dtype=np.uint8)
+    return volumes.noise((21, 38, 45), seed=11, high=200)
 
 
 def _ts_read(driver: str, kvstore: dict[str, Any]) -> np.ndarray:

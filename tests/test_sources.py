@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import tensorstore as ts
 import tifffile
+import volumes
 import zarr
 
 from shardwright.errors import SourceError
@@ -27,14 +28,7 @@ ZYX = (Z, Y, X)
 Box = tuple[tuple[int, int, int], tuple[int, int, int]]
 
 
-def _volume(dtype: str, shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
-    """Random voxels spanning the dtype's range where it is small, so byte order matters."""
-    rng = np.random.default_rng(seed)
-    native = np.dtype(dtype).newbyteorder("=")
-    if native.kind == "f":
-        return (rng.standard_normal(shape) * 1000).astype(dtype)
-    high = min(int(np.iinfo(native).max), 2**62)
-    return rng.integers(0, high, shape, dtype=native, endpoint=True).astype(dtype)
+_volume = volumes.full_range
 
 
 def _xyzc(native: np.ndarray, axes: str) -> np.ndarray:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import zarr
 
-from shardwright.formats import zarr3
+from shardwright import zarr3
 from shardwright.formats.zarr3_chunks import InnerChunkChain, pad
 
 

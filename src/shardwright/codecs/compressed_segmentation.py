@@ -17,6 +17,7 @@ channels in one call.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import ModuleType
 
 import compressed_segmentation as cseg
 import numpy as np
@@ -30,10 +31,11 @@ from shardwright.codecs.base import (
     check_dtype,
 )
 
+_cseg: ModuleType | None
 try:
     from shardwright.codecs import _cseg
 except ImportError:  # installed without a C compiler: the reference library encodes
-    _cseg = None  # type: ignore[assignment]
+    _cseg = None
 
 CSEG_DTYPES = ("uint32", "uint64")
 _WORD = 4

@@ -2,12 +2,13 @@
 
 Per block (an epoch read and moved to the device, or a pyramid level's region): scatter into
 chunk-major layout, encode as one batch (raw: nothing to do; compressed_segmentation:
-`cseg_batch`; byte codecs through a `BatchCompressor`) and hold the encoded chunks within the
-device budget (`aggregate.EncodedChunks`: beyond it older epochs are copied out to the host
-spool the CPU engine uses, so memory stays bounded on the GPU too); once every block is in,
-the chunks are arranged in the shard's order. `shard_task.run_task` does the rest (resume, the
-one write, the receipt). With `xp = numpy` it runs on the CPU: the tests hold its shards
-byte-identical to the CPU engine's, the oracle for the GPU (`gpu.py` runs it with CuPy).
+`codecs/compressed_segmentation_batch`; byte codecs through a `BatchCompressor`) and hold the
+encoded chunks within the device budget (`aggregate.EncodedChunks`: beyond it older epochs are
+copied out to the host spool the CPU engine uses, so memory stays bounded on the GPU too); once
+every block is in, the chunks are arranged in the shard's order. `shard_task.run_task` does the
+rest (resume, the one write, the receipt). With `xp = numpy` it runs on the CPU: the tests hold
+its shards byte-identical to the CPU engine's, the oracle for the GPU (`gpu.py` runs it with
+CuPy).
 
 Chunks are not looped over in Python on the array path; the `HostLoopCompressor` (the CPU twin
 of a batched GPU compressor such as nvCOMP) and the jpeg/png encodings, which have no batched

@@ -6,7 +6,7 @@ per-process cache, not per task.
 
 Status: raw and compressed_segmentation run on the device; byte codecs (gzip, zstd, blosc)
 still compress on the host after the copy out (`HostLoopCompressor`) unless asked
-(`device_codecs=True`: gzip and zstd through nvCOMP, `engine/nvcomp.py`), until the nvCOMP
+(`device_codecs=True`: gzip and zstd through nvCOMP, `codecs/nvcomp.py`), until the nvCOMP
 path is measured on a GPU.
 """
 

@@ -134,10 +134,10 @@ class _HandoffBuilder:
         reduced = downsample(self.xp, block, self.factor, self.method, max_slab_bytes=self.slab)
         if self.xp is not np:
             reduced = self.xp.asnumpy(reduced)  # the pieces travel through Dask on the host
-        start = tuple(o // f for o, f in zip(origin, self.factor, strict=True))
-        stop = tuple(a + n for a, n in zip(start, reduced.shape, strict=False))
+        start = pyramid.triple(o // f for o, f in zip(origin, self.factor, strict=True))
+        stop = pyramid.triple(a + n for a, n in zip(start, reduced.shape[:3], strict=True))
         for key, (part, array) in self.parts.items():
-            overlap = pyramid.intersect((start, stop), part)  # type: ignore[arg-type]
+            overlap = pyramid.intersect((start, stop), part)
             if overlap is None:
                 continue
             src = tuple(slice(a - s, b - s) for a, b, s in zip(*overlap, start, strict=True))

@@ -224,8 +224,8 @@ def legacy_to_multilod(
     else:
         data, sizes, positions = b"", np.zeros(0, np.uint32), np.zeros((3, 0), np.uint32)
     manifest = MultiLodManifest(
-        chunk_shape=tuple(float(e) for e in extent),  # type: ignore[arg-type]
-        grid_origin=tuple(float(v) for v in low),  # type: ignore[arg-type]
+        chunk_shape=(float(extent[0]), float(extent[1]), float(extent[2])),
+        grid_origin=(float(low[0]), float(low[1]), float(low[2])),
         lod_scales=(1.0,),
         vertex_offsets=np.zeros((1, 3), np.float32),
         fragment_positions=(positions,),

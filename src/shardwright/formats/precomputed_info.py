@@ -105,7 +105,8 @@ class PrecomputedScale:
     @property
     def grid_shape(self) -> tuple[int, int, int]:
         """Chunks per axis, x, y, z (edge chunks are truncated, so this rounds up)."""
-        return tuple(math.ceil(s / c) for s, c in zip(self.size, self.chunk_size, strict=True))  # type: ignore[return-value]
+        x, y, z = (math.ceil(s / c) for s, c in zip(self.size, self.chunk_size, strict=True))
+        return (x, y, z)
 
     def chunk_ids(self, grid_coords: npt.ArrayLike) -> npt.NDArray[np.uint64]:
         """Sharded chunk ids (compressed Morton codes) of (N, 3) grid coordinates."""

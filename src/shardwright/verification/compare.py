@@ -97,7 +97,8 @@ class PrecomputedComparer:
         data = self.reader.read(int(self.scale.chunk_ids(np.array([coord]))[0]))
         if data is None:
             return None
-        return self.encoding.decode(data, (*shape_xyz, self.channels), self.dtype)  # type: ignore[arg-type]
+        x, y, z = shape_xyz
+        return self.encoding.decode(data, (x, y, z, self.channels), self.dtype)
 
     def expected(self, voxels_xyzc: np.ndarray) -> np.ndarray:
         return voxels_xyzc
