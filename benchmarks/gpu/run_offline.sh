@@ -193,18 +193,22 @@ print(f"environment: {gpus[0]}; CUDA runtime {cuda}; Python {platform.python_ver
 EOF
 
 # The tests that need only shardwright's runtime dependencies and pytest/hypothesis, chosen by
-# reading each tests/*.py's module-level imports: left out are those importing test-only
-# packages (cloudvolume: test_codecs, test_meshes_skeletons, test_pipeline,
-# test_precomputed_volume; the moto/GCS emulators through object_store_servers:
-# test_object_stores, test_lifecycle_object_stores; jsonschema/kubernetes_validate:
-# test_deploy; nbformat/nbclient: test_workflows). test_pyramids imports CloudVolume only in
-# the helper that compares with it (those tests skip here; its GPU tests run).
+# reading each test module's module-level imports: left out are those importing test-only
+# packages (cloudvolume: codecs/test_codecs, e2e/test_meshes_skeletons, e2e/test_pipeline,
+# formats/test_precomputed_volume; the moto/GCS emulators through object_store_servers:
+# e2e/test_object_stores, lifecycle/test_lifecycle_object_stores; jsonschema/
+# kubernetes_validate: deploy/test_deploy; nbformat/nbclient: frontends/test_workflows).
+# e2e/test_pyramids imports CloudVolume only in the helper that compares with it (those tests
+# skip here; its GPU tests run).
 shopt -s nullglob
-TESTS=(tests/test_gpu_engine.py tests/test_batched*.py tests/test_aggregate.py
-  tests/test_scatter.py tests/test_cseg_batch.py tests/test_gzip_frame.py
-  tests/test_precomputed_sharding.py tests/test_zarr3.py tests/test_sources.py
-  tests/test_pipeline_safety.py tests/test_lifecycle.py tests/test_lost_workers.py
-  tests/test_verify_trust.py tests/test_serve_and_demo.py tests/test_pyramids.py)
+TESTS=(tests/engine/test_gpu_engine.py tests/engine/test_batched*.py
+  tests/engine/test_aggregate.py tests/engine/test_scatter.py tests/codecs/test_cseg_batch.py
+  tests/codecs/test_gzip_frame.py tests/formats/test_precomputed_sharding.py
+  tests/formats/test_zarr3.py tests/formats/test_zarr3_chunks.py tests/sources/test_sources.py
+  tests/e2e/test_pipeline_safety.py tests/lifecycle/test_lifecycle.py
+  tests/e2e/test_lost_workers.py tests/verification/test_verify_trust.py
+  tests/frontends/test_serve_and_demo.py tests/e2e/test_pyramids.py
+  tests/e2e/test_output_regression.py tests/package)
 shopt -u nullglob
 tests_rc=1 tests="not run: the install failed"
 if ((install_ok)); then

@@ -7,6 +7,7 @@ from typing import Any
 from dask.delayed import Delayed
 
 from shardwright.cluster import execute, scheduler_address, workers_elsewhere
+from shardwright.engine.gpu import cupy_module
 from shardwright.errors import LeaseHeld, PlanError
 from shardwright.graph import build_graph
 from shardwright.lifecycle.job import Job, mode_of
@@ -79,8 +80,6 @@ def convert(
         the_plan = plan(source, dest, _options(options, option_values))
     gpu = the_plan.options.engine == "gpu"
     if gpu and client is None and scheduler_address(scheduler) is None:
-        from shardwright.engine.gpu import cupy_module
-
         cupy_module()  # this machine runs the GPU workers: it must have a GPU
     job = check(
         the_plan,

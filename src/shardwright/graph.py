@@ -28,6 +28,8 @@ from dask.delayed import Delayed, delayed
 
 from shardwright.cluster import GPU_RESOURCE
 from shardwright.engine import run_shard
+from shardwright.engine.gpu import cupy_module, run_shard_gpu  # CuPy itself only on GPU workers
+from shardwright.engine.objects import run_object_shard
 from shardwright.engine.pyramid import Handoff, Piece, run_pyramid_shard
 from shardwright.lifecycle import journal, lease
 from shardwright.lifecycle.job import Claim, begin
@@ -89,8 +91,6 @@ def _shard(
 ) -> Receipt:
     store = begun.store(store)
     if plan.options.engine == "gpu":
-        from shardwright.engine.gpu import run_shard_gpu  # CuPy only on GPU workers
-
         receipt = run_shard_gpu(plan, task, store, resume=resume)
     else:
         receipt = run_shard(plan, task, store, resume=resume)
@@ -104,8 +104,6 @@ def _object_shard(
     resume: bool,
     begun: Begun,
 ) -> Receipt:
-    from shardwright.engine.objects import run_object_shard
-
     store = begun.store(store)
     return journal.record(store, run_object_shard(plan, task, store, resume=resume))
 
@@ -138,8 +136,6 @@ def _pyramid_shard(
             pieces.append(item)
     xp = None
     if plan.options.engine == "gpu":
-        from shardwright.engine.gpu import cupy_module
-
         xp = cupy_module()
     receipt, handoff = run_pyramid_shard(plan, task, store, pieces, resume=resume, xp=xp)
     return LevelResult([journal.record(store, receipt), *receipts], handoff)
@@ -154,10 +150,31 @@ def _receipts_of(result: LevelResult) -> list[Receipt]:
     return result.receipts
 
 
-def _pyramid_receipts(
-    plan: ConversionPlan, plan_node: Delayed, store_node: Delayed, resume: bool, metadata: Any,
-    token: str,
-) -> list[Delayed]:  # fmt: skip
+@dataclasses.dataclass(frozen=True)
+class _Shared:
+    """What every shard task of one graph takes besides its shard: the plan and store nodes,
+    whether to resume, the begin step it runs after, and the graph's key suffix."""
+
+    plan: Delayed
+    store: Delayed
+    resume: bool
+    metadata: Any
+    token: str
+
+    def task(self, run: Callable[..., Any], shard: Any, *inputs: Any) -> Delayed:
+        """The task that runs `run` for one shard (with `inputs` handed up by others)."""
+        return delayed(run, pure=False)(
+            self.plan,
+            shard,
+            self.store,
+            self.resume,
+            self.metadata,
+            *inputs,
+            dask_key_name=f"shard-{shard.key}-{self.token}",
+        )
+
+
+def _pyramid_receipts(plan: ConversionPlan, shared: _Shared) -> list[Delayed]:
     """Every level's shard tasks, each fed by the tasks of the level below; the nodes whose
     results hold every receipt (lists of them, for the manifest).
 
@@ -175,25 +192,17 @@ def _pyramid_receipts(
                 else delayed(_piece, pure=True)(
                     results[producer.key],
                     task.key,
-                    dask_key_name=f"piece-{producer.key}-{task.key}-{token}",
+                    dask_key_name=f"piece-{producer.key}-{task.key}-{shared.token}",
                 )
                 for producer in plan.producers(task)
             ]
-            node = delayed(_pyramid_shard, pure=False)(
-                plan_node,
-                task,
-                store_node,
-                resume,
-                metadata,
-                *inputs,
-                dask_key_name=f"shard-{task.key}-{token}",
-            )
+            node = shared.task(_pyramid_shard, task, *inputs)
             results[task.key] = node
             sole_consumer[task.key] = len(plan.consumers(task)) == 1
             if not sole_consumer[task.key]:  # the top level, or a producer split in pieces
                 receipt_lists.append(
                     delayed(_receipts_of, pure=True)(
-                        node, dask_key_name=f"receipts-{task.key}-{token}"
+                        node, dask_key_name=f"receipts-{task.key}-{shared.token}"
                     )
                 )
     return receipt_lists
@@ -246,40 +255,16 @@ def _finish(
     return manifest.to_json()
 
 
-def _volume_shards(
-    plan: ConversionPlan,
-    plan_node: Delayed,
-    store_node: Delayed,
-    resume: bool,
-    metadata: Any,
-    token: str,
-) -> list[Any]:
+def _volume_shards(plan: ConversionPlan, shared: _Shared) -> list[Any]:
     """A task per shard of a volume (a pyramid's levels chained: `_pyramid_receipts`)."""
     if plan.pyramid is not None:
-        return _pyramid_receipts(plan, plan_node, store_node, resume, metadata, token)
-    return [
-        delayed(_shard, pure=False)(
-            plan_node, task, store_node, resume, metadata, dask_key_name=f"shard-{task.key}-{token}"
-        )
-        for task in plan.shards()
-    ]
+        return _pyramid_receipts(plan, shared)
+    return [shared.task(_shard, task) for task in plan.shards()]
 
 
-def _object_shards(
-    plan: ObjectPlan,
-    plan_node: Delayed,
-    store_node: Delayed,
-    resume: bool,
-    metadata: Any,
-    token: str,
-) -> list[Any]:
+def _object_shards(plan: ObjectPlan, shared: _Shared) -> list[Any]:
     """A task per shard of a mesh or skeleton directory."""
-    return [
-        delayed(_object_shard, pure=False)(
-            plan_node, task, store_node, resume, metadata, dask_key_name=f"shard-{task.key}-{token}"
-        )
-        for task in plan.shards()
-    ]
+    return [shared.task(_object_shard, task) for task in plan.shards()]
 
 
 # The shard tasks of each kind of dataset (`Plan.dataset`).
@@ -317,7 +302,8 @@ def build_graph(
     # --resources GPU=1); on our own LocalCUDACluster every worker is one GPU.
     gpu = {"resources": {GPU_RESOURCE: 1}} if plan.options.engine == "gpu" else {}
     with dask.annotate(retries=TASK_RETRIES, **gpu):
-        receipts = SHARD_GRAPHS[plan.dataset](plan, plan_node, store_node, resume, metadata, token)
+        shared = _Shared(plan_node, store_node, resume, metadata, token)
+        receipts = SHARD_GRAPHS[plan.dataset](plan, shared)
     # Meshes / skeletons of the same job: their own graphs (shards, info, manifest); the
     # volume's manifest, which marks the job complete, waits for theirs.
     for companion in plan.companions:

@@ -32,7 +32,7 @@ from shardwright.lifecycle.lease import Lease, Renewer, heartbeat_key, lease_key
 from shardwright.manifest import MANIFEST_KEY
 from shardwright.store import Store
 
-DRIVER = pathlib.Path(__file__).with_name("lifecycle_driver.py")
+DRIVER = pathlib.Path(__file__).parents[1] / "lifecycle_driver.py"
 A_OPTIONS = ["--chunk-size", "8,8,8", "--target-shard-bytes", "2048"]  # many small shards
 B_OPTIONS = ["--chunk-size", "16,16,8", "--target-shard-bytes", "2048"]
 A_KW: dict[str, Any] = dict(chunk_size=(8, 8, 8), target_shard_bytes=2048)

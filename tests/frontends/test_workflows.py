@@ -23,7 +23,7 @@ from nbclient import NotebookClient
 from shardwright.demo import write_demo_volumes
 from shardwright.manifest import MANIFEST_KEY
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / "workflows"
 DEMO_SIZE_XYZ = (96, 80, 32)
 SMALL = ["--set", "chunk_size=[32,32,16]", "--set", "target_shard_bytes=32768"]

@@ -33,7 +33,7 @@ from distributed.cli import dask_scheduler, dask_worker
 from shardwright.cli import build_parser
 from shardwright.manifest import MANIFEST_KEY
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "shardwright"
 MANIFESTS = ROOT / "deploy" / "k8s"
 DOCKERFILES = {"cpu": ROOT / "deploy" / "Dockerfile", "cuda": ROOT / "deploy" / "Dockerfile.cuda"}

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-BUILDER = pathlib.Path(__file__).parents[1] / "benchmarks" / "gpu" / "build_wheelhouse.py"
+BUILDER = pathlib.Path(__file__).parents[2] / "benchmarks" / "gpu" / "build_wheelhouse.py"
 
 
 def _load() -> ModuleType:
