@@ -35,13 +35,32 @@ def gpu_missing() -> str | None:
     try:
         cupy_module()
     except GpuUnavailable as exc:
-        return f"needs CuPy and a CUDA device: {exc}"
+        return str(exc)
     return None
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("gpu") is not None and (reason := gpu_missing()):
         pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def client() -> Iterator[Any]:
+    """A real two-process Dask cluster on 127.0.0.1, shared by every test that runs jobs on
+    one (started once: a cluster costs seconds on two cores)."""
+    from distributed import Client, LocalCluster
+
+    cluster = LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+        silence_logs=40,
+    )
+    with Client(cluster) as connected:
+        yield connected
+    cluster.close()
 
 
 @pytest.fixture(scope="module")

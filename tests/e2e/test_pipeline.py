@@ -18,7 +18,6 @@ import tifffile
 import zarr
 from cloudvolume import CloudVolume
 from dask.delayed import Delayed
-from distributed import Client, LocalCluster
 
 from shardwright import api
 from shardwright.cli import main as cli_main
@@ -26,16 +25,6 @@ from shardwright.cluster import connect
 from shardwright.manifest import MANIFEST_KEY
 
 SIZE_XYZ = (45, 38, 21)  # not a multiple of any chunk size used below
-
-
-@pytest.fixture(scope="module")
-def client() -> Any:
-    cluster = LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40
-    )
-    with Client(cluster) as c:
-        yield c
-    cluster.close()
 
 
 def _image(dtype: str = "uint8", channels: int = 1) -> np.ndarray:

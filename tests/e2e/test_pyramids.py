@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 import tensorstore as ts
 import zarr
-from distributed import Client, LocalCluster
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -416,14 +415,6 @@ def test_plan_command_shows_every_level(
 
 
 # -- end to end -----------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def client() -> Any:
-    cluster = LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40
-    )
-    with Client(cluster) as c:
-        yield c
-    cluster.close()
 
 
 def _image(dtype: str = "uint8", channels: int = 1) -> np.ndarray:
