@@ -7,6 +7,7 @@ C-order `z, y, x` (`c, z, y, x` with channels) as sources are read, unless a nam
 from __future__ import annotations
 
 import pathlib
+from typing import Any
 
 import numpy as np
 
@@ -31,3 +32,86 @@ def full_range(dtype: str, shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
         return (rng.standard_normal(shape) * 1000).astype(dtype)
     high = min(int(np.iinfo(native).max), 2**62)
     return rng.integers(0, high, shape, dtype=native, endpoint=True).astype(dtype)
+
+
+def em_like_uint8(shape: tuple[int, ...], seed: int = 0, noise: float = 8.0) -> np.ndarray:
+    """uint8 with EM-like slow variation plus noise (noise=0: what jpeg keeps well)."""
+    rng = np.random.default_rng(seed)
+    grids = np.meshgrid(*(np.arange(n) for n in shape), indexing="ij")
+    smooth = 120 + 40 * np.sin(grids[0] / 5.0) + 30 * np.cos(grids[1] / 7.0) + 10 * grids[2] % 40
+    return np.clip(smooth + rng.normal(0, noise, shape), 0, 255).astype(np.uint8)
+
+
+def codec_chunk_xyzc(shape: tuple[int, int, int, int], dtype: str, seed: int = 0) -> np.ndarray:
+    """An [x, y, z, c] chunk: blocky labels (with values near the top of the range) for
+    uint32/uint64, EM-like uint8, varied values otherwise."""
+    rng = np.random.default_rng(seed)
+    if dtype in ("uint32", "uint64"):
+        big = np.iinfo(dtype).max
+        table = np.array([0, 1, 7, big, big - 3, 2**31 + 5], dtype=dtype)
+        coarse = rng.integers(0, len(table), (*(-(-n // 3) for n in shape[:3]), shape[3]))
+        labels = table[coarse].repeat(3, 0).repeat(3, 1).repeat(3, 2)
+        return np.ascontiguousarray(labels[: shape[0], : shape[1], : shape[2]])
+    if dtype == "uint8":
+        return em_like_uint8(shape, seed)
+    if dtype == "float32":
+        return rng.normal(0, 1e3, shape).astype(np.float32)
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+
+
+def layer_xyzc(dtype: str, channels: int, layer: str, size: tuple[int, int, int]) -> np.ndarray:
+    """An [x, y, z, c] volume of a layer type: few labels (one near the top of the range) for
+    segmentations, a gradient per channel for images, noise for float32."""
+    rng = np.random.default_rng(sum(size))
+    shape = (*size, channels)
+    if layer == "segmentation":
+        labels = rng.integers(0, 6, shape).astype(dtype)
+        labels[labels == 5] = np.iinfo(dtype).max - 3
+        return labels
+    if dtype == "float32":
+        return rng.standard_normal(shape).astype(np.float32)
+    x, y, z = np.meshgrid(*(np.arange(n) for n in size), indexing="ij")
+    smooth = (x * 3 + y * 5 + z * 7)[..., None] + np.arange(channels) * 40
+    return np.clip(smooth, 0, np.iinfo(dtype).max).astype(dtype)
+
+
+def with_fill_regions(shape: tuple[int, ...], dtype: str, fill: float, seed: int = 0) -> np.ndarray:
+    """Random voxels (the dtype's maximum included) with `fill` over [8:, :4, :4] and
+    [:4, 4:6, 4:6]: with tests/formats/test_zarr3.py's grids, one shard entirely fill (never
+    written) and one all-fill inner chunk inside a written shard."""
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        src = rng.standard_normal(shape).astype(dt)
+    else:
+        src = rng.integers(0, min(np.iinfo(dt).max, 2**40), size=shape, dtype=np.uint64)
+        src = src.astype(dt)
+        src[0, 0, :3] = np.iinfo(dt).max
+    src[8:, :4, :4] = fill
+    src[:4, 4:6, 4:6] = fill
+    return src
+
+
+def smooth_image_zyx(
+    size_xyz: tuple[int, int, int], dtype: str = "uint8", channels: int = 1
+) -> Any:
+    """C-order (z, y, x) or (c, z, y, x) image with structure and noise."""
+    x, y, z = size_xyz
+    rng = np.random.default_rng(3)
+    zz, yy, xx = np.meshgrid(np.arange(z), np.arange(y), np.arange(x), indexing="ij")
+    base = 100 + 60 * np.sin(xx / 4.0) * np.cos(yy / 5.0) + 3 * zz
+    vol = np.stack([base + 20 * c for c in range(channels)]) + rng.normal(
+        0, 9, (channels, *base.shape)
+    )
+    vol = np.clip(vol, 0, 250).astype(dtype)
+    return vol if channels > 1 else vol[0]
+
+
+def cell_labels_zyx(size_xyz: tuple[int, int, int], dtype: str = "uint64") -> np.ndarray:
+    """C-order labels of small boxes, ids near the top of the range, every seventh box 0."""
+    x, y, z = size_xyz
+    zz, yy, xx = np.meshgrid(np.arange(z), np.arange(y), np.arange(x), indexing="ij")
+    cells = (xx // 3) + 20 * (yy // 4) + 400 * (zz // 3)
+    big = np.array(np.iinfo(dtype).max - 5000, dtype=dtype)
+    return np.where(cells % 7 == 0, 0, big - cells.astype(dtype)).astype(dtype)

@@ -15,6 +15,7 @@ import numcodecs
 import numpy as np
 import pytest
 import tensorstore as ts
+import volumes
 import zarr
 import zstandard
 from cloudvolume import CloudVolume
@@ -33,31 +34,8 @@ from shardwright.codecs import compressed_segmentation as cseg_codec
 from shardwright.codecs.gzip import isal_level
 
 Shape4 = tuple[int, int, int, int]
-
-
-def _smooth(shape: tuple[int, ...], seed: int = 0, noise: float = 8.0) -> np.ndarray:
-    """uint8 with EM-like slow variation plus noise (noise=0: what jpeg keeps well)."""
-    rng = np.random.default_rng(seed)
-    grids = np.meshgrid(*(np.arange(n) for n in shape), indexing="ij")
-    smooth = 120 + 40 * np.sin(grids[0] / 5.0) + 30 * np.cos(grids[1] / 7.0) + 10 * grids[2] % 40
-    return np.clip(smooth + rng.normal(0, noise, shape), 0, 255).astype(np.uint8)
-
-
-def _volume(shape: Shape4, dtype: str, seed: int = 0) -> np.ndarray:
-    """An [x, y, z, c] test volume: blocky labels for uint32/uint64, varied values otherwise."""
-    rng = np.random.default_rng(seed)
-    if dtype in ("uint32", "uint64"):
-        big = np.iinfo(dtype).max
-        table = np.array([0, 1, 7, big, big - 3, 2**31 + 5], dtype=dtype)
-        coarse = rng.integers(0, len(table), (*(-(-n // 3) for n in shape[:3]), shape[3]))
-        labels = table[coarse].repeat(3, 0).repeat(3, 1).repeat(3, 2)
-        return np.ascontiguousarray(labels[: shape[0], : shape[1], : shape[2]])
-    if dtype == "uint8":
-        return _smooth(shape, seed)
-    if dtype == "float32":
-        return rng.normal(0, 1e3, shape).astype(np.float32)
-    info = np.iinfo(dtype)
-    return rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+_volume = volumes.codec_chunk_xyzc
+_smooth = volumes.em_like_uint8
 
 
 def _boxes(size: tuple[int, ...], chunk: tuple[int, ...]) -> Iterator[tuple[slice, ...]]:

@@ -6,6 +6,7 @@ a 4-level pyramid's tasks, resume, and the plan report."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 import tensorstore as ts
+import volumes
 import zarr
 from hypothesis import given
 from hypothesis import strategies as st
@@ -82,7 +84,7 @@ FACTORS = [(2, 2, 2), (2, 2, 1), (3, 1, 2), (1, 1, 2)]
 
 
 @st.composite
-def volumes(draw: Any, dtypes: list[str], alphabet: bool = False) -> np.ndarray:
+def volume_arrays(draw: Any, dtypes: list[str], alphabet: bool = False) -> np.ndarray:
     dtype = np.dtype(draw(st.sampled_from(dtypes)))
     shape = (*draw(st.tuples(*[st.integers(1, 9)] * 3)), draw(st.integers(1, 2)))
     if alphabet:  # few distinct values (zero among them): ties and majorities of zero
@@ -99,7 +101,7 @@ def volumes(draw: Any, dtypes: list[str], alphabet: bool = False) -> np.ndarray:
 
 @pytest.mark.parametrize("method", ["average", "min", "max", "striding"])
 @given(
-    vol=volumes(["uint8", "uint16", "uint64", "int8", "int64", "float32"]),
+    vol=volume_arrays(["uint8", "uint16", "uint64", "int8", "int64", "float32"]),
     factor=st.sampled_from(FACTORS),
     slab=st.sampled_from([None, 1]),
 )
@@ -113,7 +115,7 @@ def test_reductions_match_the_reference(
 
 
 @given(
-    vol=volumes(["uint8", "uint16", "uint32", "uint64", "int16"], alphabet=True),
+    vol=volume_arrays(["uint8", "uint16", "uint32", "uint64", "int16"], alphabet=True),
     factor=st.sampled_from(FACTORS),
     slab=st.sampled_from([None, 1]),
 )
@@ -171,7 +173,7 @@ def test_c_reductions_equal_numpys(
         np.testing.assert_array_equal(with_c, with_numpy, err_msg=method)
 
 
-@given(vol=volumes(["float32"]), factor=st.sampled_from(FACTORS))
+@given(vol=volume_arrays(["float32"]), factor=st.sampled_from(FACTORS))
 def test_mode_of_floats_matches_the_reference(
     vol: np.ndarray, factor: tuple[int, int, int]
 ) -> None:
@@ -417,25 +419,8 @@ def test_plan_command_shows_every_level(
 # -- end to end -----------------------------------------------------------------------------------
 
 
-def _image(dtype: str = "uint8", channels: int = 1) -> np.ndarray:
-    """C-order (z, y, x) or (c, z, y, x) image with structure and noise."""
-    x, y, z = SIZE_XYZ
-    rng = np.random.default_rng(3)
-    zz, yy, xx = np.meshgrid(np.arange(z), np.arange(y), np.arange(x), indexing="ij")
-    base = 100 + 60 * np.sin(xx / 4.0) * np.cos(yy / 5.0) + 3 * zz
-    vol = np.stack([base + 20 * c for c in range(channels)]) + rng.normal(
-        0, 9, (channels, *base.shape)
-    )
-    vol = np.clip(vol, 0, 250).astype(dtype)
-    return vol if channels > 1 else vol[0]
-
-
-def _labels(dtype: str = "uint64") -> np.ndarray:
-    x, y, z = SIZE_XYZ
-    zz, yy, xx = np.meshgrid(np.arange(z), np.arange(y), np.arange(x), indexing="ij")
-    cells = (xx // 3) + 20 * (yy // 4) + 400 * (zz // 3)
-    big = np.array(np.iinfo(dtype).max - 5000, dtype=dtype)
-    return np.where(cells % 7 == 0, 0, big - cells.astype(dtype)).astype(dtype)
+_image = functools.partial(volumes.smooth_image_zyx, SIZE_XYZ)
+_labels = functools.partial(volumes.cell_labels_zyx, SIZE_XYZ)
 
 
 def _xyzc(vol: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ import pathlib
 import numpy as np
 import pytest
 import tensorstore as ts
+import volumes
 from cloudvolume import CloudVolume
 
 from shardwright.codecs import chunk_encoding
@@ -148,18 +149,7 @@ CASES = [
 ]
 
 
-def _volume(dtype: str, channels: int, layer: str, size: tuple[int, int, int]) -> np.ndarray:
-    rng = np.random.default_rng(sum(size))
-    shape = (*size, channels)
-    if layer == "segmentation":
-        labels = rng.integers(0, 6, shape).astype(dtype)
-        labels[labels == 5] = np.iinfo(dtype).max - 3  # labels near the top of the range
-        return labels
-    if dtype == "float32":
-        return rng.standard_normal(shape).astype(np.float32)
-    x, y, z = np.meshgrid(*(np.arange(n) for n in size), indexing="ij")
-    smooth = (x * 3 + y * 5 + z * 7)[..., None] + np.arange(channels) * 40
-    return np.clip(smooth, 0, np.iinfo(dtype).max).astype(dtype)
+_volume = volumes.layer_xyzc
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}-{c[3]}-{c[7].hash}" for c in CASES])

@@ -22,6 +22,7 @@ import numcodecs
 import numpy as np
 import pytest
 import tensorstore as ts
+import volumes
 import zarr
 import zstandard
 from hypothesis import given
@@ -178,18 +179,7 @@ def read_array_ourselves(root: Path) -> np.ndarray:
     return out[tuple(slice(0, n) for n in meta.shape)]
 
 
-def source_volume(shape: tuple[int, ...], dtype: str, fill: Any, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    dt = np.dtype(dtype)
-    if dt.kind == "f":
-        src = rng.standard_normal(shape).astype(dt)
-    else:
-        src = rng.integers(0, min(np.iinfo(dt).max, 2**40), size=shape, dtype=np.uint64)
-        src = src.astype(dt)
-        src[0, 0, :3] = np.iinfo(dt).max  # extreme values survive
-    src[8:, :4, :4] = fill  # shard (1, 0, 0) entirely fill: never written
-    src[:4, 4:6, 4:6] = fill  # one all-fill inner chunk inside a written shard
-    return src
+source_volume = volumes.with_fill_regions
 
 
 def ts_open(root: Path) -> ts.TensorStore:
