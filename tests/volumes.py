@@ -115,3 +115,20 @@ def cell_labels_zyx(size_xyz: tuple[int, int, int], dtype: str = "uint64") -> np
     cells = (xx // 3) + 20 * (yy // 4) + 400 * (zz // 3)
     big = np.array(np.iinfo(dtype).max - 5000, dtype=dtype)
     return np.where(cells % 7 == 0, 0, big - cells.astype(dtype)).astype(dtype)
+
+
+def noise_or_blocky_labels_zyx(
+    kind: str, dtype: str, channels: bool, size_zyx: tuple[int, int, int]
+) -> np.ndarray:
+    """C-order (z, y, x), or (2, z, y, x) with `channels`: integers below 200, or for `kind`
+    "labels" 5-voxel blocks of labels 0..5 with the first 20 z planes zero (zarr3 omits their
+    chunks)."""
+    rng = np.random.default_rng(7)
+    shape = ((2,) if channels else ()) + size_zyx
+    if kind == "labels":
+        coarse = rng.integers(0, 6, tuple(-(-n // 5) for n in shape))
+        labels = coarse.repeat(5, -1).repeat(5, -2).repeat(5, -3)[..., :52][..., :45, :][:37]
+        labels = labels[..., : size_zyx[0], : size_zyx[1], : size_zyx[2]]
+        labels[..., :20, :, :] = 0
+        return labels.astype(dtype)
+    return rng.integers(0, 200, shape).astype(dtype)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 import tensorstore as ts
+import volumes
 
 from shardwright import api
 from shardwright.engine.batched import run_shard_batched
@@ -40,15 +41,7 @@ CASES: list[Any] = [
 
 
 def _volume(kind: str, dtype: str, channels: bool) -> np.ndarray:
-    rng = np.random.default_rng(7)
-    shape = ((2,) if channels else ()) + SIZE_ZYX
-    if kind == "labels":  # blocky labels with empty (zero) regions, so zarr omits some chunks
-        coarse = rng.integers(0, 6, tuple(-(-n // 5) for n in shape))
-        labels = coarse.repeat(5, -1).repeat(5, -2).repeat(5, -3)[..., :52][..., :45, :][:37]
-        labels = labels[..., : SIZE_ZYX[0], : SIZE_ZYX[1], : SIZE_ZYX[2]]
-        labels[..., :20, :, :] = 0
-        return labels.astype(dtype)
-    return rng.integers(0, 200, shape).astype(dtype)
+    return volumes.noise_or_blocky_labels_zyx(kind, dtype, channels, SIZE_ZYX)
 
 
 @pytest.mark.parametrize("device_budget", [None, 0], ids=["within-budget", "copied-out"])
