@@ -229,15 +229,23 @@ class ZarrArrayMetadata:
 
     def chunk_key(self, shard_coords: Sequence[int]) -> str:
         """The shard object's key relative to the array: default encoding, "/" separator."""
+        return self.chunk_keys(np.asarray([shard_coords], dtype=np.int64))[0]
+
+    def chunk_keys(self, shard_coords: np.ndarray) -> list[str]:
+        """`chunk_key` of each row of an (N, ndim) array of shard coordinates, checked at
+        once."""
         grid = self.shard_grid_shape
-        if len(shard_coords) != len(grid) or not all(
-            0 <= c < n for c, n in zip(shard_coords, grid, strict=True)
+        coords = np.asarray(shard_coords)
+        if (
+            coords.ndim != 2
+            or coords.shape[1] != len(grid)
+            or (coords.size and ((coords < 0) | (coords >= np.asarray(grid))).any())
         ):
+            bad = coords.tolist()[0] if coords.ndim == 2 and len(coords) == 1 else coords.shape
             raise ValueError(
-                f"shard coordinates {tuple(shard_coords)} are out of range for the shard grid "
-                f"{grid}"
+                f"shard coordinates {tuple(bad)} are out of range for the shard grid {grid}"
             )
-        return "c/" + "/".join(str(int(c)) for c in shard_coords)
+        return ["c/" + "/".join(map(str, row)) for row in coords.tolist()]
 
     # -- JSON ---------------------------------------------------------------------------------
     def inner_codecs_json(self) -> list[dict[str, Any]]:

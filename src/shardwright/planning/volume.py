@@ -28,9 +28,12 @@ from shardwright.formats.zarr3_metadata import ZarrArrayMetadata
 from shardwright.options import ConvertOptions
 from shardwright.planning import pyramid, report
 from shardwright.planning.base import VOLUME, Plan
-from shardwright.planning.geometry import output_axes, to_axes
+from shardwright.planning.geometry import output_axes
 from shardwright.planning.pyramid import REDUCE_SLAB_MAX, REDUCE_SLAB_SHARE, Box, Pyramid
 from shardwright.sources import Source
+
+# Box shards made per batch by `ConversionPlan.shards()`: arrays of this many rows at a time.
+SHARD_BATCH = 4096
 
 
 @dataclass(frozen=True)
@@ -214,10 +217,8 @@ class ConversionPlan:
             first_chunk, end_chunk = box[0][d] // chunk, -(-box[1][d] // chunk)
             first, end = first_chunk // step, -(-end_chunk // step)
             shard_ranges.append(range(first * step, min(end * step, self.grid_shape[d]), step))
-        return [
-            self._box_task((x0, y0, z0))
-            for z0, y0, x0 in itertools.product(*reversed(shard_ranges))
-        ]
+        starts = [(x0, y0, z0) for z0, y0, x0 in itertools.product(*reversed(shard_ranges))]
+        return self._box_tasks(np.array(starts, dtype=np.int64).reshape(-1, 3))
 
     def producers(self, task: ShardTask) -> list[ShardTask]:
         """The tasks of the level below whose reduced voxels make up `task`'s region."""
@@ -281,46 +282,46 @@ class ConversionPlan:
 
     # -- shards ---------------------------------------------------------------------------------
     def shards(self) -> Iterator[ShardTask]:
-        """Every non-empty shard, generated lazily in a fixed order."""
+        """Every non-empty shard, generated lazily in a fixed order (z outermost, x fastest).
+
+        Box shards are made in batches: their starts, stops, shard numbers and keys are
+        computed as arrays, a batch at a time (a million shards: a few seconds, in bounded
+        memory)."""
         if self.scattered:
             yield from self._scattered_shards()
             return
-        grid = self.grid_shape
-        ranges = [range(0, g, s) for g, s in zip(grid, self.shard_shape_chunks, strict=True)]
-        for z0 in ranges[2]:
-            for y0 in ranges[1]:
-                for x0 in ranges[0]:
-                    yield self._box_task((x0, y0, z0))
+        counts = self.shard_grid_shape
+        total = math.prod(counts)
+        for first in range(0, total, SHARD_BATCH):
+            flat = np.arange(first, min(first + SHARD_BATCH, total), dtype=np.int64)
+            # Shard-grid coordinates of each flat index, x fastest (C order over z, y, x).
+            cells = np.stack(np.unravel_index(flat, counts[::-1])[::-1], axis=1)
+            yield from self._box_tasks(cells * np.asarray(self.shard_shape_chunks))
 
-    def _box_task(self, start: tuple[int, int, int]) -> ShardTask:
-        """The box shard whose first chunk is `start` (a multiple of the shard shape)."""
-        stop = tuple(
-            min(a + s, g)
-            for a, s, g in zip(start, self.shard_shape_chunks, self.grid_shape, strict=True)
-        )
-        number = self._box_shard_number(start)
-        return ShardTask(
-            self._box_key(start, number),
-            start,
-            pyramid.triple(stop),
-            shard_number=number,
-            level=self.level,
-        )
-
-    def _box_shard_number(self, start: tuple[int, int, int]) -> int | None:
-        """Precomputed: the shard number is the Morton code's bits above preshift+minishard."""
-        if self.info is None:
-            return None
-        code = int(compressed_morton_code(np.array([start]), self.grid_shape)[0])
-        spec = self.sharding
-        return code >> (spec.preshift_bits + spec.minishard_bits)
-
-    def _box_key(self, start: tuple[int, int, int], number: int | None) -> str:
-        if number is not None:
-            return self.scale_prefix + self.sharding.shard_filename(number)
-        assert self.zarr is not None
-        shard_xyz = [a // s for a, s in zip(start, self.shard_shape_chunks, strict=True)]
-        return self.zarr_prefix + self.zarr.chunk_key(tuple(to_axes(shard_xyz, 0, self.zarr_axes)))
+    def _box_tasks(self, starts: np.ndarray) -> list[ShardTask]:
+        """The box shards whose first chunks are the rows of `starts` ((N, 3), x, y, z: each a
+        multiple of the shard shape)."""
+        stops = np.minimum(starts + np.asarray(self.shard_shape_chunks), self.grid_shape)
+        if self.info is not None:
+            # Precomputed: the shard number is the Morton code's bits above preshift+minishard.
+            spec = self.sharding
+            codes = compressed_morton_code(starts, self.grid_shape)
+            numbers = (codes >> np.uint64(spec.preshift_bits + spec.minishard_bits)).tolist()
+            keys = [self.scale_prefix + spec.shard_filename(n) for n in numbers]
+        else:
+            assert self.zarr is not None
+            shard_xyz = starts // np.asarray(self.shard_shape_chunks)
+            by_axis = {"x": shard_xyz[:, 0], "y": shard_xyz[:, 1], "z": shard_xyz[:, 2]}
+            by_axis["c"] = np.zeros(len(starts), np.int64)
+            coords = np.stack([by_axis[a] for a in self.zarr_axes], axis=1)
+            keys = [self.zarr_prefix + key for key in self.zarr.chunk_keys(coords)]
+            numbers = [None] * len(keys)
+        return [
+            ShardTask(key, (a, b, c), (x, y, z), shard_number=number, level=self.level)
+            for key, (a, b, c), (x, y, z), number in zip(
+                keys, starts.tolist(), stops.tolist(), numbers, strict=True
+            )
+        ]
 
     @property
     def zarr_prefix(self) -> str:
