@@ -13,8 +13,7 @@ from shardwright.graph import build_graph
 from shardwright.lifecycle.job import Job, mode_of
 from shardwright.lifecycle.lease import DEFAULT_TIMEOUT
 from shardwright.options import ConvertOptions
-from shardwright.planning import ConversionPlan, make_plan, with_companions
-from shardwright.planning.objects import ObjectPlan, make_object_plan, object_source_info
+from shardwright.planning import ConversionPlan, ObjectPlan, plan_conversion
 from shardwright.sources import Source
 from shardwright.store import Store
 from shardwright.verification import verify
@@ -31,16 +30,7 @@ def plan(
     ConversionPlan, with its meshes / skeletons alongside when `with_meshes` /
     `with_skeletons` ask for them.
     """
-    opts = _options(options, option_values)
-    info = object_source_info(source, opts.source_storage_options)
-    if info is not None:
-        if opts.with_meshes or opts.with_skeletons:
-            raise PlanError("--with-meshes / --with-skeletons go with a segmentation volume")
-        return make_object_plan(str(source), dest, opts, info)
-    volume = make_plan(source, dest, opts)
-    if not (opts.with_meshes or opts.with_skeletons):
-        return volume
-    return with_companions(volume, source, dest, opts)
+    return plan_conversion(source, dest, _options(options, option_values))
 
 
 def convert(

@@ -6,7 +6,8 @@
 - `sharding`: the sharding choice by encoded bytes (sampled), precomputed and zarr3.
 - `volume`: `ConversionPlan` and `ShardTask`: shard list, epochs, memory, level relations.
 - `levels`: the plans of a pyramid's upper levels. `builder`: `make_plan`.
-- `objects`: meshes and skeletons (`ObjectPlan`); `companions`: both in a volume's job.
+- `objects`: meshes and skeletons (`ObjectPlan`); `conversion`: what a source is planned as
+  (`plan_conversion`), meshes and skeletons in a volume's job.
 - `capabilities`: what each engine can run, as data. `checks`: values no conversion can
   honour. `report`, `text`: the printed plan.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from shardwright.planning.base import OBJECTS, VOLUME, Plan
 from shardwright.planning.builder import make_plan
-from shardwright.planning.companions import with_companions
+from shardwright.planning.conversion import plan_conversion, with_companions
 from shardwright.planning.geometry import to_zarr_order
 from shardwright.planning.objects import ObjectPlan, ObjectShardTask, make_object_plan
 from shardwright.planning.pyramid import Box
@@ -32,6 +33,7 @@ __all__ = [
     "ShardTask",
     "make_object_plan",
     "make_plan",
+    "plan_conversion",
     "to_zarr_order",
     "with_companions",
 ]

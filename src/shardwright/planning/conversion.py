@@ -1,4 +1,5 @@
-"""A segmentation's meshes and skeletons planned into the same job as the volume."""
+"""What a source is planned as: a mesh or skeleton directory, or a volume with, when asked,
+its segmentation's meshes and skeletons in the same job."""
 
 from __future__ import annotations
 
@@ -8,10 +9,27 @@ from typing import Any
 
 from shardwright.errors import PlanError
 from shardwright.options import ConvertOptions
+from shardwright.planning.builder import make_plan
 from shardwright.planning.objects import ObjectPlan, make_object_plan, object_source_info
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source
 from shardwright.store import Store
+
+
+def plan_conversion(
+    source: str | Source, dest: str, options: ConvertOptions
+) -> ConversionPlan | ObjectPlan:
+    """A mesh or skeleton directory (its `info` says which) gets an ObjectPlan; a volume a
+    ConversionPlan, with its meshes / skeletons alongside when the options ask for them."""
+    info = object_source_info(source, options.source_storage_options)
+    if info is not None:
+        if options.with_meshes or options.with_skeletons:
+            raise PlanError("--with-meshes / --with-skeletons go with a segmentation volume")
+        return make_object_plan(str(source), dest, options, info)
+    volume = make_plan(source, dest, options)
+    if not (options.with_meshes or options.with_skeletons):
+        return volume
+    return with_companions(volume, source, dest, options)
 
 
 def with_companions(
