@@ -54,6 +54,9 @@ class ShardTask:
 
 @dataclass(frozen=True)
 class ConversionPlan:
+    """A volume's conversion, decided (a `base.Plan`): the geometry's fields, the sharding,
+    shard and epoch shapes, and on the base of a pyramid the plans of the levels above."""
+
     source: Source
     dest: str
     options: ConvertOptions
