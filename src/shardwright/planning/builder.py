@@ -109,7 +109,7 @@ def plan_precomputed(geo: Geometry) -> ConversionPlan:
     max_chunks, step = pyramid.box_limits(geo.pyramid, budget, geo.chunk_size, raw_chunk, True)
     spec, scattered, box = sharding.choose_sharding(
         options,
-        geo.grid,
+        geo.grid_shape,
         raw_chunk * ratio,
         "gzip" if gzip else "raw",
         max_chunks=max_chunks,
@@ -122,7 +122,7 @@ def plan_precomputed(geo: Geometry) -> ConversionPlan:
                 "scatter chunks across shards; drop --shard-bits or give more "
                 "preshift + minishard bits"
             )
-        pyramid.check_aligned(0, box, geo.grid, step)
+        pyramid.check_aligned(0, box, geo.grid_shape, step)
     scale = dataclasses.replace(scale, sharding=spec)
     info = PrecomputedInfo(
         type=geo.layer_type,
@@ -182,9 +182,9 @@ def plan_zarr3(geo: Geometry) -> ConversionPlan:
         max_chunks, _ = pyramid.box_limits(
             geo.pyramid, options.memory_budget, chunk, raw_chunk, base=True
         )
-        box = sharding.zarr_box(options, geo.grid, raw_chunk * ratio, max_chunks, step)
+        box = sharding.zarr_box(options, geo.grid_shape, raw_chunk * ratio, max_chunks, step)
     if geo.pyramid is not None:
-        pyramid.check_aligned(0, box, geo.grid, step)
+        pyramid.check_aligned(0, box, geo.grid_shape, step)
     shard_voxels = tuple(b * c for b, c in zip(box, chunk, strict=True))
     channels = geo.num_channels
     lookup_shape = dict(zip("xyz", geo.size, strict=True), c=channels)

@@ -3,7 +3,7 @@
 `Geometry` is what is decided about a volume before sharding: the source and destination,
 the options, layer type, data type, channels, size, chunk size, offset, resolution and the
 pyramid asked for. The sharding choice (`sharding.py`) and the plan builders (`builder.py`,
-`levels.py`) read it; `ConversionPlan` carries the same fields.
+`levels.py`) read it; `ConversionPlan` extends it.
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ class Geometry:
     chunk_size: Triple
     voxel_offset: Triple
     resolution: tuple[float, float, float]
-    pyramid: Pyramid | None = None  # None: a single level
+    pyramid: Pyramid | None = None  # None: a single level, written exactly as without pyramids
 
     @property
-    def grid(self) -> Triple:
+    def grid_shape(self) -> Triple:
         """Chunks per axis."""
         x, y, z = (math.ceil(s / c) for s, c in zip(self.size, self.chunk_size, strict=True))
         return (x, y, z)
@@ -57,7 +57,7 @@ class Geometry:
         return self.options.memory_budget // (8 if self.pyramid is not None else 4)
 
     def plan_fields(self) -> dict[str, Any]:
-        """The fields as keyword arguments of `ConversionPlan` (which carries them all)."""
+        """The fields as keyword arguments, for the `ConversionPlan` that extends them."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 

@@ -25,12 +25,10 @@ from shardwright.formats.morton import compressed_morton_code
 from shardwright.formats.precomputed_info import PrecomputedInfo, PrecomputedScale
 from shardwright.formats.sharding import ShardingSpec
 from shardwright.formats.zarr3_metadata import ZarrArrayMetadata
-from shardwright.options import ConvertOptions
 from shardwright.planning import pyramid, report
 from shardwright.planning.base import VOLUME, Plan
-from shardwright.planning.geometry import output_axes
-from shardwright.planning.pyramid import REDUCE_SLAB_MAX, REDUCE_SLAB_SHARE, Box, Pyramid
-from shardwright.sources import Source
+from shardwright.planning.geometry import Geometry, output_axes
+from shardwright.planning.pyramid import REDUCE_SLAB_MAX, REDUCE_SLAB_SHARE, Box
 
 # Box shards made per batch by `ConversionPlan.shards()`: arrays of this many rows at a time.
 SHARD_BATCH = 4096
@@ -52,21 +50,11 @@ class ShardTask:
         return math.prod(b - a for a, b in zip(self.chunk_start, self.chunk_stop, strict=True))
 
 
-@dataclass(frozen=True)
-class ConversionPlan:
-    """A volume's conversion, decided (a `base.Plan`): the geometry's fields, the sharding,
-    shard and epoch shapes, and on the base of a pyramid the plans of the levels above."""
+@dataclass(frozen=True, kw_only=True)
+class ConversionPlan(Geometry):
+    """A volume's conversion, decided (a `base.Plan`): its geometry, the sharding, shard and
+    epoch shapes, and on the base of a pyramid the plans of the levels above."""
 
-    source: Source
-    dest: str
-    options: ConvertOptions
-    layer_type: str
-    dtype: np.dtype
-    num_channels: int
-    size: tuple[int, int, int]
-    chunk_size: tuple[int, int, int]
-    voxel_offset: tuple[int, int, int]
-    resolution: tuple[float, float, float]
     encoded_ratio: float
     shard_shape_chunks: tuple[int, int, int]  # box mode; for scattered shards: the whole grid
     scattered: bool
@@ -74,7 +62,6 @@ class ConversionPlan:
     info: PrecomputedInfo | None = None
     zarr: ZarrArrayMetadata | None = None
     level: int = 0  # which pyramid level this plan describes (0: the base)
-    pyramid: Pyramid | None = None  # None: a single level, written exactly as without pyramids
     upper: tuple[ConversionPlan, ...] = ()  # on the base plan: the plans of levels 1, 2, ...
     # Meshes / skeletons converted in the same job (objects.ObjectPlan, --with-meshes,
     # --with-skeletons): each writes its own directory, info and manifest below DEST.
@@ -99,18 +86,8 @@ class ConversionPlan:
         return spec
 
     @property
-    def grid_shape(self) -> tuple[int, int, int]:
-        return pyramid.triple(
-            math.ceil(s / c) for s, c in zip(self.size, self.chunk_size, strict=True)
-        )
-
-    @property
     def chunk_count(self) -> int:
         return math.prod(self.grid_shape)
-
-    @property
-    def raw_chunk_bytes(self) -> int:
-        return math.prod(self.chunk_size) * self.num_channels * self.dtype.itemsize
 
     @property
     def shard_grid_shape(self) -> tuple[int, int, int]:
