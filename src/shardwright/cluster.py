@@ -66,17 +66,20 @@ def connect(
             yield client
         return
     if gpu:
-        with _local_cuda_cluster(workers, quiet) as client:
-            yield client
-        return
-    cores = workers or max(1, os.cpu_count() or 1)
-    # Without a dashboard nobody can see the workers' statistical profiler, which samples
-    # every thread's stack every 10 ms while holding the GIL the shard tasks need.
-    with dask.config.set({"distributed.worker.profile.enabled": not quiet}):
-        if scheduler == "processes":
-            cluster = local_cluster(processes=True, workers=cores, threads=1, dashboard=not quiet)
-        else:
-            cluster = local_cluster(processes=False, workers=1, threads=cores, dashboard=not quiet)
+        cluster = _local_cuda_cluster(workers, quiet)
+    else:
+        cores = workers or max(1, os.cpu_count() or 1)
+        # Without a dashboard nobody can see the workers' statistical profiler, which samples
+        # every thread's stack every 10 ms while holding the GIL the shard tasks need.
+        with dask.config.set({"distributed.worker.profile.enabled": not quiet}):
+            if scheduler == "processes":
+                cluster = local_cluster(
+                    processes=True, workers=cores, threads=1, dashboard=not quiet
+                )
+            else:
+                cluster = local_cluster(
+                    processes=False, workers=1, threads=cores, dashboard=not quiet
+                )
     try:
         with Client(cluster) as client:
             if not quiet:
@@ -130,11 +133,8 @@ def local_dashboard_link(client: Any) -> str:
     return f"http://127.0.0.1:{port}/status"
 
 
-@contextmanager
-def _local_cuda_cluster(workers: int | None, quiet: bool) -> Iterator[Any]:
+def _local_cuda_cluster(workers: int | None, quiet: bool) -> Any:
     """One single-threaded worker per GPU (dask-cuda), each declaring the GPU resource."""
-    from distributed import Client
-
     try:
         from dask_cuda import LocalCUDACluster
     except ImportError as exc:
@@ -142,7 +142,7 @@ def _local_cuda_cluster(workers: int | None, quiet: bool) -> Iterator[Any]:
             "the GPU engine starts a dask-cuda cluster: pip install 'shardwright[gpu-cu13]' "
             f"(gpu-cu12 for CUDA 12; {exc})"
         ) from None
-    cluster = LocalCUDACluster(
+    return LocalCUDACluster(
         host="127.0.0.1",  # every server on loopback (workers' HTTP endpoints follow the host)
         n_workers=workers,
         threads_per_worker=1,
@@ -150,13 +150,6 @@ def _local_cuda_cluster(workers: int | None, quiet: bool) -> Iterator[Any]:
         dashboard_address=None if quiet else LOCAL_DASHBOARD,
         silence_logs=logging.CRITICAL,
     )
-    try:
-        with Client(cluster) as client:
-            if not quiet:
-                print(f"dask dashboard: {local_dashboard_link(client)}", file=sys.stderr)
-            yield client
-    finally:
-        cluster.close()
 
 
 def check_gpu_workers(client: Any) -> None:
