@@ -27,6 +27,7 @@ from shardwright.formats import meshes, skeletons
 from shardwright.formats.sharding import ShardingSpec
 from shardwright.options import ConvertOptions
 from shardwright.planning.base import OBJECTS
+from shardwright.planning.sharding import sharding_spec
 from shardwright.planning.text import human_bytes
 from shardwright.sources.kinds import HDF5_SUFFIXES, TIFF_SUFFIXES
 from shardwright.store import Store
@@ -355,14 +356,10 @@ def _choose_sharding(
         compression = "raw"
     if compression not in ("raw", "gzip"):
         raise PlanError(f"sharded meshes and skeletons store data raw or gzip, not {compression}")
-    try:
-        return ShardingSpec(
-            preshift_bits=options.preshift_bits or 0,
-            hash=options.hash or "murmurhash3_x86_128",
-            minishard_bits=minishard_bits,
-            shard_bits=shard_bits,
-            minishard_index_encoding="gzip",
-            data_encoding=compression,
-        )
-    except ValueError as exc:
-        raise PlanError(f"impossible sharding parameters: {exc}") from exc
+    return sharding_spec(
+        options.preshift_bits or 0,
+        options.hash or "murmurhash3_x86_128",
+        minishard_bits,
+        shard_bits,
+        compression,
+    )

@@ -69,19 +69,27 @@ def choose_sharding(
     low = min(preshift + minishard, total) if min(preshift, minishard) >= 0 else 0
     shard_bits = options.shard_bits if options.shard_bits is not None else total - low
     hash_name = options.hash or "identity"
+    spec = sharding_spec(preshift, hash_name, minishard, shard_bits, data_encoding)
+    scattered = hash_name != "identity" or shard_bits < total - low
+    return spec, scattered, morton_box(dims, low, grid)
+
+
+def sharding_spec(
+    preshift_bits: int, hash_name: str, minishard_bits: int, shard_bits: int, data_encoding: str
+) -> ShardingSpec:
+    """The spec we write (minishard indexes gzip-compressed), or the reason these bits are
+    impossible, as a plan error."""
     try:
-        spec = ShardingSpec(
-            preshift_bits=preshift,
+        return ShardingSpec(
+            preshift_bits=preshift_bits,
             hash=hash_name,
-            minishard_bits=minishard,
+            minishard_bits=minishard_bits,
             shard_bits=shard_bits,
             minishard_index_encoding="gzip",
             data_encoding=data_encoding,
         )
     except ValueError as exc:
         raise PlanError(f"impossible sharding parameters: {exc}") from exc
-    scattered = hash_name != "identity" or shard_bits < total - low
-    return spec, scattered, morton_box(dims, low, grid)
 
 
 def morton_box(dims: list[int], low: int, grid: tuple[int, ...]) -> Triple:
