@@ -94,15 +94,15 @@ def with_fill_regions(shape: tuple[int, ...], dtype: str, fill: float, seed: int
 
 
 def smooth_image_zyx(
-    size_xyz: tuple[int, int, int], dtype: str = "uint8", channels: int = 1
+    size_xyz: tuple[int, int, int], dtype: str = "uint8", channels: int = 1, noise: float = 9
 ) -> Any:
-    """C-order (z, y, x) or (c, z, y, x) image with structure and noise."""
+    """C-order (z, y, x) or (c, z, y, x) image with structure and noise (its deviation)."""
     x, y, z = size_xyz
     rng = np.random.default_rng(3)
     zz, yy, xx = np.meshgrid(np.arange(z), np.arange(y), np.arange(x), indexing="ij")
     base = 100 + 60 * np.sin(xx / 4.0) * np.cos(yy / 5.0) + 3 * zz
     vol = np.stack([base + 20 * c for c in range(channels)]) + rng.normal(
-        0, 9, (channels, *base.shape)
+        0, noise, (channels, *base.shape)
     )
     vol = np.clip(vol, 0, 250).astype(dtype)
     return vol if channels > 1 else vol[0]

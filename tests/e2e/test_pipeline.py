@@ -3,6 +3,7 @@ CloudVolume and zarr-python; plus the scheduler modes, the lazy graph and verify
 
 from __future__ import annotations
 
+import functools
 import json
 import pathlib
 import subprocess
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 import tensorstore as ts
 import tifffile
+import volumes
 import zarr
 from cloudvolume import CloudVolume
 from dask.delayed import Delayed
@@ -27,17 +29,7 @@ from shardwright.manifest import MANIFEST_KEY
 SIZE_XYZ = (45, 38, 21)  # not a multiple of any chunk size used below
 
 
-def _image(dtype: str = "uint8", channels: int = 1) -> np.ndarray:
-    """C-order (z, y, x) or (c, z, y, x) test image with structure and noise."""
-    x, y, z = SIZE_XYZ
-    rng = np.random.default_rng(3)
-    zz, yy, xx = np.meshgrid(np.arange(z), np.arange(y), np.arange(x), indexing="ij")
-    base = 100 + 60 * np.sin(xx / 4.0) * np.cos(yy / 5.0) + 3 * zz
-    vol = np.stack([base + 20 * c for c in range(channels)]) + rng.normal(
-        0, 4, (channels, *base.shape)
-    )
-    vol = np.clip(vol, 0, 250).astype(dtype)
-    return vol if channels > 1 else vol[0]
+_image = functools.partial(volumes.smooth_image_zyx, SIZE_XYZ, noise=4)
 
 
 def _labels(dtype: str = "uint64") -> np.ndarray:
