@@ -18,6 +18,7 @@ import sys
 import time
 from typing import Any
 
+import shardwright.coordinator as coordinator
 import shardwright.graph as graph
 from shardwright.cli import main
 from shardwright.lifecycle import journal, lease
@@ -57,7 +58,7 @@ elif PAUSE.startswith("shards:"):
 
     after(journal, "record", count)
 elif PAUSE == "manifest":
-    after(graph, "write_manifest")
+    after(coordinator, "write_manifest")
 elif PAUSE == "cleanup":  # inside the removal of a replaced dataset's objects
     removing = {"on": False}
     remove = journal.remove

@@ -4,13 +4,13 @@
         --set encoding=jpeg --set chunk_size=[128,128,32]
 
 The scheduler is --scheduler, else $DASK_SCHEDULER_ADDRESS: this script connects to it and
-never starts a cluster of its own. It plans here (nothing is written if the plan is refused),
-submits the graph, prints the dashboard link and waits with a progress bar; with --detach it
-hands the job to the scheduler and exits, and the job runs on (the manifest
+never starts a cluster of its own. It plans and checks here (nothing is written if the plan is
+refused), prints the dashboard link, then coordinates the job: shard tasks go to the cluster
+through a bounded window, with a progress line. With --detach the coordinator itself runs
+as a task on a worker and this script exits; the job runs on (the manifest
 shardwright-manifest.json appears in DEST when it is complete). The job holds DEST's lease
-(one job per destination); this process renews it while it waits, and a detached job keeps it
-for --lease-timeout seconds, until its coordinator releases it at the end. SOURCE and DEST must be
-reachable from the workers: object-store URLs, or paths on a shared file system.
+(one job per destination), renewed by whichever process coordinates it. SOURCE and DEST must
+be reachable from the workers: object-store URLs, or paths on a shared file system.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import os
 import sys
 from typing import Any
 
-from distributed import Client, fire_and_forget, progress
+from distributed import Client, fire_and_forget, worker_client
 
 from shardwright import api
 
@@ -64,8 +64,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--detach",
         action="store_true",
-        help="submit and exit; the job runs on the cluster (give a --lease-timeout longer "
-        "than the job: once this process exits nothing renews DEST's lease)",
+        help="submit and exit; the job's coordinator runs as a task on the cluster",
     )
     parser.add_argument(
         "--lease-timeout",
@@ -83,31 +82,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _coordinate_on_the_cluster(plan: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """A detached job's coordinator, run as a task on a worker: it submits the shard tasks
+    from there (a worker's client, its thread seceded from the worker's pool) and, as the
+    job's starter, renews DEST's lease until the manifest is written."""
+    with worker_client() as client:
+        manifest = api.convert(plan, client=client, progress=False, **options)
+    assert isinstance(manifest, dict)
+    return manifest
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     options = {"format": args.format, **dict(args.settings)}
     plan = api.plan(args.source, args.dest, **options)
     print(plan.report(), file=sys.stderr)
+    job = dict(resume=args.resume, overwrite=args.overwrite, lease_timeout=args.lease_timeout)
     with Client(args.scheduler, timeout="60s") as client:
         workers = len(client.scheduler_info()["workers"])
         print(f"scheduler {args.scheduler}: {workers} workers", file=sys.stderr)
         print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
-        graph = api.convert(
-            plan,
-            client=client,
-            resume=args.resume,
-            overwrite=args.overwrite,
-            compute=False,
-            lease_timeout=args.lease_timeout,
-        )
-        future = client.compute(graph)
         if args.detach:
+            api.check(plan, client=client, resume=args.resume, overwrite=args.overwrite)
+            future = client.submit(_coordinate_on_the_cluster, plan, job, pure=False)
             fire_and_forget(future)  # the scheduler keeps the job after this client leaves
             print(f"submitted {future.key}; {args.dest} is complete once it holds its manifest")
             return 0
-        progress(future, notebook=False)
-        print(file=sys.stderr)
-        manifest = future.result()
+        manifest = api.convert(plan, client=client, **job)
+        assert isinstance(manifest, dict)
     totals = manifest["totals"]
     print(
         f"wrote {totals['shards']} shards, {totals['chunks']} chunks, {totals['bytes']:,} bytes "

@@ -2,23 +2,33 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 from typing import Any
 
-from dask.delayed import Delayed
-
-from shardwright.cluster import execute, scheduler_address, workers_elsewhere
+from shardwright.cluster import runner, scheduler_address, workers_elsewhere
 from shardwright.engine.gpu import cupy_module
 from shardwright.errors import LeaseHeld, PlanError
-from shardwright.graph import build_graph
+from shardwright.graph import Node, shard_nodes
 from shardwright.lifecycle.job import Job, mode_of
 from shardwright.lifecycle.lease import DEFAULT_TIMEOUT
 from shardwright.options import ConvertOptions
 from shardwright.planning import ConversionPlan, ObjectPlan, plan_conversion
+from shardwright.progress import Progress
 from shardwright.sources import Source
 from shardwright.store import Store
+from shardwright.submission import run_job
 from shardwright.verification import verify
 
-__all__ = ["ConvertOptions", "LeaseHeld", "PlanError", "check", "convert", "plan", "verify"]
+__all__ = [
+    "ConvertOptions",
+    "LeaseHeld",
+    "PendingConversion",
+    "PlanError",
+    "check",
+    "convert",
+    "plan",
+    "verify",
+]
 
 
 def plan(
@@ -44,22 +54,26 @@ def convert(
     workers: int | None = None,
     client: Any = None,
     compute: bool = True,
-    progress: bool = True,
+    progress: bool | Progress = True,
+    window: int | None = None,
     break_lease: bool = False,
     lease_timeout: float = DEFAULT_TIMEOUT,
     lease_wait: float = 0.0,
     **option_values: Any,
-) -> dict[str, Any] | Delayed:
-    """Convert a volume to sharded output; returns the manifest (or a lazy Dask object).
+) -> dict[str, Any] | PendingConversion:
+    """Convert a volume to sharded output; returns the manifest (or, with `compute=False`, a
+    `PendingConversion` whose `.compute()` runs the job).
 
     `resume` continues the job that wrote DEST, keeping the shards its receipts prove;
     `overwrite` replaces a shardwright dataset in DEST (its objects go only once the new
     manifest is written). When the job runs it takes DEST's lease (one job per destination):
     `lease_timeout` is how long the lease may go unrenewed before another job may take it
     over, `lease_wait` how long to wait for another job's lease to be released or to expire
-    (as a retried pod should), `break_lease` takes over a live one. With `compute=False`
-    nothing is written until the graph is computed; the lease is then renewed from the process
-    that runs the job's first step until the graph's last step releases it.
+    (as a retried pod should), `break_lease` takes over a live one. The process that runs the
+    job coordinates it and renews its lease: it begins each dataset, keeps at most `window`
+    shard tasks on the cluster at once (default: a few per worker thread) and writes the
+    manifest last. `progress`: show shards, bytes, rate and time left (or a `Progress` of
+    your own that receives every receipt).
     """
     the_plan: ConversionPlan | ObjectPlan
     if isinstance(source, ConversionPlan | ObjectPlan):
@@ -81,24 +95,95 @@ def convert(
         lease_timeout=lease_timeout,
         lease_wait=lease_wait,
     )
-    main, *companions = job.datasets
-    graph = build_graph(
-        the_plan,
-        main.store,
-        resume=job.mode == "resume",
-        claim=main.claim,
-        companions={d.plan.dest: d.claim for d in companions},
-        preflight_requests=main.store.requests.snapshot(),  # the checks' (a new store's)
-    )
+    pending = PendingConversion(job, resume=job.mode == "resume", window=window)
     if not compute:
-        return graph
-    try:
-        return execute(
-            graph, scheduler=scheduler, workers=workers, client=client, progress=progress, gpu=gpu
-        )
-    except BaseException:
-        job.release()  # a job that failed gives its leases back (a finished one did already)
-        raise
+        return pending
+    return pending.compute(scheduler=scheduler, workers=workers, client=client, progress=progress)
+
+
+class PendingConversion:
+    """A checked conversion that has not run: nothing is written until it is started.
+
+    `compute()` runs it (on the scheduler or client given there, else the default local
+    cluster) and returns the manifest; `submit()` starts it in the background and returns a
+    future of the manifest. The process that runs it coordinates the job and holds its
+    leases until the end.
+    """
+
+    def __init__(self, job: Job, *, resume: bool, window: int | None) -> None:
+        if window is not None and window < 1:
+            raise PlanError(f"the submission window must be at least 1 task, not {window}")
+        self.job = job
+        self.resume = resume
+        self.window = window
+        # The checks' requests, counted in the volume's manifest (its store is the job's).
+        self.preflight_requests = job.datasets[0].store.requests.snapshot()
+
+    @property
+    def plan(self) -> ConversionPlan | ObjectPlan:
+        the_plan = self.job.plan
+        assert isinstance(the_plan, ConversionPlan | ObjectPlan)
+        return the_plan
+
+    def nodes(self) -> list[Node]:
+        """Every shard task this job would submit, in order (for inspection: a big job's
+        list is big)."""
+        return [n for d in self.job.datasets for n in shard_nodes(d.plan, "inspect")]
+
+    def compute(
+        self,
+        *,
+        scheduler: str | None = None,
+        workers: int | None = None,
+        client: Any = None,
+        progress: bool | Progress = True,
+    ) -> dict[str, Any]:
+        """Run the job and return its manifest."""
+        return self._run(scheduler, workers, client, _progress(progress))
+
+    def submit(
+        self,
+        *,
+        scheduler: str | None = None,
+        workers: int | None = None,
+        client: Any = None,
+        progress: bool | Progress = True,
+    ) -> concurrent.futures.Future[dict[str, Any]]:
+        """Start the job in a background thread of this process (which coordinates it);
+        returns a future of its manifest. In a notebook the progress bar shows in the cell
+        that called this."""
+        shown = _progress(progress)
+        runs = concurrent.futures.ThreadPoolExecutor(1, "shardwright-job")
+        future = runs.submit(self._run, scheduler, workers, client, shown)
+        runs.shutdown(wait=False)
+        return future
+
+    def _run(
+        self, scheduler: str | None, workers: int | None, client: Any, progress: Progress
+    ) -> dict[str, Any]:
+        gpu = self.plan.options.engine == "gpu"
+        try:
+            with runner(
+                scheduler=scheduler,
+                workers=workers,
+                client=client,
+                quiet=not progress.enabled,
+                gpu=gpu,
+            ) as tasks:
+                return run_job(
+                    self.job,
+                    tasks,
+                    resume=self.resume,
+                    window=self.window,
+                    progress=progress,
+                    preflight_requests=self.preflight_requests,
+                )
+        except BaseException:
+            self.job.release()  # a job that failed gives its leases back (a finished one did)
+            raise
+
+    def __repr__(self) -> str:
+        return f"<PendingConversion {self.plan.source_url} -> {self.plan.dest}: call .compute()>"
 
 
 def check(
@@ -131,6 +216,10 @@ def check(
     )
     job.check()
     return job
+
+
+def _progress(progress: bool | Progress) -> Progress:
+    return progress if isinstance(progress, Progress) else Progress(enabled=progress)
 
 
 def _options(options: ConvertOptions | None, values: dict[str, Any]) -> ConvertOptions:

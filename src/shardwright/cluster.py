@@ -1,4 +1,4 @@
-"""Where a conversion's graph runs: the scheduler the user picked, and the clusters we start.
+"""Where a conversion's tasks run: the scheduler the user picked, and the clusters we start.
 
 `--scheduler` (or the API's `scheduler=`) names an address, or one of `local` (the default: a
 distributed cluster of worker threads in this process), `processes` (one worker process per
@@ -15,15 +15,13 @@ import os
 import sys
 import urllib.parse
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any
 
 import dask
-from dask.delayed import Delayed
 
 from shardwright.errors import PlanError
-
-GPU_RESOURCE = "GPU"  # what GPU workers declare (dask-cuda-worker ... --resources GPU=1)
+from shardwright.submission import GPU_RESOURCE, DistributedRunner, Runner, ThreadRunner
 
 # A local cluster's dashboard listens on loopback only (port chosen free): not on every
 # interface of a shared machine.
@@ -162,47 +160,38 @@ def check_gpu_workers(client: Any) -> None:
         )
 
 
-def execute(
-    graph: Delayed,
+@contextmanager
+def runner(
     *,
     scheduler: str | None = None,
     workers: int | None = None,
     client: Any = None,
-    progress: bool = True,
+    quiet: bool = False,
     gpu: bool = False,
-) -> dict[str, Any]:
-    """Run the graph and return the manifest (GPU graphs on a distributed cluster only)."""
+) -> Iterator[Runner]:
+    """Where the job's tasks run: the user's client, the cluster named by `scheduler` (one we
+    start by default), or threads of this process (`threads`, `sync`). GPU tasks run on a
+    distributed cluster only, whose workers declare a GPU."""
     if client is not None:
         if gpu:
             check_gpu_workers(client)
-        return _run_on_client(client, graph, progress)
-    if gpu:
-        if scheduler_address(scheduler) is None and scheduler not in (None, "", "local"):
-            raise PlanError(
-                f"the GPU engine runs on a dask-cuda cluster: use the default scheduler or "
-                f"an address, not {scheduler!r}"
-            )
-        with connect(scheduler, workers, quiet=not progress, gpu=True) as own_client:
+        yield DistributedRunner(client)
+        return
+    local = scheduler_address(scheduler) is None
+    if gpu and local and scheduler not in (None, "", "local"):
+        raise PlanError(
+            f"the GPU engine runs on a dask-cuda cluster: use the default scheduler or "
+            f"an address, not {scheduler!r}"
+        )
+    if local and scheduler in ("threads", "sync", "synchronous"):
+        threads = 1 if scheduler != "threads" else workers or max(1, os.cpu_count() or 1)
+        pool = ThreadRunner(threads)
+        try:
+            yield pool
+        finally:
+            pool.close()
+        return
+    with connect(scheduler, workers, quiet=quiet, gpu=gpu) as own_client:
+        if gpu:
             check_gpu_workers(own_client)
-            return _run_on_client(own_client, graph, progress)
-    if scheduler_address(scheduler) is None and scheduler in ("threads", "sync", "synchronous"):
-        from dask.diagnostics import ProgressBar
-
-        kind = "threads" if scheduler == "threads" else "synchronous"
-        kwargs: dict[str, Any] = {"num_workers": workers} if kind == "threads" and workers else {}
-        with ProgressBar(out=sys.stderr) if progress else nullcontext():
-            (result,) = dask.compute(graph, scheduler=kind, **kwargs)
-        return result
-    with connect(scheduler, workers, quiet=not progress) as own_client:
-        return _run_on_client(own_client, graph, progress)
-
-
-def _run_on_client(client: Any, graph: Delayed, progress: bool) -> dict[str, Any]:
-    """Submit the graph, show its progress bar while it runs, return its result."""
-    from distributed import progress as progress_bar
-
-    future = client.compute(graph)
-    if progress:
-        progress_bar(future)
-        print(file=sys.stderr)
-    return future.result()
+        yield DistributedRunner(own_client)

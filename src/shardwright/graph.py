@@ -1,111 +1,61 @@
-"""The Dask graph of a conversion (cluster.py runs it on the scheduler the user picked).
+"""A conversion's shard tasks, as a stream of nodes that submission.py feeds to the cluster.
 
-One task per shard (the only writer of that object), after a coordinator task that begins the
-job in its destination (withdraws a replaced dataset's manifest, records the job) and writes
-`info` / `zarr.json`; each shard task journals a receipt of what it stored; a final
-coordinator task writes the manifest from the receipts, removes what a replaced dataset owned
-and the new one does not reuse, and releases the job's lease (lifecycle/).
-Pyramids chain the levels: a level-k shard task depends on the level-(k-1) tasks whose reduced
-voxels make up its region, so the source is read once and no task holds more than its share
-of the budget. A producer that feeds one task (the usual case: level shards nest) hands it its
-whole result, receipts included, which travel up to the manifest with the top level's; one
-that feeds several is split by small getter tasks, so each consumer fetches only its piece.
-Every task costs the distributed scheduler and worker a millisecond or two of Python (under
-the GIL the shard tasks need): the graph has as few as the data flow allows.
+One task per shard (the only writer of that object); each journals a receipt of what it
+stored. The stream is lazy: it follows the plan's shard generator, so a job of a million
+shards never holds more than the submission window of them at once.
+
+Pyramids chain the levels: a level-k shard task takes the results of the level-(k-1) tasks
+whose reduced voxels make up its region, so the source is read once and no task holds more
+than its share of the budget. The stream visits each top-level shard's producers depth first
+(post-order), so a producer's reduced voxels live only until the tasks above it have run. A
+producer that feeds one task (the usual case: level shards nest) hands it its whole result,
+receipts included, which travel up with it; one that feeds several is split by small getter
+tasks, so each consumer fetches only its piece, and its receipts come back through one more.
+Every task costs the scheduler and worker a millisecond or two of Python (under the GIL the
+shard tasks need): the stream has as few as the data flow allows.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import sys
-import time
-import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-import dask
-from dask.delayed import Delayed, delayed
-
-from shardwright.cluster import GPU_RESOURCE
 from shardwright.engine import run_shard
 from shardwright.engine.gpu import cupy_module, run_shard_gpu  # CuPy itself only on GPU workers
 from shardwright.engine.objects import run_object_shard
 from shardwright.engine.pyramid import Handoff, Piece, run_pyramid_shard
-from shardwright.lifecycle import journal, lease
-from shardwright.lifecycle.job import Claim, begin
-from shardwright.manifest import (
-    CompanionTotals,
-    Receipt,
-    build_manifest,
-    metadata_digests,
-    metadata_text,
-    write_manifest,
-)
+from shardwright.lifecycle import journal
+from shardwright.manifest import Receipt
 from shardwright.planning import OBJECTS, VOLUME, ConversionPlan, Plan, ShardTask
 from shardwright.planning.objects import ObjectPlan, ObjectShardTask
-from shardwright.store import JobRun, Store
-
-TASK_RETRIES = 3  # a shard lost with its worker is recomputed elsewhere
-
-
-def write_metadata(plan: Plan, store: Store) -> dict[str, int]:
-    """The dataset's metadata objects (`info` or `zarr.json`; a zarr3 pyramid's level arrays
-    and multiscales group). Returns the requests it made, for the manifest's totals."""
-    before = store.requests.snapshot()
-    for key, document in plan.metadata_documents():
-        store.write_text(key, metadata_text(document))
-    return store.requests.since(before)
+from shardwright.store import Store
 
 
 @dataclasses.dataclass(frozen=True)
-class Begun:
-    """What the coordinator's first step hands every task of its dataset: the run their
-    writes carry (None for a graph built without a job), and the requests it made."""
+class TaskContext:
+    """What every shard task of one dataset takes besides its shard: the plan (without what
+    no task needs), the store its writes go through (carrying the job's run) and whether the
+    job resumes. Sent to the cluster once per dataset, not once per task."""
 
-    run: JobRun | None
-    requests: dict[str, int]
-
-    def store(self, store: Store) -> Store:
-        return store if self.run is None else store.with_run(self.run)
-
-
-def _begin(plan: Plan, store: Store, claim: Claim | None) -> Begun:
-    """Coordinator, first step, once the job runs: take the destination and begin the job
-    there (lifecycle/job.py), then write the metadata."""
-    before = store.requests.snapshot()
-    run = None
-    if claim is not None:
-        run, notices = begin(store, claim)
-        for notice in notices:
-            print(f"shardwright: {notice}", file=sys.stderr)
-    write_metadata(plan, store.with_run(run) if run else store)
-    return Begun(run, store.requests.since(before))
+    plan: Plan
+    store: Store
+    resume: bool
 
 
-def _shard(
-    plan: ConversionPlan,
-    task: ShardTask,
-    store: Store,
-    resume: bool,
-    begun: Begun,
-) -> Receipt:
-    store = begun.store(store)
-    if plan.options.engine == "gpu":
-        receipt = run_shard_gpu(plan, task, store, resume=resume)
-    else:
-        receipt = run_shard(plan, task, store, resume=resume)
-    return journal.record(store, receipt)
+@dataclasses.dataclass(frozen=True)
+class Node:
+    """One task of the stream: `run(context, shard, *inputs)`, where `inputs` are the
+    results of the earlier nodes named by `inputs`. `consumers`: how many later nodes take
+    its result; with none, its result carries receipts (`receipts_in`) for the manifest.
+    `gpu`: it must run on a worker that declares a GPU."""
 
-
-def _object_shard(
-    plan: ObjectPlan,
-    task: ObjectShardTask,
-    store: Store,
-    resume: bool,
-    begun: Begun,
-) -> Receipt:
-    store = begun.store(store)
-    return journal.record(store, run_object_shard(plan, task, store, resume=resume))
+    key: str
+    run: Callable[..., Any]
+    shard: Any
+    inputs: tuple[str, ...] = ()
+    consumers: int = 0
+    gpu: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,15 +67,37 @@ class LevelResult:
     handoff: Handoff
 
 
+def receipts_in(result: Receipt | LevelResult | list[Receipt]) -> list[Receipt]:
+    """The receipts a node without consumers returns (a shard's, a level's, or a list)."""
+    if isinstance(result, Receipt):
+        return [result]
+    if isinstance(result, LevelResult):
+        return result.receipts
+    return result
+
+
+def _shard(context: TaskContext, task: ShardTask) -> Receipt:
+    plan = context.plan
+    assert isinstance(plan, ConversionPlan)
+    if plan.options.engine == "gpu":
+        receipt = run_shard_gpu(plan, task, context.store, resume=context.resume)
+    else:
+        receipt = run_shard(plan, task, context.store, resume=context.resume)
+    return journal.record(context.store, receipt)
+
+
+def _object_shard(context: TaskContext, task: ObjectShardTask) -> Receipt:
+    plan = context.plan
+    assert isinstance(plan, ObjectPlan)
+    receipt = run_object_shard(plan, task, context.store, resume=context.resume)
+    return journal.record(context.store, receipt)
+
+
 def _pyramid_shard(
-    plan: ConversionPlan,
-    task: ShardTask,
-    store: Store,
-    resume: bool,
-    begun: Begun,
-    *inputs: LevelResult | Piece,
+    context: TaskContext, task: ShardTask, *inputs: LevelResult | Piece
 ) -> LevelResult:
-    store = begun.store(store)
+    plan = context.plan
+    assert isinstance(plan, ConversionPlan)
     pieces: list[Piece] = []
     receipts: list[Receipt] = []
     for item in inputs:
@@ -134,198 +106,90 @@ def _pyramid_shard(
             receipts.extend(item.receipts)
         else:
             pieces.append(item)
-    xp = None
-    if plan.options.engine == "gpu":
-        xp = cupy_module()
-    receipt, handoff = run_pyramid_shard(plan, task, store, pieces, resume=resume, xp=xp)
-    return LevelResult([journal.record(store, receipt), *receipts], handoff)
+    xp = cupy_module() if plan.options.engine == "gpu" else None
+    receipt, handoff = run_pyramid_shard(
+        plan, task, context.store, pieces, resume=context.resume, xp=xp
+    )
+    return LevelResult([journal.record(context.store, receipt), *receipts], handoff)
 
 
-def _piece(result: LevelResult, consumer: str) -> Piece:
+def _piece(context: TaskContext, consumer: str, result: LevelResult) -> Piece:
     """The part of a producer's reduced voxels that one task of the level above takes."""
     return result.handoff[consumer]
 
 
-def _receipts_of(result: LevelResult) -> list[Receipt]:
+def _receipts_of(context: TaskContext, shard: None, result: LevelResult) -> list[Receipt]:
     return result.receipts
 
 
-@dataclasses.dataclass(frozen=True)
-class _Shared:
-    """What every shard task of one graph takes besides its shard: the plan and store nodes,
-    whether to resume, the begin step it runs after, and the graph's key suffix."""
-
-    plan: Delayed
-    store: Delayed
-    resume: bool
-    metadata: Any
-    token: str
-
-    def task(self, run: Callable[..., Any], shard: Any, *inputs: Any) -> Delayed:
-        """The task that runs `run` for one shard (with `inputs` handed up by others)."""
-        return delayed(run, pure=False)(
-            self.plan,
-            shard,
-            self.store,
-            self.resume,
-            self.metadata,
-            *inputs,
-            dask_key_name=f"shard-{shard.key}-{self.token}",
-        )
-
-
-def _pyramid_receipts(plan: ConversionPlan, shared: _Shared) -> list[Delayed]:
-    """Every level's shard tasks, each fed by the tasks of the level below; the nodes whose
-    results hold every receipt (lists of them, for the manifest).
-
-    A producer's result is released once its consumers have run; the manifest waits only on
-    receipt lists, never on reduced voxels.
-    """
-    results: dict[str, Delayed] = {}
-    sole_consumer: dict[str, bool] = {}
-    receipt_lists = []
-    for level in range(plan.level_count):
-        for task in plan.level_plan(level).shards():
-            inputs = [
-                results[producer.key]
-                if sole_consumer[producer.key]
-                else delayed(_piece, pure=True)(
-                    results[producer.key],
-                    task.key,
-                    dask_key_name=f"piece-{producer.key}-{task.key}-{shared.token}",
-                )
-                for producer in plan.producers(task)
-            ]
-            node = shared.task(_pyramid_shard, task, *inputs)
-            results[task.key] = node
-            sole_consumer[task.key] = len(plan.consumers(task)) == 1
-            if not sole_consumer[task.key]:  # the top level, or a producer split in pieces
-                receipt_lists.append(
-                    delayed(_receipts_of, pure=True)(
-                        node, dask_key_name=f"receipts-{task.key}-{shared.token}"
-                    )
-                )
-    return receipt_lists
-
-
-def _companion_summary(manifest: dict[str, Any]) -> CompanionTotals:
-    """A companion's manifest (its graph's result) as one input of the volume's manifest:
-    no shard of the volume, its totals kept for the caller."""
-    return CompanionTotals(manifest["plan"]["destination"], manifest["totals"])
-
-
-def _finish(
-    plan_description: dict[str, Any],
-    store: Store,
-    started: float,
-    preflight_requests: dict[str, int],
-    begun: Begun,
-    metadata: dict[str, str],
-    *receipts: Receipt | list[Receipt] | CompanionTotals,
-) -> dict[str, Any]:
-    """Coordinator, last step: the manifest, written only once every shard is stored; then
-    what a replaced dataset owned and this one did not reuse is removed, and the lease
-    released. Those last requests, and the manifest's own PUT, are not in its totals.
-
-    A receipt may come as a list of them (pyramid levels hand theirs up together).
-    Temporaries of shard writes that died with their worker are removed first: every shard
-    is in place by now, so nothing still needs them. Returns the manifest as it is stored.
-    """
-    store = begun.store(store)
-    store.remove_stale_temporaries()
-    flat = [r for item in receipts for r in (item if isinstance(item, list) else [item])]
-    own = [r for r in flat if isinstance(r, Receipt)]
-    found = None
-    if store.run is not None:  # found now, so that the manifest counts these requests too
-        stored = {r.key for r in own if not r.empty} | set(metadata)
-        found = journal.replaced(store, stored, {r.key for r in own})
-    manifest = build_manifest(
-        plan_description,
-        own,
-        time.time() - started,
-        [preflight_requests, begun.requests],
-        companions=[r for r in flat if isinstance(r, CompanionTotals)],
-        job=store.run.job if store.run is not None else None,
-        metadata=metadata,
-    )
-    write_manifest(store, manifest)
-    if found is not None:
-        journal.remove(store, found)
-        lease.release(store)
-    return manifest.to_json()
-
-
-def _volume_shards(plan: ConversionPlan, shared: _Shared) -> list[Any]:
-    """A task per shard of a volume (a pyramid's levels chained: `_pyramid_receipts`)."""
+def _volume_nodes(plan: ConversionPlan, token: str) -> Iterator[Node]:
+    """A node per shard of a volume (a pyramid's levels chained: `_pyramid_nodes`)."""
     if plan.pyramid is not None:
-        return _pyramid_receipts(plan, shared)
-    return [shared.task(_shard, task) for task in plan.shards()]
+        yield from _pyramid_nodes(plan, token)
+        return
+    gpu = plan.options.engine == "gpu"
+    for task in plan.shards():
+        yield Node(f"shard-{task.key}-{token}", _shard, task, gpu=gpu)
 
 
-def _object_shards(plan: ObjectPlan, shared: _Shared) -> list[Any]:
-    """A task per shard of a mesh or skeleton directory."""
-    return [shared.task(_object_shard, task) for task in plan.shards()]
+def _pyramid_nodes(plan: ConversionPlan, token: str) -> Iterator[Node]:
+    """Every level's shard tasks, each after the tasks of the level below it takes, in
+    post-order from each top-level shard.
+
+    A producer shared by several tasks is emitted at its first consumer; only such producers
+    are remembered (until their last consumer), so the stream keeps a frontier, not the
+    pyramid.
+    """
+    gpu = plan.options.engine == "gpu"
+    shared_left: dict[str, int] = {}  # shared producers emitted, by key: consumers to come
+
+    def visit(task: ShardTask) -> Iterator[Node]:
+        inputs = []
+        for producer in plan.producers(task):
+            fanout = len(plan.consumers(producer))
+            if producer.key not in shared_left:
+                yield from visit(producer)
+                if fanout == 1:
+                    inputs.append(f"shard-{producer.key}-{token}")
+                    continue
+                shared_left[producer.key] = fanout
+            piece = f"piece-{producer.key}-{task.key}-{token}"
+            yield Node(piece, _piece, task.key, (f"shard-{producer.key}-{token}",), 1)
+            inputs.append(piece)
+            shared_left[producer.key] -= 1
+            if not shared_left[producer.key]:
+                del shared_left[producer.key]
+        fanout = len(plan.consumers(task))
+        key = f"shard-{task.key}-{token}"
+        # A shared producer's result goes to a piece per consumer and to its receipts' node.
+        yield Node(key, _pyramid_shard, task, tuple(inputs), fanout + (fanout > 1), gpu)
+        if fanout > 1:
+            yield Node(f"receipts-{task.key}-{token}", _receipts_of, None, (key,))
+
+    for task in plan.level_plan(plan.level_count - 1).shards():
+        yield from visit(task)
+
+
+def _object_nodes(plan: ObjectPlan, token: str) -> Iterator[Node]:
+    """A node per shard of a mesh or skeleton directory."""
+    for task in plan.shards():
+        yield Node(f"shard-{task.key}-{token}", _object_shard, task)
 
 
 # The shard tasks of each kind of dataset (`Plan.dataset`).
-SHARD_GRAPHS: dict[str, Callable[..., list[Any]]] = {
-    VOLUME: _volume_shards,
-    OBJECTS: _object_shards,
+SHARD_NODES: dict[str, Callable[[Any, str], Iterator[Node]]] = {
+    VOLUME: _volume_nodes,
+    OBJECTS: _object_nodes,
 }
 
 
-def build_graph(
-    plan: Plan,
-    store: Store,
-    *,
-    resume: bool = False,
-    claim: Claim | None = None,
-    companions: dict[str, Claim] | None = None,
-    preflight_requests: dict[str, int] | None = None,
-) -> Delayed:
-    """A lazy Dask object whose result is the manifest.
+def shard_nodes(plan: Plan, token: str) -> Iterator[Node]:
+    """The stream of `plan`'s shard tasks; `token` makes their keys unique to this job."""
+    return SHARD_NODES[plan.dataset](plan, token)
 
-    `claim`: how the job takes its destination when it runs (lifecycle/job.py; None: a graph
-    that writes without a lease or journal, for tests of the engine alone); `resume` keeps the
-    shards this job's receipts prove; `companions`: each companion dataset's claim, by
-    destination.
-    """
-    token = uuid.uuid4().hex[:8]
-    # Each shard task gets the plan without what it does not need (companions, other tasks'
-    # segment ids): one copy of it in the graph, shared by every task.
-    plan_node = delayed(plan.for_shard_tasks(), name=f"plan-{token}", pure=True, traverse=False)
-    store_node = delayed(store, name=f"store-{token}", pure=True, traverse=False)
-    metadata = delayed(_begin, pure=False)(
-        plan_node, store_node, claim, dask_key_name=f"metadata-{token}"
-    )
-    # GPU shard tasks go to workers that declare a GPU resource (dask-cuda-worker ...
-    # --resources GPU=1); on our own LocalCUDACluster every worker is one GPU.
-    gpu = {"resources": {GPU_RESOURCE: 1}} if plan.options.engine == "gpu" else {}
-    with dask.annotate(retries=TASK_RETRIES, **gpu):
-        shared = _Shared(plan_node, store_node, resume, metadata, token)
-        receipts = SHARD_GRAPHS[plan.dataset](plan, shared)
-    # Meshes / skeletons of the same job: their own graphs (shards, info, manifest); the
-    # volume's manifest, which marks the job complete, waits for theirs.
-    for companion in plan.companions:
-        companion_store = Store(companion.dest, companion.options.storage_options)
-        receipts.append(
-            delayed(_companion_summary, pure=True)(
-                build_graph(
-                    companion,
-                    companion_store,
-                    resume=resume,
-                    claim=(companions or {}).get(companion.dest),
-                ),
-                dask_key_name=f"companion-{companion.dest}-{token}",
-            )
-        )
-    return delayed(_finish, pure=False)(
-        plan.describe(),
-        store_node,
-        time.time(),
-        preflight_requests or {},
-        metadata,
-        metadata_digests(plan.metadata_documents()),
-        *receipts,
-        dask_key_name=f"manifest-{token}",
-    )
+
+def task_total(plan: Plan) -> int:
+    """How many shard tasks `plan` has (every pyramid level's), for progress."""
+    if isinstance(plan, ConversionPlan):
+        return sum(plan.level_plan(k).shard_count for k in range(plan.level_count))
+    return plan.shard_count

@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from shardwright.errors import ManifestError
 from shardwright.store import Store
 from shardwright.version import __version__
@@ -196,9 +198,91 @@ def metadata_digests(documents: Iterable[tuple[str, dict[str, Any]]]) -> dict[st
     }
 
 
+class ReceiptTable:
+    """Shard receipts folded as they arrive, in a compact form: a job of 10^6 shards keeps
+    about 60 bytes per shard (fixed-width fields in NumPy blocks, keys in one byte buffer,
+    requests summed) instead of a Python object per receipt."""
+
+    BLOCK = 4096
+    FIELDS = np.dtype(
+        [("size", "<u8"), ("crc32c", "<u4"), ("chunks", "<u8"), ("flags", "u1"), ("level", "<i2")]
+    )
+    EMPTY, RESUMED = 1, 2
+
+    def __init__(self, receipts: Iterable[Receipt] = ()) -> None:
+        self._blocks: list[np.ndarray] = []
+        self._block = np.zeros(self.BLOCK, self.FIELDS)
+        self._filled = 0
+        self._keys = bytearray()
+        self.requests: dict[str, int] = {}
+        self.count = 0
+        self.written = 0
+        self.bytes = 0
+        self.leveled = False
+        for receipt in receipts:
+            self.add(receipt)
+
+    def add(self, receipt: Receipt) -> None:
+        if "\0" in receipt.key:
+            raise ManifestError(f"shard key {receipt.key!r} holds a NUL byte")
+        flags = (self.EMPTY if receipt.empty else 0) | (self.RESUMED if receipt.resumed else 0)
+        level = -1 if receipt.level is None else receipt.level
+        self._block[self._filled] = (receipt.size, receipt.crc32c, receipt.chunks, flags, level)
+        self._filled += 1
+        if self._filled == self.BLOCK:
+            self._blocks.append(self._block)
+            self._block = np.zeros(self.BLOCK, self.FIELDS)
+            self._filled = 0
+        self._keys += receipt.key.encode() + b"\0"
+        for kind, n in receipt.requests.items():
+            self.requests[kind] = self.requests.get(kind, 0) + n
+        self.count += 1
+        self.leveled |= receipt.level is not None
+        if not receipt.empty:
+            self.written += 1
+            self.bytes += receipt.size
+
+    def rows(self) -> np.ndarray:
+        """Every receipt's fields, in arrival order."""
+        return np.concatenate([*self._blocks, self._block[: self._filled]])
+
+    def keys(self) -> list[str]:
+        """Every receipt's key, in arrival order."""
+        return self._keys.decode().split("\0")[:-1]
+
+    def entries(self) -> list[ShardEntry]:
+        """The stored shards (not the empty ones), in key order: the manifest's list."""
+        rows, keys = self.rows(), self.keys()
+        written = np.flatnonzero((rows["flags"] & self.EMPTY) == 0)
+        order = sorted(written.tolist(), key=keys.__getitem__)
+        size, crc, chunks = (rows[name].tolist() for name in ("size", "crc32c", "chunks"))
+        return [ShardEntry(keys[i], size[i], crc[i], chunks[i]) for i in order]
+
+    def totals(self, seconds: float | None, others: Iterable[Mapping[str, int]]) -> dict[str, Any]:
+        """The manifest's totals; `others`: requests made besides the shard tasks'."""
+        rows = self.rows()
+        stored = rows[(rows["flags"] & self.EMPTY) == 0]
+        totals: dict[str, Any] = {
+            "shards": len(stored),
+            "bytes": int(stored["size"].sum()),
+            "chunks": int(stored["chunks"].sum()),
+            "resumed_shards": int(np.count_nonzero(stored["flags"] & self.RESUMED)),
+            "empty_shards_skipped": len(rows) - len(stored),
+            "seconds": None if seconds is None else round(seconds, 3),
+            "requests": sum_requests([self.requests, *others]),
+        }
+        if self.leveled:  # a pyramid: what each level wrote
+            stored_levels = stored["level"].clip(0)
+            totals["levels"] = [
+                _level_totals(int(level), stored[stored_levels == level])
+                for level in np.unique(rows["level"].clip(0))
+            ]
+        return totals
+
+
 def build_manifest(
     plan_description: dict[str, Any],
-    receipts: Iterable[Receipt],
+    receipts: ReceiptTable | Iterable[Receipt],
     seconds: float | None = None,
     coordinator_requests: Iterable[Mapping[str, int]] = (),
     *,
@@ -208,27 +292,12 @@ def build_manifest(
 ) -> Manifest:
     """The manifest from the shard receipts; request totals also count the coordinator's
     (preflight probe, metadata), all but the manifest's own single PUT."""
-    receipts = list(receipts)
-    written = sorted((r for r in receipts if not r.empty), key=lambda r: r.key)
-    totals: dict[str, Any] = {
-        "shards": len(written),
-        "bytes": sum(r.size for r in written),
-        "chunks": sum(r.chunks for r in written),
-        "resumed_shards": sum(1 for r in written if r.resumed),
-        "empty_shards_skipped": sum(1 for r in receipts if r.empty),
-        "seconds": None if seconds is None else round(seconds, 3),
-        "requests": sum_requests([*(r.requests for r in receipts), *coordinator_requests]),
-    }
-    if any(r.level is not None for r in receipts):  # a pyramid: what each level wrote
-        totals["levels"] = [
-            _level_totals(level, [r for r in written if (r.level or 0) == level])
-            for level in sorted({r.level or 0 for r in receipts})
-        ]
+    table = receipts if isinstance(receipts, ReceiptTable) else ReceiptTable(receipts)
     return Manifest(
         format=plan_description["format"],
         plan=plan_description,
-        totals=totals,
-        shards=tuple(r.entry for r in written),
+        totals=table.totals(seconds, coordinator_requests),
+        shards=tuple(table.entries()),
         job=job,
         metadata=metadata or {},
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -237,12 +306,12 @@ def build_manifest(
     )
 
 
-def _level_totals(level: int, written: list[Receipt]) -> dict[str, int]:
+def _level_totals(level: int, stored: np.ndarray) -> dict[str, int]:
     return {
         "level": level,
-        "shards": len(written),
-        "bytes": sum(r.size for r in written),
-        "chunks": sum(r.chunks for r in written),
+        "shards": len(stored),
+        "bytes": int(stored["size"].sum()),
+        "chunks": int(stored["chunks"].sum()),
     }
 
 

@@ -154,7 +154,8 @@ class Store:
     def create_exclusive(self, key: str, data: bytes) -> None:
         """Create an object that must not exist yet, whole, in one step; FileExistsError if
         it does (another writer was first). Local disk links a complete temporary into place
-        (link never replaces), GCS uploads with ifGenerationMatch=0, S3 with If-None-Match."""
+        (link never replaces), GCS uploads with ifGenerationMatch=0, S3 with If-None-Match; any
+        other filesystem only if it declares `exclusive_create` (the benchmarks' sink)."""
         path = self.path(key)
         if self.is_local:
             # Not a run's temporary: no job's cleanup may remove it while it is linked.
@@ -172,7 +173,8 @@ class Store:
                     raise FileExistsError(path)
                 self.fs.pipe_file(path, data)
             return
-        if not {"s3", "s3a", "gs", "gcs"} & set(_protocols(self.fs)):
+        exclusive = getattr(self.fs, "exclusive_create", False)
+        if not exclusive and not {"s3", "s3a", "gs", "gcs"} & set(_protocols(self.fs)):
             raise StoreError(
                 f"{self.url}: this store cannot create an object only if it is absent, so no "
                 "job can hold a lease on it; use a local path, gs:// or s3://"

@@ -19,7 +19,6 @@ import tifffile
 import volumes
 import zarr
 from cloudvolume import CloudVolume
-from dask.delayed import Delayed
 
 from shardwright import api
 from shardwright.cli import main as cli_main
@@ -370,14 +369,14 @@ def test_memory_destination_with_threads(tmp_path: pathlib.Path) -> None:
     assert report.ok, report.summary()
 
 
-def test_compute_false_returns_a_lazy_graph(tmp_path: pathlib.Path, client: Any) -> None:
+def test_compute_false_returns_a_pending_conversion(tmp_path: pathlib.Path, client: Any) -> None:
     vol = _image()
     np.save(tmp_path / "vol.npy", vol)
     dest = tmp_path / "out"
     lazy = api.convert(str(tmp_path / "vol.npy"), str(dest), compute=False, **SMALL)
-    assert isinstance(lazy, Delayed)
+    assert isinstance(lazy, api.PendingConversion) and ".compute()" in repr(lazy)
     assert not dest.exists()  # nothing written until computed, not even the lease
-    manifest = client.compute(lazy).result()
+    manifest = lazy.compute(client=client, progress=False)
     assert (dest / MANIFEST_KEY).exists()
     assert manifest["totals"]["chunks"] == 3 * 3 * 3
     assert not list(dest.glob(".shardwright/lease-*"))  # the coordinator released it

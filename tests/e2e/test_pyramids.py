@@ -536,7 +536,8 @@ def test_every_level_equals_the_reference_downsample(
 
 def test_graph_splits_only_producers_that_feed_several_tasks(tmp_path: pathlib.Path) -> None:
     """A producer feeding one task hands it its whole result (no getter task, receipts
-    travel up with it); one feeding several gets a piece task per consumer."""
+    travel up with it); one feeding several gets a piece task per consumer and a task that
+    hands its receipts back. Every task comes after those it takes (post-order)."""
     for name in ("pc-uint8-average-331-shared-producers", "pc-uint8-average-222"):
         _, fmt, make, options = next(case for case in E2E if case[0] == name)
         np.save(tmp_path / "vol.npy", make())
@@ -547,16 +548,30 @@ def test_graph_splits_only_producers_that_feed_several_tasks(tmp_path: pathlib.P
             for k in range(plan.pyramid.levels)
             for task in plan.level_plan(k).shards()
         }
-        keys = [str(key) for key in api.convert(plan, compute=False).__dask_graph__()]
+        pending = api.convert(plan, compute=False)
+        assert isinstance(pending, api.PendingConversion)
+        nodes = pending.nodes()
+        keys = [node.key for node in nodes]
         pieces = sum(1 for key in keys if key.startswith("piece-"))
         receipt_lists = sum(1 for key in keys if key.startswith("receipts-"))
         assert pieces == sum(n for n in fanout.values() if n > 1)
-        assert receipt_lists == sum(1 for n in fanout.values() if n != 1)
+        assert receipt_lists == sum(1 for n in fanout.values() if n > 1)
         assert sum(1 for key in keys if key.startswith("shard-")) == len(fanout)
+        assert len(set(keys)) == len(keys)
+        position = {key: i for i, key in enumerate(keys)}
+        taken = [key for node in nodes for key in node.inputs]
+        assert all(position[key] < position[node.key] for node in nodes for key in node.inputs)
+        for node in nodes:  # each result is taken exactly as often as the stream says
+            assert taken.count(node.key) == node.consumers, node.key
+        # The receipts come back from the top level and the split producers' receipt tasks.
+        carrying = {tuple(node.key.split("-")[:2]) for node in nodes if not node.consumers}
+        assert carrying == {
+            ("shard" if n == 0 else "receipts", key) for key, n in fanout.items() if n != 1
+        }
         if name.endswith("shared-producers"):
             assert pieces > 0
         else:
-            assert pieces == 0 and receipt_lists == sum(1 for n in fanout.values() if n == 0)
+            assert pieces == 0 and receipt_lists == 0
 
 
 class _CountingSource(NpySource):
@@ -675,7 +690,7 @@ def test_resume_rewrites_only_a_missing_upper_level_shard(tmp_path: pathlib.Path
 # -- the GPU engine's pyramid path, run with NumPy as its array namespace ------------------------
 def _pyramid_in_process(plan: Any, dest: pathlib.Path, xp: Any, resume: bool = False) -> None:
     """Every level's shard tasks in graph order, each fed its producers' pieces."""
-    from shardwright.graph import write_metadata
+    from shardwright.coordinator import write_metadata
 
     store = Store(str(dest))
     write_metadata(plan, store)

@@ -141,10 +141,10 @@ def test_gpu_plans_are_made_anywhere_and_refuse_what_the_engine_cannot_run(
 def test_gpu_shard_tasks_ask_for_gpu_workers(tmp_path: pathlib.Path) -> None:
     """Shard tasks carry the GPU resource, and a cluster without GPU workers is refused."""
     plan = _plan(tmp_path, engine="gpu")
-    graph = api.convert(plan, scheduler="tcp://127.0.0.1:1", compute=False, progress=False)
-    annotations = [layer.annotations or {} for layer in graph.dask.layers.values()]
-    shard_layers = [a for a in annotations if a.get("retries")]
-    assert shard_layers and all(a["resources"] == {"GPU": 1} for a in shard_layers)
+    pending = api.convert(plan, scheduler="tcp://127.0.0.1:1", compute=False, progress=False)
+    assert isinstance(pending, api.PendingConversion)
+    nodes = pending.nodes()
+    assert nodes and all(node.gpu for node in nodes)
     with (
         LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster,
         Client(cluster) as client,

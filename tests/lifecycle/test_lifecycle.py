@@ -366,13 +366,15 @@ def test_two_jobs_on_one_multi_process_cluster(tmp_path: pathlib.Path) -> None:
         client.run(exec, slow, {})
         lazy = api.convert(source, str(dest), client=client, compute=False, **A_KW)
         assert not dest.exists()
-        running = client.compute(lazy)
-        while not list(dest.glob(".shardwright/lease-*")):
-            assert not running.done(), running
-            time.sleep(0.02)
-        with pytest.raises(LeaseHeld, match="is being written by another job"):
-            api.convert(other, str(dest), client=client, overwrite=True, **A_KW)
-        manifest = running.result()
+        assert isinstance(lazy, api.PendingConversion)
+        with ThreadPoolExecutor(1) as pool:
+            running = pool.submit(lazy.compute, client=client, progress=False)
+            while not list(dest.glob(".shardwright/lease-*")):
+                assert not running.done(), running
+                time.sleep(0.02)
+            with pytest.raises(LeaseHeld, match="is being written by another job"):
+                api.convert(other, str(dest), client=client, overwrite=True, **A_KW)
+            manifest = running.result()
     assert manifest["totals"]["shards"] == len(_stored_shards(dest))
     np.testing.assert_array_equal(_read(dest), vol)
     _clean(dest)  # the coordinator released the lease

@@ -1,0 +1,98 @@
+"""The coordinator's two steps for one dataset, run by the process that drives the job.
+
+First (`begin_dataset`): take the destination and begin the job there (lifecycle/job.py:
+the lease, the journal, a replaced dataset's manifest withdrawn), then write the metadata
+(`info` / `zarr.json`), so every shard task runs after it. Last (`finish_dataset`): once every
+shard is stored, the manifest from the receipts, written last; then what a replaced dataset
+owned and this one did not reuse is removed, and the lease released.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections.abc import Sequence
+
+from shardwright.lifecycle import journal, lease
+from shardwright.lifecycle.job import Claim, begin
+from shardwright.manifest import (
+    CompanionTotals,
+    Manifest,
+    ReceiptTable,
+    build_manifest,
+    metadata_digests,
+    metadata_text,
+    write_manifest,
+)
+from shardwright.planning import Plan
+from shardwright.store import JobRun, Store
+
+
+def write_metadata(plan: Plan, store: Store) -> dict[str, int]:
+    """The dataset's metadata objects (`info` or `zarr.json`; a zarr3 pyramid's level arrays
+    and multiscales group). Returns the requests it made, for the manifest's totals."""
+    before = store.requests.snapshot()
+    for key, document in plan.metadata_documents():
+        store.write_text(key, metadata_text(document))
+    return store.requests.since(before)
+
+
+@dataclasses.dataclass(frozen=True)
+class Begun:
+    """A dataset whose job has begun: the store its writes go through (carrying the job's
+    run; none for a job without a claim, in tests of the engine alone), when it began and the
+    requests made so far (the checks' and the first step's)."""
+
+    plan: Plan
+    store: Store
+    started: float
+    requests: list[dict[str, int]]
+
+
+def begin_dataset(
+    plan: Plan, store: Store, claim: Claim | None, preflight: dict[str, int] | None = None
+) -> Begun:
+    """The coordinator's first step for one dataset; `preflight`: the requests of the
+    checks before it, for the manifest's totals."""
+    started = time.time()
+    before = store.requests.snapshot()
+    run: JobRun | None = None
+    if claim is not None:
+        run, notices = begin(store, claim)
+        for notice in notices:
+            print(f"shardwright: {notice}", file=sys.stderr)
+    writer = store.with_run(run) if run is not None else store
+    write_metadata(plan, writer)
+    return Begun(plan, writer, started, [preflight or {}, store.requests.since(before)])
+
+
+def finish_dataset(
+    begun: Begun, receipts: ReceiptTable, companions: Sequence[CompanionTotals] = ()
+) -> Manifest:
+    """The coordinator's last step for one dataset, once every shard task has returned its
+    receipt. Temporaries of shard writes that died with their worker are removed first:
+    every shard is in place by now, so nothing still needs them. The last requests (cleanup,
+    the manifest's own PUT) are not in the manifest's totals."""
+    store = begun.store
+    store.remove_stale_temporaries()
+    metadata = metadata_digests(begun.plan.metadata_documents())
+    found = None
+    if store.run is not None:  # found (reads only) before the manifest marks the job done
+        keys, rows = receipts.keys(), receipts.rows()
+        stored = {k for k, f in zip(keys, rows["flags"], strict=True) if not f & receipts.EMPTY}
+        found = journal.replaced(store, stored | set(metadata), set(keys))
+    manifest = build_manifest(
+        begun.plan.describe(),
+        receipts,
+        time.time() - begun.started,
+        begun.requests,
+        companions=companions,
+        job=store.run.job if store.run is not None else None,
+        metadata=metadata,
+    )
+    write_manifest(store, manifest)
+    if found is not None:
+        journal.remove(store, found)
+        lease.release(store)
+    return manifest

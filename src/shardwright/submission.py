@@ -1,0 +1,270 @@
+"""Running a job: its shard tasks fed to the cluster through a bounded window.
+
+The driving process (the CLI, a notebook) is the job's coordinator: it begins each dataset
+(coordinator.py), then walks the plans' shard streams (graph.py) and keeps at most a window
+of tasks on the cluster at once, a few per worker thread, submitting the next as earlier ones
+finish. However many shards the plan has, the scheduler holds a window of tasks, the client
+holds the window's futures and a compact table of receipts (manifest.ReceiptTable), and the
+first tasks run as soon as the first shards are enumerated. Receipts are journaled by the
+shard tasks themselves as they store; here they are counted for progress and folded into the
+manifest, written once every task has returned.
+
+Two runners carry the tasks: a distributed client (a local cluster we start, or the user's
+scheduler; a task lost with its worker is recomputed elsewhere, up to TASK_RETRIES times) and
+a thread pool (`--scheduler threads` or `sync`, no cluster at all).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
+
+from shardwright.coordinator import Begun, begin_dataset, finish_dataset
+from shardwright.graph import Node, TaskContext, receipts_in, shard_nodes, task_total
+from shardwright.lifecycle.job import Job
+from shardwright.manifest import CompanionTotals, ReceiptTable
+from shardwright.progress import Progress
+
+TASK_RETRIES = 3  # a shard lost with its worker is recomputed elsewhere
+WINDOW_PER_THREAD = 4  # tasks on the cluster per worker thread: enough to never idle
+MIN_WINDOW = 8
+GPU_RESOURCE = "GPU"  # what GPU workers declare (dask-cuda-worker ... --resources GPU=1)
+THREADS_REFRESH_S = 5.0  # how often the window follows a cluster that grows or shrinks
+
+
+class Runner(Protocol):
+    """Where tasks run: submits them, says which finished, hands their results back."""
+
+    def threads(self) -> int: ...
+    def put(self, key: str, value: Any) -> Any: ...
+    def submit(self, node: Node, context: Any, inputs: list[Any]) -> Any: ...
+    def finished(self) -> list[Any]: ...
+    def results(self, handles: list[Any]) -> list[Any]: ...
+    def check(self, handle: Any) -> None: ...
+    def cancel(self, handles: list[Any]) -> None: ...
+    def released(self) -> None: ...
+
+
+class DistributedRunner:
+    """Tasks on a Dask distributed cluster, through `client`."""
+
+    def __init__(self, client: Any) -> None:
+        from distributed import as_completed
+
+        self.client = client
+        self._done = as_completed(loop=client.loop)
+
+    def threads(self) -> int:
+        return sum(self.client.nthreads().values())
+
+    def put(self, key: str, value: Any) -> Any:
+        # A task that returns the value rather than scattered data: the scheduler can
+        # recompute it if the worker holding it is lost.
+        return self.client.submit(_identity, value, key=key, pure=False)
+
+    def submit(self, node: Node, context: Any, inputs: list[Any]) -> Any:
+        resources = {"resources": {GPU_RESOURCE: 1}} if node.gpu else {}
+        future = self.client.submit(
+            node.run,
+            context,
+            node.shard,
+            *inputs,
+            key=node.key,
+            pure=False,
+            retries=TASK_RETRIES,
+            **resources,
+        )
+        self._done.add(future)
+        return future
+
+    def finished(self) -> list[Any]:
+        return self._done.next_batch(block=True)
+
+    def results(self, handles: list[Any]) -> list[Any]:
+        return self.client.gather(handles) if handles else []
+
+    def check(self, handle: Any) -> None:
+        if handle.status == "error":
+            handle.result()  # raises the task's error
+
+    def cancel(self, handles: list[Any]) -> None:
+        if handles:
+            self.client.cancel(handles)
+
+    def released(self) -> None:
+        """Once finished futures are dropped, their release reaches the scheduler before the
+        next submission: the client queues a release on its event loop, which queues the
+        message itself behind whatever was queued meanwhile; a turn of the loop here puts
+        the message ahead of the next task."""
+        self.client.sync(_loop_turn)
+
+
+class ThreadRunner:
+    """Tasks on a pool of threads of this process (one thread: `--scheduler sync`). The
+    stream submits a task after those it takes, and the pool starts them in that order, so a
+    task waiting for its inputs waits only for tasks already running."""
+
+    def __init__(self, threads: int) -> None:
+        self._threads = threads
+        self._pool = concurrent.futures.ThreadPoolExecutor(threads, "shardwright-task")
+        self._pending: set[concurrent.futures.Future[Any]] = set()
+
+    def threads(self) -> int:
+        return self._threads
+
+    def put(self, key: str, value: Any) -> Any:
+        return value
+
+    def submit(self, node: Node, context: Any, inputs: list[Any]) -> Any:
+        future = self._pool.submit(_call_when_ready, node, context, inputs)
+        self._pending.add(future)
+        return future
+
+    def finished(self) -> list[Any]:
+        done, self._pending = concurrent.futures.wait(
+            self._pending, return_when=concurrent.futures.FIRST_COMPLETED
+        )
+        return list(done)
+
+    def results(self, handles: list[Any]) -> list[Any]:
+        return [handle.result() for handle in handles]
+
+    def check(self, handle: Any) -> None:
+        handle.result()
+
+    def cancel(self, handles: list[Any]) -> None:
+        for handle in handles:
+            handle.cancel()
+
+    def released(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+async def _loop_turn() -> None:
+    pass
+
+
+def _call_when_ready(node: Node, context: Any, inputs: list[Any]) -> Any:
+    return node.run(context, node.shard, *(handle.result() for handle in inputs))
+
+
+class Window:
+    """Feeds nodes to a runner, at most `size` unfinished at once (by default a few per
+    worker thread, following the cluster as it grows or shrinks)."""
+
+    def __init__(self, runner: Runner, size: int | None = None) -> None:
+        if size is not None and size < 1:
+            raise ValueError(f"the submission window must be at least 1 task, not {size}")
+        self.runner = runner
+        self.fixed = size
+        self._size = 0
+        self._sized_at = -THREADS_REFRESH_S
+        self.peak = 0  # the most tasks it had unfinished at once
+
+    def size(self) -> int:
+        if self.fixed is not None:
+            return self.fixed
+        if time.monotonic() - self._sized_at >= THREADS_REFRESH_S:
+            self._size = max(MIN_WINDOW, WINDOW_PER_THREAD * self.runner.threads())
+            self._sized_at = time.monotonic()
+        return self._size
+
+    def run(
+        self, streams: Sequence[tuple[Any, Iterator[Node], ReceiptTable]], progress: Progress
+    ) -> None:
+        """Run every node of `streams` (each: a dataset's context handle, its nodes and the
+        table its receipts go to); raises the first task error, the rest cancelled."""
+        held: dict[str, list[Any]] = {}  # results later nodes take: key -> [handle, takers]
+        waiting: dict[Any, tuple[Node, ReceiptTable]] = {}
+        try:
+            for context, nodes, table in streams:
+                for node in nodes:
+                    while len(waiting) >= self.size():
+                        self._settle(waiting, progress)
+                        self.runner.released()
+                    inputs = [self._take(held, key) for key in node.inputs]
+                    handle = self.runner.submit(node, context, inputs)
+                    if node.consumers:
+                        held[node.key] = [handle, node.consumers]
+                    waiting[handle] = (node, table)
+                    self.peak = max(self.peak, len(waiting))
+            while waiting:
+                self._settle(waiting, progress)
+        except BaseException:
+            self.runner.cancel([*waiting, *(entry[0] for entry in held.values())])
+            raise
+
+    @staticmethod
+    def _take(held: dict[str, list[Any]], key: str) -> Any:
+        """The handle of an earlier node's result, forgotten once its last taker has it."""
+        entry = held[key]
+        entry[1] -= 1
+        if not entry[1]:
+            del held[key]
+        return entry[0]
+
+    def _settle(self, waiting: dict[Any, tuple[Node, ReceiptTable]], progress: Progress) -> None:
+        """Wait for some tasks to finish; fold in the receipts of those that carry them."""
+        done = self.runner.finished()
+        carrying = [handle for handle in done if not waiting[handle][0].consumers]
+        for handle in done:
+            if waiting[handle][0].consumers:
+                self.runner.check(handle)
+        for handle, result in zip(carrying, self.runner.results(carrying), strict=True):
+            receipts = receipts_in(result)
+            table = waiting[handle][1]
+            for receipt in receipts:
+                table.add(receipt)
+            progress.add(receipts)
+        for handle in done:
+            del waiting[handle]
+
+
+def run_job(
+    job: Job,
+    runner: Runner,
+    *,
+    resume: bool = False,
+    window: int | None = None,
+    progress: Progress | None = None,
+    preflight_requests: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """Run `job` on `runner` and return its manifest (the volume's; each companion's own is
+    written in its destination). Its leases are renewed from this process while it runs."""
+    token = uuid.uuid4().hex[:8]
+    progress = progress or Progress(0, enabled=False)
+    with job.renewer():
+        begun: list[Begun] = []
+        for i, dataset in enumerate(job.datasets):
+            preflight = preflight_requests if i == 0 else None
+            begun.append(begin_dataset(dataset.plan, dataset.store, dataset.claim, preflight))
+        tables = [ReceiptTable() for _ in begun]
+        streams = [
+            (
+                runner.put(
+                    f"context-{i}-{token}",
+                    TaskContext(b.plan.for_shard_tasks(), b.store, resume),
+                ),
+                shard_nodes(b.plan, token),
+                table,
+            )
+            for i, (b, table) in enumerate(zip(begun, tables, strict=True))
+        ]
+        progress.start(sum(task_total(b.plan) for b in begun))
+        Window(runner, window).run(streams, progress)
+        progress.finish()
+        companions = [
+            CompanionTotals(b.plan.dest, finish_dataset(b, table).totals)
+            for b, table in zip(begun[1:], tables[1:], strict=True)
+        ]
+        return finish_dataset(begun[0], tables[0], companions).to_json()
