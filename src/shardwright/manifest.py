@@ -200,7 +200,7 @@ def metadata_digests(documents: Iterable[tuple[str, dict[str, Any]]]) -> dict[st
 
 class ReceiptTable:
     """Shard receipts folded as they arrive, in a compact form: a job of 10^6 shards keeps
-    about 60 bytes per shard (fixed-width fields in NumPy blocks, keys in one byte buffer,
+    about 40 bytes per shard (fixed-width fields in NumPy blocks, keys in one byte buffer,
     requests summed) instead of a Python object per receipt."""
 
     BLOCK = 4096
