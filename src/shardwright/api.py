@@ -16,7 +16,7 @@ from shardwright.planning import ConversionPlan, ObjectPlan, plan_conversion
 from shardwright.progress import Progress
 from shardwright.sources import Source
 from shardwright.store import Store
-from shardwright.submission import run_job
+from shardwright.submission import check_window, run_job
 from shardwright.verification import verify
 
 __all__ = [
@@ -111,8 +111,7 @@ class PendingConversion:
     """
 
     def __init__(self, job: Job, *, resume: bool, window: int | None) -> None:
-        if window is not None and window < 1:
-            raise PlanError(f"the submission window must be at least 1 task, not {window}")
+        check_window(window)  # before anything is written
         self.job = job
         self.resume = resume
         self.window = window

@@ -77,11 +77,6 @@ def finish_dataset(
     store = begun.store
     store.remove_stale_temporaries()
     metadata = metadata_digests(begun.plan.metadata_documents())
-    found = None
-    if store.run is not None:  # found (reads only) before the manifest marks the job done
-        keys, rows = receipts.keys(), receipts.rows()
-        stored = {k for k, f in zip(keys, rows["flags"], strict=True) if not f & receipts.EMPTY}
-        found = journal.replaced(store, stored | set(metadata), set(keys))
     manifest = build_manifest(
         begun.plan.describe(),
         receipts,
@@ -91,6 +86,10 @@ def finish_dataset(
         job=store.run.job if store.run is not None else None,
         metadata=metadata,
     )
+    found = None
+    if store.run is not None:  # found (reads only) before the manifest marks the job done
+        stored = {shard.key for shard in manifest.shards} | set(metadata)
+        found = journal.replaced(store, stored, set(receipts.keys()))
     write_manifest(store, manifest)
     if found is not None:
         journal.remove(store, found)

@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 from shardwright.coordinator import Begun, begin_dataset, finish_dataset
+from shardwright.errors import PlanError
 from shardwright.graph import Node, TaskContext, receipts_in, shard_nodes, task_total
 from shardwright.lifecycle.job import Job
 from shardwright.manifest import CompanionTotals, ReceiptTable
@@ -158,13 +159,18 @@ def _call_when_ready(node: Node, context: Any, inputs: list[Any]) -> Any:
     return node.run(context, node.shard, *(handle.result() for handle in inputs))
 
 
+def check_window(size: int | None) -> None:
+    """Refuse a window that could hold no task (None: sized from the cluster)."""
+    if size is not None and size < 1:
+        raise PlanError(f"the submission window must be at least 1 task, not {size}")
+
+
 class Window:
     """Feeds nodes to a runner, at most `size` unfinished at once (by default a few per
     worker thread, following the cluster as it grows or shrinks)."""
 
     def __init__(self, runner: Runner, size: int | None = None) -> None:
-        if size is not None and size < 1:
-            raise ValueError(f"the submission window must be at least 1 task, not {size}")
+        check_window(size)
         self.runner = runner
         self.fixed = size
         self._size = 0
