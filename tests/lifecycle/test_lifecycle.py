@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import dask
+import distributed  # noqa: F401 - its config defaults, before the dask.config.set below
 import numpy as np
 import pytest
 import tensorstore as ts
@@ -182,6 +183,8 @@ def test_overwrite_keeps_the_old_dataset_when_the_new_job_cannot_start(
     dest = tmp_path / "out"
     api.convert(a, str(dest), scheduler="sync", progress=False, **A_KW)
     before = _tree(dest)
+    # distributed is imported at the top: a config.set made before its defaults exist removes,
+    # on exit, the whole "distributed" section it found absent, and no later cluster starts.
     with (
         dask.config.set({"distributed.comm.timeouts.connect": "1s"}),
         pytest.raises(OSError, match="127.0.0.1:9"),
