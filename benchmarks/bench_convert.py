@@ -1,15 +1,27 @@
-"""Whole-process conversion time: shardwright vs TensorStore (and zarr-python for zarr3),
-on the same volume, with the same chunking and sharding, in the same run.
+"""Whole-process conversion time: shardwright vs TensorStore and zarr-python (its own
+pipeline and the `zarrs` one) on the same volume, with the same chunking and sharding, in the
+same run, and each case against this machine's limit for its work.
 
-Cases (issue targets on the 2-core machine in brackets, as TensorStore time / ours):
-  precomputed raw, 512 MiB uint8 EM-like image              [>= 3x]
-  precomputed raw + gzip, same image                        [>= 3x]
-  precomputed compressed_segmentation + gzip, uint64 labels [>= 1.5x]
-  zarr3 gzip, same image, also vs zarr-python               [>= 3x]
+Cases (512 MiB volumes; `--scale 4` for 2 GiB):
+  precomputed raw, uint8 EM-like image                      limit: one copy of the source
+  precomputed raw + gzip, same image                        limit: gzip of every chunk
+  precomputed compressed_segmentation + gzip, uint64 labels limit: cseg + gzip of every chunk
+  zarr3 gzip, same image                                    limit: gzip of every chunk
+  zarr3 zstd, same image                                    limit: zstd of every chunk
 
 Each tool runs in its own fresh Python process (start-up, imports and, for us, the local
 Dask cluster included) and must read the .npy source and write the sharded dataset to local
 disk. Every output is read back and compared with the source before its time counts.
+
+The limits: for raw output, one read and one write of the bytes (`shutil.copyfile` of the
+source, through the page cache like the conversions); for a codec-bound case, the codec's own
+time on the very chunks of the conversion, in one thread, divided by the cores (the fastest
+implementation on the machine: ISA-L for gzip at the level the plan maps to, `zstandard`, the
+faster of the reference compressed_segmentation library and ours). `ratio_limit_over_ours` is
+that time over our whole-process time (1.0 = the machine's limit, start-up included).
+
+The fixed cost of a small job: the raw case at 512 MiB on the default local cluster and on the
+threads scheduler, same process start-up; the difference is what the cluster costs.
 """
 
 from __future__ import annotations
@@ -23,15 +35,21 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import compressed_segmentation as reference_cseg
 import numpy as np
 import tensorstore as ts
+import zstandard
+from isal import igzip
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from _common import write_result  # noqa: E402
 
 from shardwright import api  # noqa: E402
+from shardwright.codecs.compressed_segmentation import CompressedSegmentationEncoding  # noqa: E402
+from shardwright.codecs.gzip import isal_level  # noqa: E402
 from shardwright.demo import write_demo_volumes  # noqa: E402
 
 TENSORSTORE_PRECOMPUTED = """
@@ -59,17 +77,36 @@ store.write(data).result()
 
 ZARR_PYTHON = """
 import json, sys, numpy as np, zarr
-from zarr.codecs import GzipCodec
+from zarr.codecs import GzipCodec, ZstdCodec
 src, dest, meta = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+if sys.argv[4] == "zarrs":
+    import zarrs  # noqa: F401  (registers the pipeline)
+    zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline"})
 data = np.load(src, mmap_mode="r")
 sharding = meta["codecs"][0]["configuration"]
-level = sharding["codecs"][1]["configuration"]["level"]
+codec = sharding["codecs"][1]
+compressor = {"gzip": GzipCodec, "zstd": ZstdCodec}[codec["name"]](**codec["configuration"])
 arr = zarr.create_array(dest, shape=data.shape, dtype=data.dtype,
                         shards=meta["chunk_grid"]["configuration"]["chunk_shape"],
-                        chunks=sharding["chunk_shape"], compressors=GzipCodec(level=level),
+                        chunks=sharding["chunk_shape"], compressors=compressor,
                         dimension_names=meta.get("dimension_names"), fill_value=0)
 arr[...] = data
 """
+
+ZARR_PIPELINES = {"zarr_python": "default", "zarr_python_zarrs": "zarrs"}
+
+# A codec-bound case's work, stage by stage, each with the implementations to take the fastest of.
+Encoders = list[tuple[str, list[Callable[[Any], Any]]]]
+GZIP = ("gzip", [lambda data: igzip.compress(data, isal_level(6), mtime=0)])
+ZSTD_COMPRESSOR = zstandard.ZstdCompressor(level=3, write_checksum=False)
+ZSTD = ("zstd", [ZSTD_COMPRESSOR.compress])
+CSEG = (
+    "compressed_segmentation",
+    [
+        lambda zyx: CompressedSegmentationEncoding().encode(zyx.T),
+        lambda zyx: reference_cseg.compress(zyx.T, block_size=(8, 8, 8), order="F"),
+    ],
+)
 
 
 def _timed(args: list[str]) -> float:
@@ -119,17 +156,21 @@ def run_case(
     runs: dict[str, list[str]] = {"ours": cmd}
     _, metadata = plan.metadata_document()
     for peer in peers:
+        dest = str(workdir / f"{name}-{peer}")
         if peer == "tensorstore":
             script = TENSORSTORE_PRECOMPUTED if plan.info is not None else TENSORSTORE_ZARR3
+            runs[peer] = [sys.executable, "-c", script, source, dest, json.dumps(metadata)]
         else:
-            script = ZARR_PYTHON
-        dest = str(workdir / f"{name}-{peer}")
-        runs[peer] = [sys.executable, "-c", script, source, dest, json.dumps(metadata)]
+            runs[peer] = [
+                *[sys.executable, "-c", ZARR_PYTHON, source, dest, json.dumps(metadata)],
+                ZARR_PIPELINES[peer],
+            ]
     figures: dict[str, Any] = {"source_bytes": int(data.nbytes), "plan": plan.describe()}
     best = {tool: float("inf") for tool in runs}
+    destinations = {tool: ours_dest if tool == "ours" else args[4] for tool, args in runs.items()}
     for _ in range(repeat):
         for tool, args in runs.items():
-            dest = ours_dest if tool == "ours" else args[-2]
+            dest = destinations[tool]
             shutil.rmtree(dest, ignore_errors=True)
             best[tool] = min(best[tool], _timed(args))
             _check(dest, driver, data)
@@ -142,13 +183,9 @@ def run_case(
     return figures
 
 
-def floors(source: str, workdir: pathlib.Path, repeat: int) -> dict[str, Any]:
-    """What no tool can beat on this machine, to read the ratios against: starting Python
-    with our imports and a local Dask cluster's, starting Python with TensorStore's, and
-    copying the source's bytes once (read + write through the page cache, no reordering)."""
-    ours = [sys.executable, "-c", "import shardwright.cli, distributed"]
-    theirs = [sys.executable, "-c", "import numpy, tensorstore"]
-    copy = workdir / "copy-floor.bin"
+def copy_limit(source: str, workdir: pathlib.Path, repeat: int) -> float:
+    """One read and one write of the source's bytes: what raw output cannot beat."""
+    copy = workdir / "copy-limit.bin"
 
     def copy_once() -> float:
         started = time.perf_counter()
@@ -157,10 +194,72 @@ def floors(source: str, workdir: pathlib.Path, repeat: int) -> dict[str, Any]:
         copy.unlink()
         return seconds
 
+    return min(copy_once() for _ in range(repeat))
+
+
+def _chunks(source: str, chunk_zyx: tuple[int, int, int]) -> Iterator[np.ndarray]:
+    """Every chunk of the source, C-contiguous (z, y, x): the bytes a raw chunk holds."""
+    data = np.load(source, mmap_mode="r")
+    cz, cy, cx = chunk_zyx
+    for z in range(0, data.shape[0], cz):
+        for y in range(0, data.shape[1], cy):
+            for x in range(0, data.shape[2], cx):
+                yield np.ascontiguousarray(data[z : z + cz, y : y + cy, x : x + cx])
+
+
+def codec_limit(source: str, chunk_zyx: tuple[int, int, int], encoders: Encoders) -> dict:
+    """The codec's own time on every chunk of the conversion, one thread, over the cores; for
+    each stage the fastest of the implementations given (chunks taken out untimed)."""
+    seconds: dict[str, float] = {}
+    for chunk in _chunks(source, chunk_zyx):
+        data: Any = chunk
+        for stage, implementations in encoders:
+            fastest = float("inf")
+            for encode in implementations:
+                started = time.perf_counter()
+                out = encode(data)
+                fastest = min(fastest, time.perf_counter() - started)
+            seconds[stage] = seconds.get(stage, 0.0) + fastest
+            data = out
+    cores = os.cpu_count() or 1
+    total = sum(seconds.values())
+    return {
+        "codec_one_thread_s": total,
+        "codec_stages_one_thread_s": seconds,
+        "cores": cores,
+        "limit_s": total / cores,
+    }
+
+
+def fixed_cost(source: str, workdir: pathlib.Path, repeat: int) -> dict[str, float]:
+    """The same small raw job on the default local cluster and on the threads scheduler."""
+    dest = workdir / "fixed-cost"
+    base = [sys.executable, "-m", "shardwright.cli", "convert", source, str(dest), "--quiet"]
+    base += ["--chunk-size", "64,64,64", "--resolution", "8,8,40"]
+    best = {"local": float("inf"), "threads": float("inf")}
+    for _ in range(repeat):
+        for scheduler in best:
+            shutil.rmtree(dest, ignore_errors=True)
+            best[scheduler] = min(best[scheduler], _timed([*base, "--scheduler", scheduler]))
+    shutil.rmtree(dest, ignore_errors=True)
+    return {
+        "source_bytes": int(np.load(source, mmap_mode="r").nbytes),
+        "local_s": best["local"],
+        "threads_s": best["threads"],
+        "cluster_cost_s": best["local"] - best["threads"],
+    }
+
+
+def floors(source: str, workdir: pathlib.Path, repeat: int) -> dict[str, Any]:
+    """What no tool can beat on this machine, to read the ratios against: starting Python
+    with our imports and a local Dask cluster's, starting Python with TensorStore's, and
+    copying the source's bytes once (read + write through the page cache, no reordering)."""
+    ours = [sys.executable, "-c", "import shardwright.cli, distributed"]
+    theirs = [sys.executable, "-c", "import numpy, tensorstore"]
     return {
         "ours_start_and_imports_s": min(_timed(ours) for _ in range(repeat)),
         "tensorstore_start_and_imports_s": min(_timed(theirs) for _ in range(repeat)),
-        "copy_source_once_s": min(copy_once() for _ in range(repeat)),
+        "copy_source_once_s": copy_limit(source, workdir, repeat),
     }
 
 
@@ -208,29 +307,49 @@ def main() -> None:
     if not os.path.exists(labels):
         write_demo_volumes(label_size, None, labels)
     common = {"chunk_size": (64, 64, 64), "resolution": (8, 8, 40)}
-    cases = {
-        "precomputed_raw": (image, {**common, "compression": "none"}, ["tensorstore"]),
-        "precomputed_gzip": (image, {**common, "compression": "gzip"}, ["tensorstore"]),
+    chunk = (64, 64, 64)
+    zarr_peers = ["tensorstore", "zarr_python", "zarr_python_zarrs"]
+    cases: dict[str, tuple[str, dict[str, Any], list[str], Encoders | None]] = {
+        "precomputed_raw": (image, {**common, "compression": "none"}, ["tensorstore"], None),
+        "precomputed_gzip": (image, {**common, "compression": "gzip"}, ["tensorstore"], [GZIP]),
         "precomputed_cseg": (
             labels,
             {**common, "encoding": "compressed_segmentation", "layer_type": "segmentation"},
             ["tensorstore"],
+            [CSEG, GZIP],
         ),
         "zarr3_gzip": (
             image,
             {**common, "format": "zarr3", "compression": "gzip"},
-            ["tensorstore", "zarr_python"],
+            zarr_peers,
+            [GZIP],
+        ),
+        "zarr3_zstd": (
+            image,
+            {**common, "format": "zarr3", "compression": "zstd"},
+            zarr_peers,
+            [ZSTD],
         ),
     }
     if args.cases:
         cases = {name: cases[name] for name in args.cases.split(",")}
-    figures = {}
-    for name, (source, options, peers) in cases.items():
-        figures[name] = run_case(
+    figures: dict[str, Any] = {}
+    for name, (source, options, peers, encoders) in cases.items():
+        figures[name] = case = run_case(
             name, source, workdir, options, peers, args.scheduler, args.workers, args.repeat
         )
-        ratios = {k: round(v, 2) for k, v in figures[name].items() if k.startswith("ratio")}
-        print(f"{name}: ours {figures[name]['ours_s']:.2f} s  {ratios}", flush=True)
+        if encoders is None:
+            case["limit"] = {"kind": "copy", "limit_s": copy_limit(source, workdir, args.repeat)}
+        else:
+            case["limit"] = {"kind": "codec", **codec_limit(source, chunk, encoders)}
+        case["ratio_limit_over_ours"] = case["limit"]["limit_s"] / case["ours_s"]
+        ratios = {k: round(v, 2) for k, v in case.items() if k.startswith("ratio")}
+        print(f"{name}: ours {case['ours_s']:.2f} s  {ratios}", flush=True)
+    small = str(workdir / "image-1024x1024x512.npy")
+    if not os.path.exists(small):
+        write_demo_volumes((1024, 1024, 512), small, None)
+    figures["fixed_cost"] = fixed = fixed_cost(small, workdir, args.repeat)
+    print(f"fixed cost: {json.dumps({k: round(v, 3) for k, v in fixed.items()})}", flush=True)
     figures["floors"] = floor = floors(image, workdir, args.repeat)
     # The best ratio any converter started like ours could reach on the raw image: TensorStore's
     # time over our start-up plus one plain copy of the bytes.
@@ -253,7 +372,10 @@ def main() -> None:
     path = write_result(
         name,
         figures,
-        ("shardwright", "tensorstore", "zarr", "dask", "distributed", "isal"),
+        (
+            *("shardwright", "tensorstore", "zarr", "zarrs", "dask", "distributed", "isal"),
+            *("zstandard", "compressed-segmentation"),
+        ),
     )
     print(f"wrote {path}")
 
