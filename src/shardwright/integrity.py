@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import google_crc32c
+import crc32c
 import numpy as np
 
 from shardwright.formats import zarr3_metadata, zarr3_sharding
@@ -34,7 +34,7 @@ class ShardSummary:
 def stream_crc32c(store: Store, key: str, size: int) -> int:
     crc = 0
     for start in range(0, size, CRC_BLOCK):
-        crc = google_crc32c.extend(crc, store.read_range(key, start, min(start + CRC_BLOCK, size)))
+        crc = crc32c.crc32c(store.read_range(key, start, min(start + CRC_BLOCK, size)), crc)
     return crc
 
 

@@ -8,7 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shardwright.codecs import chunk_encoding
+from shardwright.codecs.raw import RawEncoding
 from shardwright.engine.aggregate import EncodedChunks, arrange_precomputed, arrange_zarr3
+from shardwright.engine.blocks import block_cells
 from shardwright.engine.scatter import scatter_precomputed, scatter_zarr3
 from shardwright.formats import zarr3_sharding
 from shardwright.formats.morton import compressed_morton_code
@@ -88,3 +90,43 @@ def test_zarr3_shard_through_scatter_and_aggregate_equals_encode_shard() -> None
         for k, c in enumerate(coords.tolist())
     }
     assert shard == zarr3_sharding.encode_shard(blobs, grid, "end")
+
+
+@given(dims, chunks, st.sampled_from(["uint8", "uint16", "uint64"]), st.integers(0, 3))
+def test_block_cells_yield_every_chunk_in_grid_order_as_the_raw_encoding_views(
+    shape: tuple[int, ...], chunk: tuple[int, int, int], dtype: str, origin: int
+) -> None:
+    """The CPU engine's chunks: x fastest over the block's grid (as the slicing it replaced),
+    each equal to its slice of the block, and its raw bytes a view without a copy."""
+    rng = np.random.default_rng(sum(shape))
+    voxels = (rng.random(shape) * 200).astype(dtype)
+    grid = [-(-n // c) for n, c in zip(shape[:3], chunk, strict=False)]
+    start = (origin, 2 * origin, 3 * origin)
+    stop = tuple(s + g for s, g in zip(start, grid, strict=True))
+    cells = list(block_cells((start, stop, voxels), chunk))
+    expected_order = [
+        (start[0] + x, start[1] + y, start[2] + z)
+        for z in range(grid[2])
+        for y in range(grid[1])
+        for x in range(grid[0])
+    ]
+    assert [coord for coord, _ in cells] == expected_order
+    raw = RawEncoding()
+    for (gx, gy, gz), cell in cells:
+        lo = [(g - s) * c for g, s, c in zip((gx, gy, gz), start, chunk, strict=True)]
+        piece = voxels[lo[0] : lo[0] + chunk[0], lo[1] : lo[1] + chunk[1], lo[2] : lo[2] + chunk[2]]
+        assert np.array_equal(cell, piece)
+        view = raw.encoded_view(cell)
+        assert isinstance(view, memoryview) and view.readonly
+        assert np.shares_memory(np.frombuffer(view, np.uint8), cell)
+        assert bytes(view) == raw.encode(piece)
+
+
+def test_raw_encoded_view_copies_what_is_not_laid_out_as_stored() -> None:
+    """A strided, writable or big-endian chunk is encoded (a copy), never aliased."""
+    raw = RawEncoding()
+    volume = np.arange(4 * 5 * 6, dtype="<u2").reshape(4, 5, 6, order="F")
+    for chunk in (volume[1:3], volume.copy(order="F"), volume.astype(">u2", order="F")):
+        chunk_copy = chunk.copy()
+        out = raw.encoded_view(chunk)
+        assert isinstance(out, bytes) and out == raw.encode(chunk_copy)

@@ -18,6 +18,7 @@ import tensorstore as ts
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shardwright.formats.spool import ChunkSpool
 from shardwright.precomputed import (
     ShardedReader,
     ShardFormatError,
@@ -313,3 +314,25 @@ def test_minishard_listing_foreign_ids_is_rejected() -> None:
     wrong = ShardingSpec(minishard_bits=1, preshift_bits=1)  # 2 >> 1 lands in minishard 1
     with pytest.raises(ShardFormatError, match="another minishard"):
         wrong.decode_shard(data)
+
+
+def test_spool_keeps_read_only_views_and_copies_what_its_owner_could_change() -> None:
+    """A read-only view is held as given (no second copy of a raw chunk); a bytearray or a
+    writable view is copied, so changing it afterwards cannot change the shard."""
+    frozen = np.arange(64, dtype=np.uint8)
+    frozen.flags.writeable = False
+    mutable = bytearray(b"abcd")
+    writable = np.zeros(8, np.uint8)
+    spool = ChunkSpool(memory_budget=1 << 20)
+    kept = spool.append(memoryview(frozen.data))
+    copied = spool.append(mutable)
+    viewed = spool.append(memoryview(writable.data))
+    mutable[:] = b"wxyz"
+    writable[:] = 7
+    assert np.shares_memory(np.frombuffer(spool.get(kept), np.uint8), frozen)
+    assert bytes(spool.get(copied)) == b"abcd"
+    assert bytes(spool.get(viewed)) == bytes(8)
+    assert spool.nbytes == 64 + 4 + 8
+    spool.append(b"x" * (1 << 20))  # over the budget: everything moves to the spool file
+    assert spool.spilled and bytes(spool.get(kept)) == frozen.tobytes()
+    spool.close()

@@ -25,6 +25,19 @@ class RawEncoding:
         # One copy: tobytes(order="F") gathers any strided view straight into the output.
         return data.tobytes(order="F")
 
+    def encoded_view(self, chunk: np.ndarray) -> Buffer:
+        """`encode`'s bytes as a read-only view of `chunk`, without a copy, when the chunk is
+        already laid out as the encoding stores it (read-only, Fortran-contiguous [x, y, z, c],
+        little-endian: the CPU engine's scattered chunks); otherwise `encode`."""
+        data = as_xyzc(chunk)
+        if (
+            data.flags.f_contiguous
+            and not data.flags.writeable
+            and data.dtype == data.dtype.newbyteorder("<")
+        ):
+            return memoryview(data.reshape(-1, order="F").view(np.uint8).data)
+        return self.encode(chunk)
+
     def decode(
         self, data: Buffer, shape_xyzc: tuple[int, int, int, int], dtype: DTypeLike
     ) -> np.ndarray:

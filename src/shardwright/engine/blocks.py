@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from shardwright.arrays import Array, Namespace
+from shardwright.engine.scatter import precomputed_regions
 from shardwright.engine.stages import Stages, timer
 from shardwright.planning import ConversionPlan, ShardTask
 
@@ -50,20 +51,23 @@ def epoch_blocks(
 
 
 def block_cells(block: Block, chunk: Triple) -> Iterator[Cell]:
-    """The chunks of a block, x fastest, as views (edge chunks truncated)."""
-    (x0, y0, z0), (x1, y1, z1), voxels = block
-    for gz in range(z0, z1):
-        for gy in range(y0, y1):
-            for gx in range(x0, x1):
-                lo = _voxel((gx - x0, gy - y0, gz - z0), chunk)
-                yield (
-                    (gx, gy, gz),
-                    voxels[
-                        lo[0] : lo[0] + chunk[0],
-                        lo[1] : lo[1] + chunk[1],
-                        lo[2] : lo[2] + chunk[2],
-                    ],
-                )
+    """The chunks of a block, x fastest, each a read-only view contiguous in its precomputed
+    raw order ([x, y, z, c] Fortran order; edge chunks truncated).
+
+    The block is scattered into chunk-major layout in one copy per region of equal chunk shape
+    (`scatter.precomputed_regions`, the batched engine's scatter): cutting strided views chunk
+    by chunk and gathering each on its own was three times slower, the voxels being read 64
+    bytes at a time across a thousand pages per chunk. Chunks keep the order of the grid.
+    """
+    (x0, y0, z0), _, voxels = block
+    scattered = []
+    for chunks, coords in precomputed_regions(np, voxels, chunk):
+        chunks.flags.writeable = False  # chunk views may be kept as they are (ChunkSpool)
+        for index, (gx, gy, gz) in enumerate(coords.tolist()):
+            scattered.append(((gz, gy, gx), (gx + x0, gy + y0, gz + z0), chunks[index]))
+    scattered.sort(key=lambda item: item[0])
+    for _, coord, czyx in scattered:
+        yield coord, czyx.transpose(3, 2, 1, 0)
 
 
 def cells(blocks: Iterable[Block], chunk: Triple) -> Iterator[Cell]:

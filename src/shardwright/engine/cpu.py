@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
+from shardwright.codecs.base import Buffer
+from shardwright.codecs.raw import RawEncoding
 from shardwright.engine.blocks import (
     Block,
     Cell,
@@ -71,6 +73,7 @@ class CpuProducer:
             spool_dir=self.spool_dir,
             level=plan.options.compression_level,
         )
+        encode: Callable[[np.ndarray], Buffer] = encoding.encode
         try:
             if task.scattered:
                 assert task.shard_number is not None
@@ -79,8 +82,10 @@ class CpuProducer:
                 chunks = scattered_cells(plan, coords)
             else:
                 chunk_id, chunks = _box_ids(plan, task), self._cells()
+                if isinstance(encoding, RawEncoding):  # the scattered chunks are their bytes
+                    encode = encoding.encoded_view
             for coord, voxels in chunks:
-                builder.add(chunk_id(coord), encoding.encode(voxels))
+                builder.add(chunk_id(coord), encode(voxels))
             return builder.finish()
         except BaseException:
             builder.close()

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-import google_crc32c
+import crc32c
 
 Piece = bytes | bytearray | memoryview
 
@@ -23,7 +23,7 @@ def write_pieces(pieces: Iterable[Piece], out: BinaryIO | None) -> tuple[int, in
         if out is not None:
             out.write(piece)
         size += len(piece)
-        crc = google_crc32c.extend(crc, piece if isinstance(piece, bytes) else bytes(piece))
+        crc = crc32c.crc32c(piece, crc)  # any buffer, no copy
     return size, crc
 
 

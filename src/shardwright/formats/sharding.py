@@ -24,7 +24,7 @@ import numpy.typing as npt
 from shardwright.codecs import byte_codec
 from shardwright.errors import ShardFormatError, ShardingSpecError
 from shardwright.formats.murmurhash import murmurhash3_x86_128_low64
-from shardwright.formats.shardfile import ShardFile
+from shardwright.formats.shardfile import Piece, ShardFile
 from shardwright.formats.spool import DEFAULT_MEMORY_BUDGET, ChunkSpool
 
 SHARDING_TYPE = "neuroglancer_uint64_sharded_v1"
@@ -305,16 +305,14 @@ class ShardBuilder:
     def spilled(self) -> bool:
         return self._spool.spilled
 
-    def add(self, chunk_id: int, payload: bytes | memoryview, *, prefix: bytes = b"") -> None:
+    def add(self, chunk_id: int, payload: Piece, *, prefix: bytes = b"") -> None:
         """Add a chunk; the spec's `data_encoding` (e.g. gzip) is applied here (not to
         `prefix`: bytes stored right before the chunk that no index entry covers)."""
         if self._encoder is not None:
             payload = self._encoder.compress(payload)
         self.add_encoded(chunk_id, payload, prefix=prefix)
 
-    def add_encoded(
-        self, chunk_id: int, stored: bytes | memoryview, *, prefix: bytes = b""
-    ) -> None:
+    def add_encoded(self, chunk_id: int, stored: Piece, *, prefix: bytes = b"") -> None:
         """Add a chunk whose bytes already carry the `data_encoding` (e.g. GPU-compressed)."""
         self._ids.append(int(chunk_id))
         self._prefix_sizes.append(len(prefix))
@@ -346,7 +344,7 @@ class ShardBuilder:
         )
         spool = self._spool
 
-        def pieces() -> Iterator[bytes]:
+        def pieces() -> Iterator[bytes | memoryview]:
             yield layout.header
             yield from spool.iter_in_order(layout.order)
             yield from layout.index_blobs

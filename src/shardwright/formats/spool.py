@@ -24,7 +24,7 @@ class ChunkSpool:
             raise ValueError(f"memory_budget must be >= 0, got {memory_budget}")
         self._budget = memory_budget
         self._spool_dir = spool_dir
-        self._blobs: list[bytes] = []
+        self._blobs: list[bytes | memoryview] = []
         self._offsets: list[int] = []
         self._sizes: list[int] = []
         self._nbytes = 0
@@ -47,12 +47,21 @@ class ChunkSpool:
         return np.asarray(self._sizes, dtype=np.uint64)
 
     def append(self, blob: bytes | bytearray | memoryview) -> int:
-        """Store one blob and return its index."""
-        size = len(blob)
+        """Store one blob and return its index.
+
+        Immutable blobs (bytes, read-only memoryviews) are kept as given; anything writable is
+        copied, since its owner could change it before the shard is written. A read-only view
+        keeps its whole buffer alive: the CPU engine's raw chunks are views of their block's
+        scattered copy, which the spool then holds instead of a second copy of each chunk.
+        """
+        size = memoryview(blob).nbytes
         if self._file is None and self._nbytes + size > self._budget:
             self._spill()
         if self._file is None:
-            self._blobs.append(bytes(blob))
+            if isinstance(blob, memoryview) and blob.readonly:
+                self._blobs.append(blob)
+            else:
+                self._blobs.append(blob if isinstance(blob, bytes) else bytes(blob))
         else:
             self._file.write(blob)
         self._offsets.append(self._nbytes)
@@ -69,13 +78,13 @@ class ChunkSpool:
             self._file.write(blob)
         self._blobs = []
 
-    def get(self, index: int) -> bytes:
+    def get(self, index: int) -> bytes | memoryview:
         if self._file is None:
             return self._blobs[index]
         self._file.flush()
         return os.pread(self._file.fileno(), self._sizes[index], self._offsets[index])
 
-    def iter_in_order(self, order: np.ndarray) -> Iterator[bytes]:
+    def iter_in_order(self, order: np.ndarray) -> Iterator[bytes | memoryview]:
         """Yield blobs in the given index order (reads the spool file sequentially per blob)."""
         if self._file is not None:
             self._file.flush()

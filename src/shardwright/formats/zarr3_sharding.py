@@ -31,7 +31,7 @@ import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
-import google_crc32c
+import crc32c
 import numpy as np
 import numpy.typing as npt
 
@@ -85,7 +85,7 @@ def encode_index(index: npt.ArrayLike) -> bytes:
 
 def append_crc32c(data: bytes) -> bytes:
     """The `crc32c` bytes-to-bytes codec: data followed by its little-endian CRC32C."""
-    return data + struct.pack("<I", google_crc32c.value(data))
+    return data + struct.pack("<I", crc32c.crc32c(data))
 
 
 def strip_crc32c(data: bytes | memoryview) -> bytes:
@@ -95,7 +95,7 @@ def strip_crc32c(data: bytes | memoryview) -> bytes:
         raise ShardFormatError(f"{len(view)} bytes cannot hold a crc32c")
     payload = bytes(view[:-_CRC_NBYTES])
     (stored,) = struct.unpack("<I", view[-_CRC_NBYTES:])
-    if stored != google_crc32c.value(payload):
+    if stored != crc32c.crc32c(payload):
         raise ShardFormatError("inner chunk crc32c mismatch")
     return payload
 
@@ -114,7 +114,7 @@ def read_index(
         )
     raw = view[: expected - _CRC_NBYTES]
     (stored,) = struct.unpack("<I", view[expected - _CRC_NBYTES :])
-    actual = google_crc32c.value(bytes(raw))
+    actual = crc32c.crc32c(raw)
     if stored != actual:
         raise ShardFormatError(
             f"shard index crc32c mismatch: stored {stored:#010x}, computed {actual:#010x}"
@@ -262,7 +262,7 @@ class ShardBuilder:
         spool = self._spool
         at_start = self.index_location == "start"
 
-        def pieces() -> Iterator[bytes]:
+        def pieces() -> Iterator[bytes | memoryview]:
             if at_start:
                 yield index
             yield from spool.iter_in_order(order)
