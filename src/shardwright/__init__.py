@@ -6,12 +6,13 @@ The API a notebook uses, the same the command line calls:
 - `convert(source_or_plan, dest, **options)`: run it as one Dask job; returns the manifest.
 - `verify(dest, against=None)`: check a converted dataset, trusting nothing it holds.
 - `open_source(url)`: a volume source as shardwright reads it.
+- `view(*datasets)`: serve datasets with the Neuroglancer client; `.url` shows them all.
 - `precomputed`, `zarr3`: the two output formats, usable alone (bytes in, bytes out).
 - `ConvertOptions`: every option of a conversion; `errors`: what shardwright raises.
 """
 
 from shardwright import errors, precomputed, zarr3
-from shardwright.api import ConvertOptions, convert, plan, verify
+from shardwright.api import ConvertOptions, convert, plan, verify, view
 from shardwright.sources import open_source
 from shardwright.version import __version__
 
@@ -24,5 +25,6 @@ __all__ = [
     "plan",
     "precomputed",
     "verify",
+    "view",
     "zarr3",
 ]

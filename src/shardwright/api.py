@@ -18,6 +18,7 @@ from shardwright.sources import Source
 from shardwright.store import Store
 from shardwright.submission import check_window, run_job
 from shardwright.verification import verify
+from shardwright.viewer import View, open_view
 
 __all__ = [
     "ConvertOptions",
@@ -225,3 +226,10 @@ def _options(options: ConvertOptions | None, values: dict[str, Any]) -> ConvertO
     if options is not None and values:
         raise TypeError("pass either a ConvertOptions or keyword options, not both")
     return options or ConvertOptions(**values)
+
+
+def view(*destinations: str, host: str = "127.0.0.1", port: int = 0) -> View:
+    """Serve converted datasets with the Neuroglancer client, in the background, and return
+    the running view: `.url` opens them all (in Jupyter the view shows as a link);
+    `.close()` stops serving. Needs the `view` extra (the `neuroglancer` package's client)."""
+    return open_view(destinations, host, port).start()

@@ -3,14 +3,89 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import gc
 import json
+import shlex
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
-from shardwright.options import ConvertOptions, command_line_fields, default_of, parse_xyz
+from shardwright.errors import ShardwrightError
+from shardwright.options import (
+    ConvertOptions,
+    command_line_fields,
+    default_of,
+    format_size,
+    parse_size,
+    parse_xyz,
+)
+from shardwright.version import __version__
 
 DEFAULT_LEASE_TIMEOUT = 120.0  # lifecycle/lease.py's default (not imported: keeps start-up lean)
+
+
+class _HelpWithDefaults(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless it has none (None, False) or the
+    help already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or default in (None, False, argparse.SUPPRESS, {})
+            or "%(default)" in text
+            or "(default" in text
+            or isinstance(
+                action, argparse._VersionAction | argparse._HelpAction | argparse._StoreConstAction
+            )
+        ):
+            return action.help
+        shown = ",".join(map(str, default)) if isinstance(default, tuple | list) else default
+        return f"{text} (default: {str(shown).replace('%', '%%')})"
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are three lines: a short usage, the problem (with the
+    option meant, for a typo) and where the full list is; not the whole usage of 60 options."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", _HelpWithDefaults)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def short_usage(self) -> str:
+        positionals = [a.metavar or a.dest for a in self._actions if not a.option_strings]
+        subcommands = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
+        words = [str(p).upper() for p in positionals if not subcommands]
+        return " ".join([self.prog, "COMMAND" if subcommands else "[options]", *words])
+
+    def option_names(self) -> list[str]:
+        return [name for action in self._actions for name in action.option_strings]
+
+    def error(self, message: str) -> NoReturn:
+        hint = _suggestion(message, self)
+        self.exit(
+            2,
+            f"usage: {self.short_usage()}\n{self.prog}: error: {message}{hint}\n"
+            f"('{self.prog} --help' lists every option)\n",
+        )
+
+
+def _suggestion(message: str, parser: _Parser) -> str:
+    """'; did you mean ...?' for a mistyped option, command or choice in an argparse error."""
+    if message.startswith("unrecognized arguments:"):
+        candidates = parser.option_names()
+        words = message.split(":", 1)[1].split()
+        wrong = [w.split("=")[0] for w in words if w.startswith("-")]
+    elif "invalid choice: '" in message and "(choose from " in message:
+        wrong = [message.split("invalid choice: '", 1)[1].split("'", 1)[0]]
+        listed = message.rsplit("(choose from ", 1)[1].rstrip(")")
+        candidates = [c.strip(" '") for c in listed.split(",")]
+    else:
+        return ""
+    close = [m for w in wrong for m in difflib.get_close_matches(w, candidates, n=1, cutoff=0.6)]
+    return f"; did you mean {' or '.join(close)}?" if close else ""
 
 
 def _add_conversion_options(p: argparse.ArgumentParser) -> None:
@@ -32,14 +107,18 @@ def _add_conversion_options(p: argparse.ArgumentParser) -> None:
                 help=flag.help,
             )
         else:
+            default = default_of(f)
+            text = flag.help
+            if flag.parse is parse_size:  # 1 GiB, not 1073741824
+                text = f"{text} (default: {format_size(default)})"
             p.add_argument(
                 flag.name,
                 type=flag.parse or str,
                 choices=flag.choices,
                 metavar=flag.metavar,
-                default=default_of(f),
+                default=default,
                 dest=f.name,
-                help=flag.help,
+                help=text,
             )
 
 
@@ -49,11 +128,12 @@ def options_from(args: argparse.Namespace) -> ConvertOptions:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="shardwright",
         description="Convert volumes to sharded Neuroglancer precomputed and sharded Zarr v3.",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"shardwright {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("plan", help="print the plan of a conversion; writes nothing")
     _add_conversion_options(p)
@@ -67,7 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
         "cluster of worker threads in this process; processes: one worker process per "
         "core; or $DASK_SCHEDULER_ADDRESS)",
     )
-    c.add_argument("--workers", type=int, help="worker processes (threads) to start")
+    c.add_argument(
+        "--workers",
+        type=int,
+        help="worker processes (threads) to start (default: one per core)",
+    )
     c.add_argument(
         "--resume",
         action="store_true",
@@ -105,37 +189,78 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--quiet", action="store_true", help="no progress bar, plan report or dashboard")
 
     v = sub.add_parser("verify", help="check DEST's shards (and voxels against a source)")
-    v.add_argument("dest")
-    v.add_argument("--against", metavar="SOURCE")
+    v.add_argument("dest", help="the dataset to check (path or URL)")
+    v.add_argument(
+        "--against", metavar="SOURCE", help="also compare voxels with this source (default: no)"
+    )
     v.add_argument("--full", action="store_true", help="compare every chunk, not a sample")
-    v.add_argument("--sample", type=int, default=64, help="chunks to compare (default 64)")
-    v.add_argument("--source-axes")
-    v.add_argument("--source-scale")
-    v.add_argument("--storage-options", type=json.loads, default={}, metavar="JSON")
-    v.add_argument("--source-storage-options", type=json.loads, default={}, metavar="JSON")
+    v.add_argument("--sample", type=int, default=64, help="chunks to compare")
+    v.add_argument("--source-axes", help="as for convert")
+    v.add_argument("--source-scale", help="as for convert")
+    v.add_argument(
+        "--storage-options", type=json.loads, default={}, metavar="JSON", help="as for convert"
+    )
+    v.add_argument(
+        "--source-storage-options",
+        type=json.loads,
+        default={},
+        metavar="JSON",
+        help="as for convert",
+    )
 
     s = sub.add_parser("serve", help="serve a directory over HTTP with CORS and Range support")
-    s.add_argument("directory")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("directory", help="the folder to serve")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    s.add_argument("--port", type=int, default=8000, help="port to listen on")
+    s.add_argument("--log", action="store_true", help="print a line per request")
+
+    w = sub.add_parser(
+        "view", help="serve datasets with the Neuroglancer client; print the URL that shows them"
+    )
+    w.add_argument("dest", nargs="+", help="converted datasets (local folders)")
+    w.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    w.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free)")
+    w.add_argument("--open", action="store_true", help="open the URL in a web browser")
+    w.add_argument("--log", action="store_true", help="print a line per request")
 
     d = sub.add_parser("demo", help="make a demo volume, convert it both ways, verify")
-    d.add_argument("--out", default="demo-output")
-    d.add_argument("--size", type=parse_xyz(int), default=(512, 512, 128), metavar="X,Y,Z")
-    d.add_argument("--scheduler")
-    d.add_argument("--workers", type=int)
+    d.add_argument("--out", default="demo-output", help="folder for the demo's files")
+    d.add_argument(
+        "--size",
+        type=parse_xyz(int),
+        default=(512, 512, 128),
+        metavar="X,Y,Z",
+        help="demo volume size",
+    )
+    d.add_argument("--scheduler", help="as for convert (default: local)")
+    d.add_argument("--workers", type=int, help="as for convert")
     return parser
 
 
 def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int:
     """Run one command. `own_process`: this process exists for this command alone (the
     console script), so objects alive at the start may be frozen for its whole life."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # named by the subcommand's parser, which knows the options meant
+        command = _subparser(parser, args.command)
+        command.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return _run(args, own_process)
     except (ValueError, OSError) as exc:
-        print(f"shardwright {args.command}: error: {exc}", file=sys.stderr)
+        # Our errors name options as flags here, as API parameters in Python (errors.py).
+        message = exc.for_command_line() if isinstance(exc, ShardwrightError) else str(exc)
+        print(f"shardwright {args.command}: error: {message}", file=sys.stderr)
         return 2
+
+
+def _subparser(parser: argparse.ArgumentParser, command: str) -> _Parser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found = action.choices[command]
+            assert isinstance(found, _Parser)
+            return found
+    raise AssertionError(command)
 
 
 def entry() -> int:
@@ -167,8 +292,10 @@ def _run(args: argparse.Namespace, own_process: bool = False) -> int:
     if args.command == "serve":
         from shardwright.serve import serve
 
-        serve(args.directory, args.host, args.port)
+        serve(args.directory, args.host, args.port, log=args.log)
         return 0
+    if args.command == "view":
+        return _view(args)
     if args.command == "demo":
         from shardwright.demo import run_demo
 
@@ -230,6 +357,23 @@ def _convert(args: argparse.Namespace) -> int:
             f"{part['bytes']:,} bytes to {where} "
             f"({part['resumed_shards']} kept from an earlier run)"
         )
+    if not args.quiet and "://" not in args.dest.removeprefix("file://"):
+        print(f"view it: shardwright view {shlex.quote(args.dest)}", file=sys.stderr)
+    return 0
+
+
+def _view(args: argparse.Namespace) -> int:
+    from shardwright.viewer import open_view
+
+    view = open_view(args.dest, args.host, args.port, log=sys.stderr if args.log else None)
+    print(view.url, flush=True)
+    print(f"serving {len(view.layers)} dataset(s) at {view.server.url} (Ctrl-C to stop)",
+          file=sys.stderr)  # fmt: skip
+    if args.open:
+        import webbrowser
+
+        webbrowser.open(view.url)
+    view.serve()
     return 0
 
 

@@ -9,6 +9,7 @@ the sources.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import time
 from typing import Any
@@ -119,8 +120,7 @@ def run_demo(
         failures += not report.ok
     root = os.path.abspath(out)
     print(f"\noutput: {root}")
-    print(f"view:   shardwright serve {out}   then in Neuroglancer add the sources")
-    print("        precomputed://http://127.0.0.1:8000/image")
-    print("        precomputed://http://127.0.0.1:8000/segmentation")
-    print("        zarr3://http://127.0.0.1:8000/image.zarr")
+    views = " ".join(shlex.quote(os.path.join(out, name)) for name, _, _ in jobs)
+    print(f"view:   shardwright view {views}")
+    print("        (Neuroglancer in your browser, offline; needs pip install 'shardwright[view]')")
     return 1 if failures else 0

@@ -8,9 +8,47 @@ existing `except ValueError` / `except OSError` handlers keep working.
 
 from __future__ import annotations
 
+import re
+
 
 class ShardwrightError(Exception):
-    """The root of every error this project raises on purpose."""
+    """The root of every error this project raises on purpose.
+
+    Messages name options as the command line writes them (`--mips 9`); `str()` words them
+    for the Python API (`mips=9`, `resume=True`), `for_command_line()` keeps the flags.
+    """
+
+    def __str__(self) -> str:
+        return api_wording(super().__str__())
+
+    def for_command_line(self) -> str:
+        return super().__str__()
+
+
+_FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9]*(?:-[a-z0-9]+)*)(?: ([^\s,;)]+))?")
+_VALUE = re.compile(r"[0-9][0-9.,]*|auto|[A-Z]")
+
+
+def api_wording(message: str) -> str:
+    """`message` with every flag of ours replaced by the API parameter it sets (flags of other
+    programs, such as dask-cuda-worker's `--resources`, stay)."""
+    from shardwright.options import api_parameters
+
+    parameters = api_parameters()
+
+    def replace(match: re.Match[str]) -> str:
+        flag, following = match.group(1), match.group(2)
+        if flag not in parameters:
+            return match.group(0)
+        name, switch, choices = parameters[flag]
+        rest = "" if following is None else f" {following}"
+        if switch is not None:
+            return f"{name}={switch!r}{rest}"
+        if following is not None and (following in choices or _VALUE.fullmatch(following)):
+            return f"{name}={following}"
+        return f"{name}{rest}"
+
+    return _FLAG.sub(replace, message)
 
 
 # -- a job that cannot run as asked: raised before anything is written -----------------------

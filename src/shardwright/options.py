@@ -65,6 +65,14 @@ def parse_mips(text: str) -> int | str:
     return value
 
 
+def format_size(size: int) -> str:
+    """The shortest exact form `parse_size` reads back: 1G, 512M, 1000."""
+    for suffix, scale in sorted(SIZE_SUFFIXES.items(), key=lambda item: -item[1]):
+        if size and size % scale == 0:
+            return f"{size // scale}{suffix.upper()}"
+    return str(size)
+
+
 def parse_size(text: str) -> int:
     """'512M', '2G', '1.5GiB' or a plain number of bytes."""
     value = text.strip().lower().removesuffix("ib").removesuffix("b")
@@ -96,6 +104,7 @@ def cli(name: str, help: str | None = None, **how: Any) -> dict[str, Flag]:
 
 
 XYZ = "X,Y,Z"
+_AUTOMATIC_SHARDING = "precomputed sharding (default: from --target-shard-bytes)"
 
 
 @dataclass(frozen=True)
@@ -103,9 +112,20 @@ class ConvertOptions:
     """Every size is written x, y, z; None means "choose for me" (see plan.py). The fields are
     in the order `--help` lists them."""
 
-    format: str = field(default="precomputed", metadata=cli("--format", choices=FORMATS))
-    layer_type: str | None = field(default=None, metadata=cli("--layer-type", choices=LAYER_TYPES))
-    encoding: str = field(default="raw", metadata=cli("--encoding", choices=ENCODINGS))
+    format: str = field(
+        default="precomputed", metadata=cli("--format", "output format", choices=FORMATS)
+    )
+    layer_type: str | None = field(
+        default=None,
+        metadata=cli(
+            "--layer-type",
+            "what the volume holds (default: as the source says, else image)",
+            choices=LAYER_TYPES,
+        ),
+    )
+    encoding: str = field(
+        default="raw", metadata=cli("--encoding", "precomputed chunk encoding", choices=ENCODINGS)
+    )
     compression: str | None = field(
         default=None,
         metadata=cli(
@@ -118,7 +138,9 @@ class ConvertOptions:
     compression_level: int | None = field(
         default=None,
         metadata=cli(
-            "--compression-level", "gzip 0-9, zstd 1-22, blosc 0-9 (codec default)", parse=int
+            "--compression-level",
+            "gzip 0-9, zstd 1-22, blosc 0-9 (default: gzip 6, zstd 3, blosc 5)",
+            parse=int,
         ),
     )
     chunk_size: tuple[int, int, int] | None = field(
@@ -127,10 +149,21 @@ class ConvertOptions:
     )
     resolution: tuple[float, float, float] | None = field(
         default=None,
-        metadata=cli("--resolution", "nm per voxel", parse=parse_xyz(float), metavar=XYZ),
+        metadata=cli(
+            "--resolution",
+            "nm per voxel (default: the source's, else 1,1,1)",
+            parse=parse_xyz(float),
+            metavar=XYZ,
+        ),
     )
     voxel_offset: tuple[int, int, int] | None = field(
-        default=None, metadata=cli("--voxel-offset", parse=parse_xyz(int), metavar=XYZ)
+        default=None,
+        metadata=cli(
+            "--voxel-offset",
+            "voxel coordinates of the volume's corner (default: the source's, else 0,0,0)",
+            parse=parse_xyz(int),
+            metavar=XYZ,
+        ),
     )
     scale_key: str | None = field(
         default=None,
@@ -151,7 +184,12 @@ class ConvertOptions:
     )
     target_shard_bytes: int = field(
         default=1 * GiB,
-        metadata=cli("--target-shard-bytes", parse=parse_size, metavar="SIZE"),
+        metadata=cli(
+            "--target-shard-bytes",
+            "automatic sharding aims at shards of about this size",
+            parse=parse_size,
+            metavar="SIZE",
+        ),
     )
     memory_budget: int = field(
         default=1 * GiB,
@@ -161,17 +199,31 @@ class ConvertOptions:
         default=16,
         metadata=cli(
             "--min-shards",
-            "automatic sharding keeps at least this many shards (parallelism)",
+            "automatic sharding keeps at least this many shards, for parallelism",
             parse=int,
         ),
     )
-    preshift_bits: int | None = field(default=None, metadata=cli("--preshift-bits", parse=int))
-    minishard_bits: int | None = field(default=None, metadata=cli("--minishard-bits", parse=int))
-    shard_bits: int | None = field(default=None, metadata=cli("--shard-bits", parse=int))
-    hash: str | None = field(default=None, metadata=cli("--hash", choices=HASHES))
+    preshift_bits: int | None = field(
+        default=None, metadata=cli("--preshift-bits", _AUTOMATIC_SHARDING, parse=int)
+    )
+    minishard_bits: int | None = field(
+        default=None, metadata=cli("--minishard-bits", _AUTOMATIC_SHARDING, parse=int)
+    )
+    shard_bits: int | None = field(
+        default=None, metadata=cli("--shard-bits", _AUTOMATIC_SHARDING, parse=int)
+    )
+    hash: str | None = field(
+        default=None,
+        metadata=cli("--hash", "precomputed sharding hash (default identity)", choices=HASHES),
+    )
     shard_shape: tuple[int, int, int] | None = field(
         default=None,
-        metadata=cli("--shard-shape", "zarr3 shard shape", parse=parse_xyz(int), metavar=XYZ),
+        metadata=cli(
+            "--shard-shape",
+            "zarr3 shard shape (default: from --target-shard-bytes)",
+            parse=parse_xyz(int),
+            metavar=XYZ,
+        ),
     )
     index_location: str | None = field(
         default=None,  # resolved(): DEFAULT_INDEX_LOCATION
@@ -252,10 +304,17 @@ class ConvertOptions:
     )
     source_axes: str | None = field(
         default=None,
-        metadata=cli("--source-axes", "axis order of an array source, e.g. zyx, xyz, czyx"),
+        metadata=cli(
+            "--source-axes",
+            "axis order of an array source, e.g. zyx, xyz, czyx (default: its metadata's, "
+            "else zyx / czyx)",
+        ),
     )
     source_scale: str | None = field(
-        default=None, metadata=cli("--source-scale", "scale key of a precomputed source")
+        default=None,
+        metadata=cli(
+            "--source-scale", "scale key of a precomputed source (default: its first scale)"
+        ),
     )
     # fsspec options (credentials among them): never shown in reprs, logs or the dashboard.
     storage_options: dict[str, Any] = field(  # the destination's
@@ -334,3 +393,24 @@ def default_of(f: dataclasses.Field[Any]) -> Any:
     if f.default_factory is not dataclasses.MISSING:
         return f.default_factory()
     return f.default
+
+
+# Flags of `shardwright convert` that are parameters of `api.convert`, not ConvertOptions fields.
+_CONVERT_PARAMETERS: dict[str, tuple[str, Any, tuple[str, ...]]] = {
+    "--resume": ("resume", True, ()),
+    "--overwrite": ("overwrite", True, ()),
+    "--break-lease": ("break_lease", True, ()),
+    "--scheduler": ("scheduler", None, ()),
+    "--workers": ("workers", None, ()),
+    "--lease-timeout": ("lease_timeout", None, ()),
+    "--lease-wait": ("lease_wait", None, ()),
+}
+
+
+def api_parameters() -> dict[str, tuple[str, Any, tuple[str, ...]]]:
+    """Each command-line flag -> (the API parameter it sets, the value a switch sets or None,
+    its choices): how errors word an option for Python callers (`errors.api_wording`)."""
+    table = dict(_CONVERT_PARAMETERS)
+    for f, flag in command_line_fields():
+        table[flag.name] = (f.name, flag.switch, flag.choices or ())
+    return table

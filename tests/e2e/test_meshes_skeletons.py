@@ -221,7 +221,7 @@ def test_legacy_meshes_are_refused_unless_re_encoded(tmp_path: pathlib.Path) -> 
     ids = segment_ids(120, seed=5)
     originals = write_legacy_meshes(tmp_path / "seg" / "mesh", ids)
     write_segmentation(tmp_path / "seg", "mesh", None)
-    with pytest.raises(PlanError, match=r"legacy single-resolution meshes .* --legacy-to-multires"):
+    with pytest.raises(PlanError, match=r"legacy single-resolution .* legacy_to_multires=True"):
         api.plan(str(tmp_path / "seg" / "mesh"), str(tmp_path / "out" / "mesh"))
     dest = tmp_path / "out"
     manifest = api.convert(

@@ -227,42 +227,42 @@ BAD_INPUTS = [
     (
         "jpeg quality with zarr3",
         lambda t: (_npy(t), {"format": "zarr3", "jpeg_quality": 90}),
-        "--jpeg-quality applies to precomputed",
+        "jpeg_quality applies to precomputed",
     ),
     (
         "sharding bits with zarr3",
         lambda t: (_npy(t), {"format": "zarr3", "minishard_bits": 2}),
-        "--minishard-bits applies to precomputed",
+        "minishard_bits applies to precomputed",
     ),
     (
         "shard shape with precomputed",
         lambda t: (_npy(t), {"shard_shape": (16, 16, 16)}),
-        "--shard-shape applies to zarr3",
+        "shard_shape applies to zarr3",
     ),
     (
         "index location with precomputed",
         lambda t: (_npy(t), {"index_location": "start"}),
-        "--index-location applies to zarr3",
+        "index_location applies to zarr3",
     ),
     (
         "jpeg quality without jpeg",
         lambda t: (_npy(t), {"jpeg_quality": 90}),
-        "--jpeg-quality applies to --encoding jpeg",
+        "jpeg_quality applies to encoding=jpeg",
     ),
     (
         "block size without compressed_segmentation",
         lambda t: (_npy(t), {"compressed_segmentation_block_size": (4, 4, 4)}),
-        "--block-size applies",
+        "compressed_segmentation_block_size applies",
     ),
     (
         "compression level without compression",
         lambda t: (_npy(t), {"compression": "none", "compression_level": 3}),
-        "not --compression none",
+        "not compression=none",
     ),
     (
         "compression level of jpeg chunks",
         lambda t: (_npy(t), {"encoding": "jpeg", "compression_level": 3}),
-        "use --jpeg-quality",
+        "use jpeg_quality",
     ),
 ]
 

@@ -359,7 +359,7 @@ BAD = [
     ("too many mips", {"mips": 9}, "too many"),
     ("negative mips", {"mips": -1}, "non-negative"),
     ("unknown method", {"mips": 1, "downsample": "median"}, "unknown downsampling"),
-    ("factor without mips", {"factor": (2, 2, 1)}, "add --mips"),
+    ("factor without mips", {"factor": (2, 2, 1)}, "add mips=N or auto"),
     (
         "average of labels",
         {"mips": 1, "layer_type": "segmentation", "downsample": "average"},

@@ -3,13 +3,17 @@ and what a flag parses to is exactly what the Python API gets for the same optio
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 
 from shardwright.cli import build_parser, options_from
 from shardwright.options import ConvertOptions, command_line_fields, default_of
+from shardwright.version import __version__
 
 # Fields deliberately offered to the Python API alone (none today).
 API_ONLY: tuple[str, ...] = ()
@@ -120,3 +124,74 @@ def test_help_lists_every_flag_in_field_order(capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     places = [out.index(f"  {flag.name}") for _, flag in command_line_fields()]
     assert places == sorted(places)
+
+
+def _cli(*words: str) -> subprocess.CompletedProcess[str]:
+    """The installed console script, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "shardwright.cli", *words], capture_output=True, text=True
+    )
+
+
+def test_version_names_the_package() -> None:
+    run = _cli("--version")
+    assert run.returncode == 0 and run.stdout.strip() == f"shardwright {__version__}"
+
+
+@pytest.mark.parametrize("command", ["plan", "convert", "verify", "serve", "demo"])
+def test_every_option_of_every_command_shows_its_default(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every option that has a default says it in --help (switches and options whose absence
+    means "no" aside)."""
+    parser = build_parser()
+    with pytest.raises(SystemExit):
+        parser.parse_args([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for action in sub.choices[command]._actions:
+        if not action.option_strings or action.default in (None, False, {}, argparse.SUPPRESS):
+            continue
+        if isinstance(action, argparse._StoreConstAction | argparse._HelpAction):
+            continue
+        name = action.option_strings[0]
+        described = text[text.index(f" {name} ") :]
+        described = described[: described.index(" --", 3) if " --" in described[3:] else None]
+        assert "default" in described, f"{command} {name}: {described!r}"
+    assert "(default: 1G)" in text if command in ("plan", "convert") else True
+
+
+@pytest.mark.parametrize(
+    ("words", "suggestion"),
+    [
+        (["convert", "a", "b", "--compresion", "gzip"], "did you mean --compression?"),
+        (["convert", "a", "b", "--chunksize=64,64,64"], "did you mean --chunk-size?"),
+        (["conver", "a", "b"], "did you mean convert?"),
+        (["plan", "a", "b", "--format", "zar3"], "did you mean zarr3?"),
+        (["verify", "d", "--fulll"], "did you mean --full?"),
+    ],
+)
+def test_a_typo_gets_a_suggestion_and_a_short_usage(words: list[str], suggestion: str) -> None:
+    run = _cli(*words)
+    assert run.returncode == 2 and run.stdout == ""
+    lines = run.stderr.splitlines()
+    assert len(lines) == 3, run.stderr  # usage, the error, where the full list is
+    assert lines[0].startswith("usage: shardwright")
+    assert suggestion in lines[1]
+    assert "--help' lists every option" in lines[2]
+
+
+def test_a_missing_argument_gets_a_short_usage() -> None:
+    run = _cli("convert")
+    assert run.returncode == 2
+    assert run.stderr.splitlines() == [
+        "usage: shardwright convert [options] SOURCE DEST",
+        "shardwright convert: error: the following arguments are required: source, dest",
+        "('shardwright convert --help' lists every option)",
+    ]
+
+
+def test_nonsense_gets_no_suggestion() -> None:
+    run = _cli("convert", "a", "b", "--zzzzqqq")
+    assert run.returncode == 2 and "did you mean" not in run.stderr
+    assert "unrecognized arguments: --zzzzqqq" in run.stderr

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import http.client
+import io
 import pathlib
+import signal
+import socket
+import subprocess
+import sys
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 
@@ -21,9 +28,11 @@ def served(tmp_path: pathlib.Path) -> Iterator[tuple[str, pathlib.Path]]:
     server = make_server(str(tmp_path), port=0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", tmp_path
+    yield server.url, tmp_path
+    started = time.monotonic()
     server.shutdown()
     server.server_close()
+    assert time.monotonic() - started < 5  # open keep-alive connections do not hold it up
 
 
 def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
@@ -49,6 +58,113 @@ def test_range_requests_and_cors(served: tuple[str, pathlib.Path]) -> None:
     assert _get(f"{url}/blob", {"Range": "bytes=200-300"})[0] == 416
 
 
+def test_one_keep_alive_connection_serves_ranges_heads_and_gets(
+    served: tuple[str, pathlib.Path],
+) -> None:
+    """HTTP/1.1: many reads on one connection (as Neuroglancer's chunk reads do), each with an
+    exact Content-Length; HEAD gives the length without a body; suffix ranges."""
+    url, root = served
+    (root / "shard").write_bytes(bytes(range(256)) * 4)
+    connection = http.client.HTTPConnection(url.removeprefix("http://"), timeout=10)
+    connection.connect()
+    sock = connection.sock
+    answers = []
+    for method, headers in [
+        ("GET", {"Range": "bytes=-16"}),
+        ("HEAD", {}),
+        ("GET", {"Range": "bytes=1000-2000"}),
+        ("GET", {}),
+        ("HEAD", {"Range": "bytes=0-9"}),
+    ]:
+        connection.request(method, "/shard", headers=headers)
+        response = connection.getresponse()
+        body = response.read()
+        answers.append((response.status, response.getheader("Content-Length"), body))
+        assert response.version == 11 and not response.will_close
+    assert connection.sock is sock  # never reconnected
+    connection.close()
+    data = bytes(range(256)) * 4
+    assert answers == [
+        (206, "16", data[-16:]),
+        (200, "1024", b""),
+        (206, "24", data[1000:]),
+        (200, "1024", data),
+        (206, "10", b""),
+    ]
+
+
+def test_unsatisfiable_ranges_and_preflight(served: tuple[str, pathlib.Path]) -> None:
+    url, root = served
+    (root / "blob").write_bytes(b"x" * 10)
+    for header in ("bytes=10-", "bytes=-0", "bytes=5-2", "bytes=0-1,4-5", "items=0-1"):
+        status, headers, _ = _get(f"{url}/blob", {"Range": header})
+        assert status == 416 and headers["Content-Range"] == "bytes */10", header
+        assert headers["Content-Length"] == "0"
+    request = urllib.request.Request(f"{url}/blob", method="OPTIONS")
+    with urllib.request.urlopen(request) as response:
+        assert response.status == 204
+        assert "GET" in response.headers["Access-Control-Allow-Methods"]
+        assert response.headers["Access-Control-Allow-Headers"] == "Range"
+
+
+def test_routes_serve_their_folders_and_nothing_outside_them(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "client").mkdir()
+    (tmp_path / "client" / "index.html").write_text("<html>viewer</html>")
+    (tmp_path / "dataset").mkdir()
+    (tmp_path / "dataset" / "info").write_text("{}")
+    (tmp_path / "secret.txt").write_text("private")
+    log = io.StringIO()
+    server = make_server(
+        routes={"/": str(tmp_path / "client"), "/data/0": str(tmp_path / "dataset")},
+        port=0,
+        log=log,
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        assert _get(f"{server.url}/index.html")[2] == b"<html>viewer</html>"
+        assert _get(f"{server.url}/data/0/info")[2] == b"{}"
+        for escape in ("/data/0/../../secret.txt", "/data/0/%2e%2e/%2e%2e/secret.txt",
+                       "/../secret.txt", "/data/1/info"):  # fmt: skip
+            status, _, body = _get(server.url + escape)
+            assert status == 404 and b"private" not in body, escape
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert '"GET /data/0/info HTTP/1.1" 200' in log.getvalue()
+    with pytest.raises(FileNotFoundError, match="no such folder to serve"):
+        make_server(str(tmp_path / "missing"), port=0)
+
+
+def test_shutdown_is_prompt_with_a_connection_left_open(served: tuple[str, pathlib.Path]) -> None:
+    url, root = served
+    (root / "f").write_bytes(b"1")
+    idle = http.client.HTTPConnection(url.removeprefix("http://"), timeout=10)
+    idle.request("GET", "/f")
+    assert idle.getresponse().read() == b"1"  # the connection stays open, its thread waiting
+
+
+def test_serve_stops_on_sigterm_and_frees_its_port(tmp_path: pathlib.Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "shardwright.cli", "serve", str(tmp_path), "--port", str(port)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        assert f"at http://127.0.0.1:{port}" in process.stderr.readline()
+        assert _get(f"http://127.0.0.1:{port}/")[0] == 200
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+    finally:
+        process.kill()
+    with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port)):
+        pass  # nobody listens there any more
+
+
 def test_tensorstore_reads_a_sharded_volume_over_http(served: tuple[str, pathlib.Path]) -> None:
     url, root = served
     vol = np.random.default_rng(0).integers(0, 255, (20, 30, 40), dtype=np.uint8)
@@ -72,7 +188,11 @@ def test_demo_converts_both_volumes_to_both_formats_and_verifies(
     assert cli_main(["demo", "--out", str(out), "--size", "96,80,40", "--workers", "2"]) == 0
     printed = capsys.readouterr().out
     assert printed.count(": OK") == 4
-    assert "precomputed://http://127.0.0.1:8000/image" in printed
+    views = [line for line in printed.splitlines() if line.startswith("view:")]
+    assert views == [
+        f"view:   shardwright view {out / 'image'} {out / 'segmentation'} "
+        f"{out / 'image.zarr'} {out / 'segmentation.zarr'}"
+    ]
     for name in ("image", "segmentation"):
         store = ts.open(
             {"driver": "neuroglancer_precomputed", "kvstore": f"file://{out / name}/"}

@@ -224,8 +224,16 @@ def test_malformed_manifests_get_one_clear_error_and_nothing_is_deleted(
 
 def test_verify_of_a_missing_or_foreign_destination(tmp_path: pathlib.Path) -> None:
     report = api.verify(str(tmp_path / "nothing-here"))
-    assert report.problems == [f"{tmp_path / 'nothing-here'} does not exist or is empty: "
-                               "nothing to verify"]  # fmt: skip
+    assert report.problems == [f"{tmp_path / 'nothing-here'}: not found (no dataset there to "
+                               "verify)"]  # fmt: skip
+    (tmp_path / "empty").mkdir()
+    report = api.verify(str(tmp_path / "empty"))
+    assert report.problems == [f"{tmp_path / 'empty'} is an empty folder: nothing to verify"]
+    verify = subprocess.run(
+        [sys.executable, "-m", "shardwright.cli", "verify", str(tmp_path / "nothing-here")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert verify.returncode == 1 and "not found" in verify.stdout
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "a.txt").write_text("x")
     assert "not a dataset of ours" in api.verify(str(tmp_path / "foreign")).problems[0]

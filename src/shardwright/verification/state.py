@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from typing import Any
 
@@ -29,7 +30,12 @@ def manifest_of(report: VerifyReport, store: Store) -> Manifest | None:
     if store.is_file():
         report.problems.append(f"{store.url} is a file, not a dataset")
     elif store.is_empty():
-        report.problems.append(f"{store.url} does not exist or is empty: nothing to verify")
+        empty_folder = store.is_local and os.path.isdir(store.root)
+        report.problems.append(
+            f"{store.url} is an empty folder: nothing to verify"
+            if empty_folder
+            else f"{store.url}: not found (no dataset there to verify)"
+        )
     elif store.exists(JOB_KEY):
         report.problems.append(
             "no manifest: the job that writes this dataset did not finish (run the same "

@@ -1,0 +1,105 @@
+"""What a user meets around a conversion, through the console script: quiet means quiet,
+refusals come before any plan, verify says what it compared, the package lists its API."""
+
+from __future__ import annotations
+
+import pathlib
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import shardwright
+from shardwright.errors import PlanError, api_wording
+
+
+def _cli(*words: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "shardwright.cli", *words], capture_output=True, text=True
+    )
+
+
+def _volume(tmp_path: pathlib.Path, dtype: str = "uint8") -> str:
+    rng = np.random.default_rng(3)
+    path = tmp_path / "volume.npy"
+    np.save(path, rng.integers(0, 200, (48, 64, 64)).astype(dtype))
+    return str(path)
+
+
+def test_quiet_prints_only_the_result_even_when_the_dashboard_port_is_taken(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Dask's default dashboard port busy (another notebook's cluster): --quiet still prints
+    no warning, no plan, no progress: one line on stdout, nothing on stderr."""
+    with socket.socket() as busy:
+        busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            busy.bind(("127.0.0.1", 8787))
+        except OSError:
+            pass  # already taken by something else: the case this test is about
+        else:
+            busy.listen()
+        run = _cli("convert", _volume(tmp_path), str(tmp_path / "out"), "--quiet")
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == ""
+    assert run.stdout.count("\n") == 1 and run.stdout.startswith("wrote ")
+
+
+def test_a_refused_job_prints_one_error_and_no_plan(tmp_path: pathlib.Path) -> None:
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "notes.txt").write_text("mine")
+    run = _cli("convert", _volume(tmp_path), str(dest))
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.splitlines() == [
+        f"shardwright convert: error: destination {dest} holds files shardwright did not "
+        "write (e.g. notes.txt); choose a new or empty destination. --overwrite replaces only "
+        "shardwright datasets"
+    ]
+    assert (dest / "notes.txt").read_text() == "mine" and len(list(dest.iterdir())) == 1
+
+
+def test_verify_of_jpeg_output_names_the_tolerance_it_compared_within(
+    tmp_path: pathlib.Path,
+) -> None:
+    source = _volume(tmp_path)
+    dest = str(tmp_path / "jpeg")
+    assert _cli("convert", source, dest, "--encoding", "jpeg", "--quiet").returncode == 0
+    run = _cli("verify", dest, "--against", source, "--full")
+    assert run.returncode == 0, run.stdout
+    assert "OK" in run.stdout.splitlines()[0]
+    assert "note: jpeg chunks compared within a mean absolute error of" in run.stdout
+
+
+def test_the_package_lists_its_api() -> None:
+    names = dir(shardwright)
+    for name in ("plan", "convert", "verify", "open_source", "ConvertOptions", "errors"):
+        assert name in names and name in shardwright.__all__
+    assert callable(shardwright.convert) and callable(shardwright.plan)
+
+
+def test_errors_name_api_parameters_in_python_and_flags_on_the_command_line(
+    tmp_path: pathlib.Path,
+) -> None:
+    source = _volume(tmp_path)
+    with pytest.raises(PlanError) as caught:
+        shardwright.plan(source, str(tmp_path / "a"), compression="none", compression_level=5)
+    assert str(caught.value) == (
+        "compression_level applies to gzip, zstd or blosc, not compression=none"
+    )
+    run = _cli("plan", source, str(tmp_path / "a"), "--compression", "none",
+               "--compression-level", "5")  # fmt: skip
+    assert run.returncode == 2
+    assert run.stderr.strip() == (
+        "shardwright plan: error: --compression-level applies to gzip, zstd or blosc, not "
+        "--compression none"
+    )
+
+
+def test_api_wording_leaves_other_programs_flags_and_words_switches_as_true() -> None:
+    message = "run again with --resume, or start `dask-cuda-worker --resources GPU=1` (--gpu)"
+    assert api_wording(message) == (
+        "run again with resume=True, or start `dask-cuda-worker --resources GPU=1` (engine='gpu')"
+    )
