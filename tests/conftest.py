@@ -1,6 +1,7 @@
 """Shared test settings: modest hypothesis budgets for a 2-core CI machine; the object-store
 servers on 127.0.0.1, one of each per test module that asks for them; tests marked `gpu`
-skip by themselves where no CUDA device answers (CI has none); the helper modules in this
+skip by themselves where no CUDA device answers (CI has none); the browser tests' screenshots
+listed at the end of the report (`keep_screenshot`); the helper modules in this
 folder (`volumes`, `segment_objects`, `object_store_servers`, ...) importable from every
 test folder."""
 
@@ -37,6 +38,24 @@ def gpu_missing() -> str | None:
     except GpuUnavailable as exc:
         return str(exc)
     return None
+
+
+SCREENSHOTS = pytest.StashKey[list[str]]()
+
+
+@pytest.fixture()
+def keep_screenshot(request: pytest.FixtureRequest) -> Any:
+    """Name a screenshot a test wrote, for the list at the end of the run's report."""
+    kept = request.config.stash.setdefault(SCREENSHOTS, [])
+    return lambda path: kept.append(f"{request.node.nodeid}: {path}")
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    kept = config.stash.get(SCREENSHOTS, [])
+    if kept:
+        terminalreporter.section("screenshots (Neuroglancer in headless Chromium)")
+        for line in kept:
+            terminalreporter.write_line(line)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -54,8 +54,11 @@ def _fragment_pool(size: int, seed: int) -> list[bytes]:
     return pool
 
 
-def write_multilod_meshes(directory: pathlib.Path, ids: np.ndarray, seed: int = 1) -> None:
-    """`info`, `<id>.index` and `<id>` for each id: lod 0 with 1-3 fragments, lod 1 with one."""
+def write_multilod_meshes(
+    directory: pathlib.Path, ids: np.ndarray, seed: int = 1, origin_high: float = 1000.0
+) -> None:
+    """`info`, `<id>.index` and `<id>` for each id: lod 0 with 1-3 fragments, lod 1 with one;
+    grid origins drawn from [0, origin_high) stored-model units."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "info").write_text(
         json.dumps(
@@ -75,7 +78,7 @@ def write_multilod_meshes(directory: pathlib.Path, ids: np.ndarray, seed: int = 
         nodes = sorted(rng.choice(8, size=count, replace=False).tolist())
         lod0 = np.array([[n & 1, (n >> 1) & 1, (n >> 2) & 1] for n in nodes], np.uint32).T
         fragments = [pool[int(i)] for i in rng.integers(0, len(pool), size=count + 1)]
-        origin = rng.uniform(0, 1000, 3).astype(np.float32)
+        origin = rng.uniform(0, origin_high, 3).astype(np.float32)
         manifest = b"".join(
             [
                 struct.pack("<3f", 16.0, 16.0, 16.0),
@@ -94,34 +97,35 @@ def write_multilod_meshes(directory: pathlib.Path, ids: np.ndarray, seed: int = 
         (directory / str(segment)).write_bytes(b"".join(fragments))
 
 
-def skeleton_bytes(rng: np.random.Generator) -> bytes:
+def skeleton_bytes(rng: np.random.Generator, vertex_types: bool = True) -> bytes:
     vertices = int(rng.integers(1, 24))
     edges = np.stack([np.arange(vertices - 1), np.arange(1, vertices)], axis=1)
-    return b"".join(
-        [
-            struct.pack("<II", vertices, len(edges)),
-            rng.uniform(0, 5000, (vertices, 3)).astype("<f4").tobytes(),
-            edges.astype("<u4").tobytes(),
-            rng.uniform(1, 50, vertices).astype("<f4").tobytes(),
-            rng.integers(0, 5, vertices).astype("u1").tobytes(),
-        ]
-    )
+    positions = rng.uniform(0, 5000, (vertices, 3)).astype("<f4").tobytes()
+    radii = rng.uniform(1, 50, vertices).astype("<f4").tobytes()
+    types = rng.integers(0, 5, vertices).astype("u1").tobytes() if vertex_types else b""
+    header = struct.pack("<II", vertices, len(edges))
+    return b"".join([header, positions, edges.astype("<u4").tobytes(), radii, types])
 
 
-def write_skeletons(directory: pathlib.Path, ids: np.ndarray, seed: int = 2) -> None:
+def write_skeletons(
+    directory: pathlib.Path, ids: np.ndarray, seed: int = 2, vertex_types: bool = True
+) -> None:
+    """Skeletons with a radius and, if `vertex_types`, a uint8 attribute (which the
+    Neuroglancer client does not finish loading: the browser tests leave it out)."""
     directory.mkdir(parents=True, exist_ok=True)
+    attributes = SKELETON_ATTRIBUTES if vertex_types else SKELETON_ATTRIBUTES[:1]
     (directory / "info").write_text(
         json.dumps(
             {
                 "@type": "neuroglancer_skeletons",
                 "transform": [1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0],
-                "vertex_attributes": SKELETON_ATTRIBUTES,
+                "vertex_attributes": attributes,
             }
         )
     )
     rng = np.random.default_rng(seed)
     for segment in ids.tolist():
-        (directory / str(segment)).write_bytes(skeleton_bytes(rng))
+        (directory / str(segment)).write_bytes(skeleton_bytes(rng, vertex_types))
 
 
 def legacy_fragment(vertices: np.ndarray, triangles: np.ndarray) -> bytes:

@@ -70,6 +70,20 @@ def write_demo_volumes(
             array.flush()
 
 
+def _screenshots(datasets: list[str]) -> None:
+    """A picture of each dataset beside it (`<dataset>.png`), where a headless Chromium and
+    the `view` extra are at hand; otherwise a line saying why not."""
+    from shardwright.viewer import ViewError, write_screenshots
+
+    shots = [(dataset, f"{dataset}.png") for dataset in datasets]
+    try:
+        write_screenshots(shots)
+    except ViewError as exc:
+        print(f"screenshots: none ({exc})", file=sys.stderr)
+        return
+    print("screenshots: " + " ".join(path for _, path in shots))
+
+
 def run_demo(
     out: str,
     size_xyz: tuple[int, int, int],
@@ -96,7 +110,11 @@ def run_demo(
             ),
         ),
         ("image.zarr", image_path, dict(format="zarr3")),
-        ("segmentation.zarr", labels_path, dict(format="zarr3", compression="zstd")),
+        (
+            "segmentation.zarr",
+            labels_path,
+            dict(format="zarr3", layer_type="segmentation", compression="zstd"),
+        ),
     ]
     # Small shards so that the demo shows several of them.
     common: dict[str, Any] = dict(
@@ -119,6 +137,7 @@ def run_demo(
         print(report.summary())
         failures += not report.ok
     root = os.path.abspath(out)
+    _screenshots([os.path.join(out, name) for name, _, _ in jobs])
     print(f"\noutput: {root}")
     views = " ".join(shlex.quote(os.path.join(out, name)) for name, _, _ in jobs)
     print(f"view:   shardwright view {views}")

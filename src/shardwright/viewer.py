@@ -1,23 +1,25 @@
-"""`shardwright view`: datasets and the Neuroglancer client behind one local origin, and the
-URL of a viewer state that opens every dataset ready to look at.
+"""`shardwright view`: datasets served here, the Neuroglancer viewer on them, and its URL.
 
-The client is the one the `neuroglancer` package ships (`pip install 'shardwright[view]'`):
-nothing is fetched from another site. Each dataset is served under `/data/<n>/`; the state
-names one layer per dataset (images with a contrast taken from the data, segmentations with a
-few of their segments selected, so that their meshes and skeletons show), the first dataset's
-voxel size and units, and the view centred on the data.
+The viewer is the `neuroglancer` package's own (`pip install 'shardwright[view]'`): its Python
+server hands the browser the client it ships (nothing fetched from another site) and the
+viewer state, which this module builds: one layer per dataset (images with a contrast taken
+from the data, segmentations with a few of their segments selected where they have meshes or
+skeletons to show), the first dataset's voxel size and units, the view centred on the data. The
+datasets themselves are served by `serve.DatasetServer` under `/data/<n>/`, both servers on
+loopback unless told otherwise. `screenshot` renders the view in a headless Chromium.
 """
 
 from __future__ import annotations
 
+import contextlib
 import html
 import importlib.util
 import json
+import logging
 import os
-import pathlib
+import shutil
 import threading
-import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +33,17 @@ from shardwright.store import Store
 
 SAMPLE_EDGE = 64  # voxels per axis read from each dataset's centre for contrast and segments
 SHOWN_SEGMENTS = 8
-_STATE_SAFE = ',:[]{}"/'  # left as they are in the fragment, as Neuroglancer does
+RENDER_TIMEOUT = 120.0  # seconds a headless render may take before the view counts as broken
+PANEL_PIXELS = 480  # the data's width in x or y fills about this many screen pixels
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+# Headless Chromium without a GPU: WebGL 2 through SwiftShader, software but exact.
+BROWSER_FLAGS = (
+    "--no-sandbox",
+    "--use-gl=angle",
+    "--use-angle=swiftshader",
+    "--enable-unsafe-swiftshader",
+    "--disable-dev-shm-usage",
+)
 
 
 class ViewError(ShardwrightError, ValueError):
@@ -56,16 +68,13 @@ class DatasetLayer:
         return [o + s / 2 for o, s in zip(self.voxel_offset, self.size, strict=True)]
 
 
-def client_folder() -> pathlib.Path:
-    """The Neuroglancer client's static files, from the installed `neuroglancer` package
-    (found without importing it: its import pulls in a web server we do not use)."""
-    spec = importlib.util.find_spec("neuroglancer")
-    if spec is None or spec.origin is None:
-        raise ViewError("viewing needs the Neuroglancer client: pip install 'shardwright[view]'")
-    folder = pathlib.Path(spec.origin).parent / "static" / "client"
-    if not (folder / "index.html").is_file():
-        raise ViewError(f"the installed neuroglancer package has no built client in {folder}")
-    return folder
+def neuroglancer_module() -> Any:
+    """The `neuroglancer` package, imported only when a view is opened."""
+    if importlib.util.find_spec("neuroglancer") is None:
+        raise ViewError("viewing needs the Neuroglancer viewer: pip install 'shardwright[view]'")
+    import neuroglancer
+
+    return neuroglancer
 
 
 def describe(dest: str, index: int, server_url: str) -> DatasetLayer:
@@ -81,6 +90,9 @@ def describe(dest: str, index: int, server_url: str) -> DatasetLayer:
         layer_type = "image"
     scheme = "precomputed" if plan.get("format", "precomputed") == "precomputed" else "zarr3"
     sample = _centre_sample(source)
+    # Selected segments are all a segmentation layer shows, in 2-D too: select a few only where
+    # meshes or skeletons make them worth picking out.
+    select = layer_type == "segmentation" and scheme == "precomputed" and _has_objects(store)
     return DatasetLayer(
         name=os.path.basename(os.path.normpath(dest)) or f"dataset-{index}",
         source=f"{scheme}://{server_url}/data/{index}/",
@@ -89,8 +101,14 @@ def describe(dest: str, index: int, server_url: str) -> DatasetLayer:
         voxel_offset=source.hints.voxel_offset or (0, 0, 0),
         size=source.shape_xyz,
         contrast=_contrast(sample) if layer_type == "image" else None,
-        segments=_segments(sample) if layer_type == "segmentation" else (),
+        segments=_segments(sample) if select else (),
     )
+
+
+def _has_objects(store: Store) -> bool:
+    """Whether a precomputed segmentation's `info` names meshes or skeletons."""
+    info = json.loads(store.read("info"))
+    return bool(info.get("mesh") or info.get("skeletons"))
 
 
 def _centre_sample(source: Any) -> np.ndarray:
@@ -136,7 +154,7 @@ def viewer_state(layers: Sequence[DatasetLayer]) -> dict[str, Any]:
     return {
         "dimensions": {a: [r * 1e-9, "m"] for a, r in zip("xyz", first.resolution_nm, strict=True)},
         "position": first.centre,
-        "crossSectionScale": max(1.0, max(first.size[:2]) / 512),
+        "crossSectionScale": max(first.size[:2]) / PANEL_PIXELS,
         "projectionScale": max(first.size) * 2.0,
         "layers": state_layers,
         "selectedLayer": {"layer": first.name, "visible": False},
@@ -144,31 +162,43 @@ def viewer_state(layers: Sequence[DatasetLayer]) -> dict[str, Any]:
     }
 
 
-def state_url(server_url: str, state: dict[str, Any]) -> str:
-    """The client's URL with the state in its fragment, as Neuroglancer writes it."""
-    text = urllib.parse.quote(json.dumps(state, separators=(",", ":")), safe=_STATE_SAFE)
-    return f"{server_url}/#!{text}"
-
-
 @dataclass
 class View:
-    """Datasets served with the Neuroglancer client: `url` opens them all. Serving starts
-    with `start` (a background thread, for notebooks) or `serve` (until Ctrl-C or SIGTERM)."""
+    """Datasets served by `data_server`, shown by the Neuroglancer viewer `viewer` at `url`
+    (valid while this process runs). `start` serves in a background thread (notebooks),
+    `serve` until Ctrl-C or SIGTERM; `close` stops the data server. The viewer's server is the
+    `neuroglancer` package's, shared by every viewer in the process, and ends with it."""
 
-    server: DatasetServer
-    url: str
+    data_server: DatasetServer
+    viewer: Any
+    state: dict[str, Any]
     layers: list[DatasetLayer]
+    _serving: bool = False
+
+    @property
+    def url(self) -> str:
+        return str(self.viewer.get_viewer_url())
 
     def start(self) -> View:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.data_server.serve_forever, daemon=True).start()
+        self._serving = True
         return self
 
     def serve(self) -> None:
-        run_until_stopped(self.server)
+        self._serving = True
+        run_until_stopped(self.data_server)
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        if self._serving:  # shutdown waits for serve_forever: it would hang on a server never run
+            self.data_server.shutdown()
+            self._serving = False
+        self.data_server.server_close()
+
+    def screenshot(self, path: str, size: tuple[int, int] = (1024, 768)) -> None:
+        """Render the view headless and write it as a PNG (the data server must be serving:
+        `start` first)."""
+        with open(path, "wb") as out:
+            out.write(render_png(self.viewer, size))
 
     def _repr_html_(self) -> str:  # what Jupyter shows
         link = html.escape(self.url, quote=True)
@@ -176,11 +206,100 @@ class View:
         return f'<a href="{link}" target="_blank">open {names} in Neuroglancer</a>'
 
 
+def write_screenshots(
+    shots: Sequence[tuple[str, str]], size: tuple[int, int] = (1024, 768)
+) -> None:
+    """For each (dataset, PNG path) of `shots`, the dataset's own view rendered into the PNG,
+    all in one headless Chromium (a browser start costs seconds)."""
+    view = open_view([dataset for dataset, _ in shots]).start()
+    try:
+        with headless_browser(view.viewer):
+            for layer, (_, path) in zip(view.layers, shots, strict=True):
+                view.viewer.set_state(viewer_state([layer]))
+                png = capture_png(view.viewer, size)
+                with open(path, "wb") as out:
+                    out.write(png)
+    finally:
+        view.close()
+
+
+def render_png(viewer: Any, size: tuple[int, int], timeout: float = RENDER_TIMEOUT) -> bytes:
+    """A neuroglancer viewer's view rendered in a headless Chromium, once every chunk in view
+    has arrived, as PNG bytes."""
+    with headless_browser(viewer):
+        return capture_png(viewer, size, timeout)
+
+
+@contextlib.contextmanager
+def headless_browser(viewer: Any) -> Iterator[Any]:
+    """A headless Chromium showing `viewer` (software WebGL), for as many captures as wanted."""
+    neuroglancer_module()  # the clear error when the package is missing
+    from neuroglancer.webdriver import Webdriver
+
+    binary = browser_binary()
+    os.environ.setdefault("SE_OFFLINE", "true")  # selenium: the local driver, no downloads
+    logging.getLogger("selenium").setLevel(logging.ERROR)
+    with Webdriver(
+        viewer,
+        headless=True,
+        browser="chrome",
+        browser_binary_path=binary,
+        extra_command_line_args=list(BROWSER_FLAGS),
+        print_logs=False,
+    ) as browser:
+        yield browser
+
+
+def capture_png(viewer: Any, size: tuple[int, int], timeout: float = RENDER_TIMEOUT) -> bytes:
+    """The viewer's current view at `size` pixels, UI hidden, as PNG bytes. The client answers
+    once every chunk in view has loaded, so a dataset that cannot load (missing, unreadable)
+    never answers: that is a `ViewError` after `timeout` seconds, not a hang."""
+    prior = viewer.config_state.state
+    with viewer.config_state.txn() as config:
+        config.show_ui_controls = False
+        config.show_panel_borders = False
+        config.viewer_size = list(size)
+    try:
+        for _ in range(5):  # the first answers may come before the canvas took the new size
+            answered = threading.Event()
+            replies: list[Any] = []
+
+            def keep(reply: Any, replies: list[Any] = replies, answered: Any = answered) -> None:
+                replies.append(reply)
+                answered.set()
+
+            viewer.async_screenshot(keep)
+            if not answered.wait(timeout):
+                raise ViewError(
+                    f"the view did not finish loading within {timeout:g} s: a dataset in it "
+                    "is missing or unreadable"
+                )
+            shot = replies[0].screenshot
+            if (shot.width, shot.height) == tuple(size):
+                break
+        return bytes(shot.image)
+    finally:
+        viewer.config_state.set_state(prior)
+
+
+def browser_binary() -> str:
+    """The Chromium this machine has (Debian: apt-get install chromium chromium-driver)."""
+    for name in BROWSERS:
+        found = shutil.which(name)
+        if found:
+            return found
+    raise ViewError(
+        "a screenshot needs Chromium and its driver (Debian: apt-get install chromium "
+        "chromium-driver)"
+    )
+
+
 def open_view(
     destinations: Sequence[str], host: str = "127.0.0.1", port: int = 0, log: Any | None = None
 ) -> View:
-    """A view of `destinations` (local datasets), not yet serving. Refuses what cannot be
-    viewed (a missing dataset, no Neuroglancer client) before serving anything."""
+    """A view of `destinations` (local datasets): the data server (not yet serving) and the
+    viewer (listening at `port`). Refuses what cannot be viewed (a missing dataset, no
+    `neuroglancer` package) before either server starts."""
     if not destinations:
         raise ViewError("name at least one dataset to view")
     folders = []
@@ -191,12 +310,16 @@ def open_view(
         if not os.path.isdir(folder):
             raise ViewError(f"{dest}: not found")
         folders.append(folder)
-    routes = {"/": str(client_folder())}
-    routes.update({f"/data/{i}": folder for i, folder in enumerate(folders)})
-    server = make_server(host=host, port=port, routes=routes, log=log)
+    neuroglancer = neuroglancer_module()
+    routes = {f"/data/{i}": folder for i, folder in enumerate(folders)}
+    data_server = make_server(host=host, port=0, routes=routes, log=log)
     try:
-        layers = [describe(folder, i, server.url) for i, folder in enumerate(folders)]
+        layers = [describe(folder, i, data_server.url) for i, folder in enumerate(folders)]
+        state = viewer_state(layers)
+        neuroglancer.set_server_bind_address(host, port)
+        viewer = neuroglancer.Viewer()
+        viewer.set_state(state)
     except BaseException:
-        server.server_close()
+        data_server.server_close()
         raise
-    return View(server, state_url(server.url, viewer_state(layers)), layers)
+    return View(data_server, viewer, state, layers)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import http.client
+import importlib.util
 import io
+import json
 import pathlib
+import shutil
 import signal
 import socket
 import subprocess
@@ -186,7 +189,20 @@ def test_demo_converts_both_volumes_to_both_formats_and_verifies(
 ) -> None:
     out = tmp_path / "demo"
     assert cli_main(["demo", "--out", str(out), "--size", "96,80,40", "--workers", "2"]) == 0
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
+    # A picture of each dataset beside it where a headless browser is at hand, else why not.
+    names = ("image", "segmentation", "image.zarr", "segmentation.zarr")
+    if shutil.which("chromedriver") and importlib.util.find_spec("selenium"):
+        from PIL import Image
+
+        assert "screenshots: " in printed
+        for name in names:
+            with Image.open(out / f"{name}.png") as shot:
+                pixels = np.asarray(shot.convert("RGB"))
+            assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 16  # data, not a blank view
+    else:
+        assert "screenshots: none (" in captured.err
     assert printed.count(": OK") == 4
     views = [line for line in printed.splitlines() if line.startswith("view:")]
     assert views == [
@@ -199,5 +215,13 @@ def test_demo_converts_both_volumes_to_both_formats_and_verifies(
         ).result()
         assert store.shape[:3] == (96, 80, 40)
     labels = np.load(out / "source" / "labels.npy")
-    seg = ts.open({"driver": "zarr3", "kvstore": f"file://{out / 'segmentation.zarr'}/"}).result()
+    # zarr3 output is an OME-Zarr group over its one level array, 0/.
+    for name in ("image.zarr", "segmentation.zarr"):
+        group = json.loads((out / name / "zarr.json").read_text())
+        assert group["node_type"] == "group"
+        datasets = group["attributes"]["ome"]["multiscales"][0]["datasets"]
+        assert [d["path"] for d in datasets] == ["0"]
+    seg = ts.open(
+        {"driver": "zarr3", "kvstore": f"file://{out / 'segmentation.zarr' / '0'}/"}
+    ).result()
     np.testing.assert_array_equal(np.asarray(seg.read().result()), labels)

@@ -1,14 +1,14 @@
 """`shardwright view` without a browser: the state it builds for each kind of dataset, what
-its server hands out, and its refusals. (Rendering in a real browser: test_view_browser.)"""
+its servers hand out, and its refusals. (Rendering in a real browser: test_view_browser.)"""
 
 from __future__ import annotations
 
-import json
+import os
 import pathlib
 import signal
 import subprocess
 import sys
-import urllib.parse
+import time
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -16,9 +16,12 @@ from typing import Any
 import numpy as np
 import pytest
 import tensorstore as ts
+from segment_objects import write_multilod_meshes, write_segmentation
 
 from shardwright import api, viewer
 from shardwright.viewer import ViewError, open_view
+
+pytest.importorskip("neuroglancer", reason="the view extra: pip install 'shardwright[view]'")
 
 IMAGE_XYZ = (96, 80, 40)
 
@@ -52,12 +55,6 @@ def running(datasets: dict[str, Any]) -> Iterator[viewer.View]:
     opened.close()
 
 
-def _state(url: str) -> dict[str, Any]:
-    fragment = urllib.parse.urlsplit(url).fragment
-    assert fragment.startswith("!")
-    return json.loads(urllib.parse.unquote(fragment[1:]))
-
-
 def _get(url: str) -> bytes:
     with urllib.request.urlopen(url, timeout=10) as response:
         return response.read()
@@ -66,8 +63,8 @@ def _get(url: str) -> bytes:
 def test_the_state_shows_every_dataset_as_its_kind(
     running: viewer.View, datasets: dict[str, Any]
 ) -> None:
-    state = _state(running.url)
-    base = running.server.url
+    state = running.state
+    base = running.data_server.url
     assert state["dimensions"] == {"x": [8e-9, "m"], "y": [8e-9, "m"], "z": [4e-8, "m"]}
     assert state["position"] == [48.0, 40.0, 20.0]  # the centre of the first dataset
     image, segmentation, zarr_image = state["layers"]
@@ -77,27 +74,45 @@ def test_the_state_shows_every_dataset_as_its_kind(
     assert voxels.min() <= low < high <= voxels.max()
     assert segmentation["type"] == "segmentation"
     assert segmentation["source"] == f"precomputed://{base}/data/1/"
-    shown = {int(s) for s in segmentation["segments"]}
-    assert shown and 0 not in shown and shown <= set(np.unique(datasets["labels"]).tolist())
+    assert "segments" not in segmentation  # no meshes to pick out: every segment shows
     assert zarr_image["type"] == "image" and zarr_image["source"] == f"zarr3://{base}/data/2/"
     assert [layer["name"] for layer in state["layers"]] == ["em", "seg", "em.zarr"]
+    # the viewer holds that state: what the browser at `url` is handed
+    held = running.viewer.state.to_json()
+    assert [layer["source"] for layer in held["layers"]] == [
+        layer["source"] for layer in state["layers"]
+    ]
 
 
-def test_the_server_hands_out_the_client_and_each_dataset(
+def test_the_viewer_hands_out_its_client_and_the_data_server_each_dataset(
     running: viewer.View, datasets: dict[str, Any]
 ) -> None:
-    base = running.server.url
-    index = _get(f"{base}/").decode()
-    assert "<title>neuroglancer</title>" in index
-    for script in [part.split('"')[0] for part in index.split('src="')[1:]]:
-        assert len(_get(f"{base}/{script}")) > 1000  # the client's code, served here
+    running.start()
+    assert "/v/" in running.url and running.url.startswith("http://127.0.0.1:")
+    page = _get(running.url).decode()
+    assert "neuroglancer" in page.lower()  # the package's client, from the package's server
     root = datasets["root"]
+    base = running.data_server.url
     assert _get(f"{base}/data/1/info") == (root / "seg" / "info").read_bytes()
-    for layer, want in zip(_state(running.url)["layers"][:2], ("image", "labels"), strict=True):
+    for layer, want in zip(running.state["layers"][:2], ("image", "labels"), strict=True):
         http_url = layer["source"].removeprefix("precomputed://")
         store = ts.open({"driver": "neuroglancer_precomputed", "kvstore": http_url}).result()
         got = np.asarray(store.read().result())[..., 0]
         np.testing.assert_array_equal(got, datasets[want].T)
+
+
+def test_a_segmentation_with_meshes_shows_a_few_of_its_segments(tmp_path: pathlib.Path) -> None:
+    source = tmp_path / "unsharded"
+    labels = write_segmentation(source, "mesh", None)
+    write_multilod_meshes(source / "mesh", np.arange(1, 5, dtype=np.uint64))
+    api.convert(str(source), str(tmp_path / "seg"), with_meshes=True, scheduler="sync",
+                progress=False)  # fmt: skip
+    view = open_view([str(tmp_path / "seg")])
+    try:
+        shown = {int(s) for s in view.state["layers"][0]["segments"]}
+    finally:
+        view.close()
+    assert shown and 0 not in shown and shown <= set(np.unique(labels).tolist())
 
 
 def test_jupyter_shows_a_link(running: viewer.View) -> None:
@@ -115,6 +130,8 @@ def test_missing_datasets_and_a_missing_client_are_refused_before_serving(
         open_view([str(tmp_path / "plain")])
     with pytest.raises(ViewError, match="view serves local datasets"):
         open_view(["gs://bucket/volume"])
+    with pytest.raises(ViewError, match="at least one dataset"):
+        open_view([])
     monkeypatch.setattr(viewer.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ViewError, match=r"pip install 'shardwright\[view\]'"):
         open_view([str(datasets["root"] / "em")])
@@ -122,17 +139,41 @@ def test_missing_datasets_and_a_missing_client_are_refused_before_serving(
 
 def test_the_view_command_prints_the_url_and_stops_on_sigterm(datasets: dict[str, Any]) -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "shardwright.cli", "view", str(datasets["root"] / "em"),
-         "--port", "0"],
+        [sys.executable, "-m", "shardwright.cli", "view", str(datasets["root"] / "em")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         assert process.stdout is not None
         url = process.stdout.readline().strip()
-        state = _state(url)
-        assert state["layers"][0]["name"] == "em"
-        base = url.split("/#!")[0]
-        assert b"neuroglancer" in _get(f"{base}/")
+        assert url.startswith("http://127.0.0.1:") and "/v/" in url
+        assert "neuroglancer" in _get(url).decode().lower()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+    finally:
+        process.kill()
+
+
+def test_open_hands_the_url_to_the_users_browser(
+    datasets: dict[str, Any], tmp_path: pathlib.Path
+) -> None:
+    """--open starts the browser named by $BROWSER (Python's webbrowser) on the printed URL."""
+    opened = tmp_path / "opened.txt"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f'#!/bin/sh\necho "$1" > {opened}\n')
+    browser.chmod(0o755)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "shardwright.cli", "view", "--open", str(datasets["root"] / "em")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "BROWSER": str(browser)},
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        deadline = time.monotonic() + 20
+        while not (opened.exists() and opened.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert opened.read_text().strip() == url
+        assert process.poll() is None, "the view keeps serving after opening the browser"
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0
     finally:

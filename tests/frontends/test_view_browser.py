@@ -1,0 +1,293 @@
+"""The Neuroglancer client itself reading our output, in headless Chromium (SwiftShader
+WebGL): each screenshot of our dataset must equal, pixel for pixel, the screenshot of the same
+voxels written by TensorStore under the same viewer state; a missing dataset and a truncated
+shard must not. Screenshots are kept under the test's tmp dir and named in the log.
+
+Skips, saying why, where Chromium, its driver or the `view` extra is missing (CI installs
+them: Debian's chromium and chromium-driver).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import io
+import json
+import pathlib
+import shutil
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+import tensorstore as ts
+from segment_objects import write_multilod_meshes, write_segmentation, write_skeletons
+
+from shardwright import api
+from shardwright.demo import write_demo_volumes
+from shardwright.serve import make_server
+from shardwright.viewer import ViewError, capture_png, headless_browser, open_view
+
+_MISSING = [
+    what
+    for what, present in [
+        ("chromium", shutil.which("chromium") or shutil.which("chromium-browser")),
+        ("chromedriver", shutil.which("chromedriver")),
+        ("the neuroglancer package", importlib.util.find_spec("neuroglancer")),
+        ("selenium", importlib.util.find_spec("selenium")),
+    ]
+    if not present
+]
+pytestmark = pytest.mark.skipif(
+    bool(_MISSING),
+    reason=f"no headless browser to render in: {', '.join(_MISSING)} missing "
+    "(Debian: apt-get install chromium chromium-driver; pip install 'shardwright[view]')",
+)
+
+SIZE_XYZ = (128, 128, 24)
+RESOLUTION = (8, 8, 40)
+SHOT = (384, 384)
+
+
+@pytest.fixture(scope="module")
+def volumes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("browser")
+    write_demo_volumes(SIZE_XYZ, str(root / "image.npy"), str(root / "labels.npy"))
+    image = np.load(root / "image.npy")
+    labels = np.load(root / "labels.npy")
+    common = dict(
+        scheduler="sync", progress=False, resolution=RESOLUTION, chunk_size=(32, 32, 8),
+        target_shard_bytes=64 * 1024,
+    )  # fmt: skip
+    api.convert(str(root / "image.npy"), str(root / "ours-image"), **common)
+    api.convert(
+        str(root / "labels.npy"), str(root / "ours-seg"), layer_type="segmentation",
+        encoding="compressed_segmentation", **common,
+    )  # fmt: skip
+    for location in ("end", "start"):
+        api.convert(
+            str(root / "image.npy"), str(root / f"ours-image-{location}.zarr"), format="zarr3",
+            index_location=location, **common,
+        )  # fmt: skip
+    _tensorstore_precomputed(root / "ts-image", image, "image", "raw")
+    _tensorstore_precomputed(root / "ts-seg", labels, "segmentation", "compressed_segmentation")
+    _tensorstore_zarr3(root / "ts-image.zarr", image)
+    # Segments 1-4 with unsharded multi-resolution Draco meshes and skeletons, and our sharded
+    # conversion of them.
+    write_segmentation(root / "unsharded-objects", "mesh", "skeletons")
+    segments = np.arange(1, 5, dtype=np.uint64)
+    write_multilod_meshes(root / "unsharded-objects" / "mesh", segments, origin_high=4.0)
+    write_skeletons(root / "unsharded-objects" / "skeletons", segments, vertex_types=False)
+    api.convert(
+        str(root / "unsharded-objects"), str(root / "ours-objects"), with_meshes=True,
+        with_skeletons=True, scheduler="sync", progress=False,
+    )  # fmt: skip
+    # An OME-Zarr pyramid of two levels; TensorStore's twin gets level 1 from numpy.
+    api.convert(
+        str(root / "image.npy"), str(root / "ours-pyramid.zarr"), format="zarr3", mips=1,
+        **common,
+    )  # fmt: skip
+    _tensorstore_zarr3(root / "ts-pyramid.zarr", image, _average_2x(image))
+    _tensorstore_zarr3(root / "ts-base-only.zarr", image)
+    return {"root": root}
+
+
+def _average_2x(zyx: np.ndarray) -> np.ndarray:
+    """Each 2x2x2 block's mean, rounded half up: the pyramid's average for uint8."""
+    z, y, x = zyx.shape
+    blocks = zyx.reshape(z // 2, 2, y // 2, 2, x // 2, 2).astype(np.uint32)
+    return ((blocks.sum(axis=(1, 3, 5)) + 4) // 8).astype(zyx.dtype)
+
+
+def _tensorstore_precomputed(dest: pathlib.Path, zyx: np.ndarray, kind: str, encoding: str) -> None:
+    store = ts.open(
+        {
+            "driver": "neuroglancer_precomputed",
+            "kvstore": f"file://{dest}/",
+            "multiscale_metadata": {
+                "type": kind, "data_type": str(zyx.dtype), "num_channels": 1,
+            },
+            "scale_metadata": {
+                "size": list(SIZE_XYZ), "resolution": list(RESOLUTION), "encoding": encoding,
+                "chunk_size": [32, 32, 8],
+            },
+            "create": True,
+        }
+    ).result()  # fmt: skip
+    store[...].write(zyx.T[..., None]).result()
+
+
+def _tensorstore_zarr3(dest: pathlib.Path, *levels: np.ndarray) -> None:
+    """The same voxels, unsharded, chunked alike, as the levels 0, 1, ... of an OME-Zarr group
+    whose metadata is written here by hand from the OME-Zarr 0.5 specification (level k's
+    voxel centres sit (2**k - 1) / 2 base voxels in)."""
+    datasets = []
+    for k, zyx in enumerate(levels):
+        store = ts.open(
+            {
+                "driver": "zarr3", "kvstore": f"file://{dest}/{k}/", "create": True,
+                "metadata": {
+                    "shape": list(zyx.shape), "data_type": "uint8",
+                    "chunk_grid": {
+                        "name": "regular", "configuration": {"chunk_shape": [8, 32, 32]},
+                    },
+                    "dimension_names": ["z", "y", "x"],
+                },
+            }
+        ).result()  # fmt: skip
+        store.write(zyx).result()
+        voxel = [r * 2**k for r in RESOLUTION[::-1]]
+        shift = [(v - r) / 2 for v, r in zip(voxel, RESOLUTION[::-1], strict=True)]
+        datasets.append(
+            {
+                "path": str(k),
+                "coordinateTransformations": [
+                    {"type": "scale", "scale": voxel},
+                    {"type": "translation", "translation": shift},
+                ],
+            }
+        )
+    axes = [{"name": a, "type": "space", "unit": "nanometer"} for a in "zyx"]
+    group = {
+        "zarr_format": 3, "node_type": "group",
+        "attributes": {
+            "ome": {"version": "0.5", "multiscales": [{"axes": axes, "datasets": datasets}]}
+        },
+    }  # fmt: skip
+    (dest / "zarr.json").write_text(json.dumps(group))
+
+
+@pytest.fixture(scope="module")
+def browser(volumes: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One data server (every folder of `volumes` and of later tests under /data/<name>/), one
+    viewer and one headless Chromium for the module: each render only changes the state."""
+    import neuroglancer
+
+    extra = tmp_path_factory.mktemp("broken")
+    server = make_server(routes={"/data": str(volumes["root"]), "/broken": str(extra)}, port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    neuroglancer.set_server_bind_address("127.0.0.1", 0)
+    viewer = neuroglancer.Viewer()
+    try:
+        with headless_browser(viewer):
+            yield {"viewer": viewer, "server": server, "broken": extra}
+    finally:
+        server.shutdown()
+        server.server_close()
+        neuroglancer.stop()
+
+
+Render = Callable[..., np.ndarray]
+
+
+@pytest.fixture()
+def render(browser: dict[str, Any], tmp_path: pathlib.Path, keep_screenshot: Any) -> Render:
+    """render(state, source, name, timeout=120): `state` with its one layer's source at
+    `source` (a path on the data server), rendered; the PNG kept as `name`.png in the test's
+    tmp dir and listed at the end of the report."""
+    from PIL import Image
+
+    def run(state: dict[str, Any], source: str, name: str, timeout: float = 120) -> np.ndarray:
+        state = copy.deepcopy(state)
+        layer = state["layers"][0]
+        scheme = layer["source"].split("://", 1)[0]
+        layer["source"] = f"{scheme}://{browser['server'].url}/{source}/"
+        viewer = browser["viewer"]
+        viewer.set_state(state)
+        png = capture_png(viewer, SHOT, timeout)
+        path = tmp_path / f"{name}.png"
+        path.write_bytes(png)
+        keep_screenshot(path)
+        return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+
+    return run
+
+
+def _state_of(folder: pathlib.Path, layout: str = "xy") -> dict[str, Any]:
+    """The state `view` builds for one of our datasets, in one panel."""
+    view = open_view([str(folder)])
+    try:
+        state = copy.deepcopy(view.state)
+    finally:
+        view.close()
+    state["layout"] = layout
+    return state
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs"),
+    [
+        ("ours-image", "ts-image"),
+        ("ours-seg", "ts-seg"),
+        ("ours-image-end.zarr", "ts-image.zarr"),
+        ("ours-image-start.zarr", "ts-image.zarr"),
+    ],
+)
+def test_neuroglancer_shows_our_output_exactly_as_tensorstores(
+    volumes: dict[str, Any], render: Render, ours: str, theirs: str
+) -> None:
+    state = _state_of(volumes["root"] / ours)
+    mine = render(state, f"data/{ours}", ours)
+    reference = render(state, f"data/{theirs}", theirs)
+    background = mine[0, 0]
+    assert (mine != background).any(axis=-1).mean() > 0.3  # the data is on screen
+    assert mine.shape == reference.shape
+    assert np.array_equal(mine, reference), f"{(mine != reference).any(-1).sum()} pixels differ"
+
+
+def test_sharded_meshes_and_skeletons_show_as_the_unsharded_ones(
+    volumes: dict[str, Any], render: Render
+) -> None:
+    state = _state_of(volumes["root"] / "ours-objects", layout="xy-3d")
+    assert {int(s) for s in state["layers"][0]["segments"]} <= {1, 2, 3, 4}
+    state["layers"][0]["segments"] = ["1", "2", "3", "4"]  # every segment's mesh and skeleton
+    mine = render(state, "data/ours-objects", "ours-objects")
+    reference = render(state, "data/unsharded-objects", "unsharded-objects")
+    assert np.array_equal(mine, reference), f"{(mine != reference).any(-1).sum()} pixels differ"
+    state["layers"][0]["segments"] = []
+    bare = render(state, "data/ours-objects", "no-segment-selected")
+    assert not np.array_equal(mine, bare)  # the meshes and skeletons are on screen
+
+
+def test_an_ome_zarr_pyramid_level_shows_as_tensorstores(
+    volumes: dict[str, Any], render: Render
+) -> None:
+    state = _state_of(volumes["root"] / "ours-pyramid.zarr")
+    state["crossSectionScale"] = 8.0  # 8 base voxels a pixel: Neuroglancer draws level 1
+    mine = render(state, "data/ours-pyramid.zarr", "ours-pyramid")
+    reference = render(state, "data/ts-pyramid.zarr", "ts-pyramid")
+    assert np.array_equal(mine, reference), f"{(mine != reference).any(-1).sum()} pixels differ"
+    base = render(state, "data/ts-base-only.zarr", "ts-base-only")
+    assert not np.array_equal(mine, base)  # level 1 was drawn, not the base
+
+
+def _does_not_match(
+    render: Render, state: dict[str, Any], source: str, name: str, reference: np.ndarray
+) -> bool:
+    """Whether the view of `source` fails to show `reference`: it never finishes loading, or
+    it finishes showing something else."""
+    try:
+        shown = render(state, source, name, timeout=20)
+    except ViewError as error:
+        print(f"{name}: {error}")
+        return True
+    return not np.array_equal(shown, reference)
+
+
+def test_a_missing_dataset_and_a_truncated_shard_do_not_pass(
+    volumes: dict[str, Any], browser: dict[str, Any], render: Render
+) -> None:
+    """Negative controls: the comparison above must be able to fail."""
+    root = volumes["root"]
+    state = _state_of(root / "ours-image")
+    reference = render(state, "data/ts-image", "reference")
+    assert _does_not_match(render, state, "data/nothing-here", "missing", reference)
+    broken = browser["broken"] / "truncated"
+    shutil.copytree(root / "ours-image", broken)
+    for shard in broken.rglob("*.shard"):
+        shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    assert _does_not_match(render, state, "broken/truncated", "truncated", reference)
+    # the view comes back once the data is whole again: the failures above were the data's
+    again = render(state, "data/ours-image", "whole-again")
+    assert np.array_equal(again, reference)
