@@ -8,10 +8,11 @@ import gc
 import json
 import shlex
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import NoReturn
 
-from shardwright.errors import ShardwrightError
+from shardwright.errors import ShardwrightError, ShardwrightWarning
 from shardwright.options import (
     ConvertOptions,
     command_line_fields,
@@ -219,8 +220,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     w.add_argument("dest", nargs="+", help="converted datasets (local folders)")
     w.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    w.add_argument("--port", type=int, default=8000, help="port to listen on (0: any free)")
+    w.add_argument("--port", type=int, default=0, help="the viewer's port (default: 0, any free one)")
     w.add_argument("--open", action="store_true", help="open the URL in a web browser")
+    w.add_argument(
+        "--screenshot",
+        metavar="FILE.png",
+        help="render the view in a headless Chromium into FILE.png and exit",
+    )
     w.add_argument("--log", action="store_true", help="print a line per request")
 
     d = sub.add_parser("demo", help="make a demo volume, convert it both ways, verify")
@@ -245,13 +251,41 @@ def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int
     if unknown:  # named by the subcommand's parser, which knows the options meant
         command = _subparser(parser, args.command)
         command.error(f"unrecognized arguments: {' '.join(unknown)}")
+    args.warnings = _HeldWarnings(args.command)
     try:
-        return _run(args, own_process)
+        with warnings.catch_warnings():
+            warnings.showwarning = args.warnings.hold
+            code = _run(args, own_process)
+        args.warnings.say()
+        return code
     except (ValueError, OSError) as exc:
         # Our errors name options as flags here, as API parameters in Python (errors.py).
         message = exc.for_command_line() if isinstance(exc, ShardwrightError) else str(exc)
         print(f"shardwright {args.command}: error: {message}", file=sys.stderr)
         return 2
+
+
+class _HeldWarnings:
+    """Our warnings, held until the job has passed its checks (a refused job prints its one
+    error, nothing else), then said as one line each worded for the command line. Other
+    warnings print as Python shows them."""
+
+    def __init__(self, command: str):
+        self.command = command
+        self.held: list[str] = []
+
+    def hold(self, message: Warning | str, category: type[Warning], filename: str,
+             lineno: int, *_: object) -> None:  # fmt: skip
+        if isinstance(message, ShardwrightWarning):
+            self.held.append(message.for_command_line())
+        else:
+            print(warnings.formatwarning(message, category, filename, lineno), end="",
+                  file=sys.stderr)  # fmt: skip
+
+    def say(self) -> None:
+        for line in self.held:
+            print(f"shardwright {self.command}: warning: {line}", file=sys.stderr)
+        self.held.clear()
 
 
 def _subparser(parser: argparse.ArgumentParser, command: str) -> _Parser:
@@ -330,6 +364,7 @@ def _convert(args: argparse.Namespace) -> int:
         break_lease=args.break_lease,
         lease_wait=args.lease_wait,
     )
+    args.warnings.say()
     if not args.quiet:
         print(plan.report(), file=sys.stderr)
     manifest = api.convert(
@@ -366,8 +401,16 @@ def _view(args: argparse.Namespace) -> int:
     from shardwright.viewer import open_view
 
     view = open_view(args.dest, args.host, args.port, log=sys.stderr if args.log else None)
+    if args.screenshot:
+        view.start()
+        try:
+            view.screenshot(args.screenshot)
+        finally:
+            view.close()
+        print(f"wrote {args.screenshot}")
+        return 0
     print(view.url, flush=True)
-    print(f"serving {len(view.layers)} dataset(s) at {view.server.url} (Ctrl-C to stop)",
+    print(f"serving {len(view.layers)} dataset(s) from {view.data_server.url} (Ctrl-C to stop)",
           file=sys.stderr)  # fmt: skip
     if args.open:
         import webbrowser

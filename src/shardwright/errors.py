@@ -11,18 +11,24 @@ from __future__ import annotations
 import re
 
 
-class ShardwrightError(Exception):
-    """The root of every error this project raises on purpose.
-
-    Messages name options as the command line writes them (`--mips 9`); `str()` words them
-    for the Python API (`mips=9`, `resume=True`), `for_command_line()` keeps the flags.
-    """
+class _WordedForEachFrontEnd(Exception):
+    """Messages name options as the command line writes them (`--mips 9`); `str()` words them
+    for the Python API (`mips=9`, `resume=True`), `for_command_line()` keeps the flags."""
 
     def __str__(self) -> str:
         return api_wording(super().__str__())
 
     def for_command_line(self) -> str:
         return super().__str__()
+
+
+class ShardwrightError(_WordedForEachFrontEnd):
+    """The root of every error this project raises on purpose."""
+
+
+class ShardwrightWarning(_WordedForEachFrontEnd, UserWarning):
+    """A job that runs, but likely not as meant (a voxel size guessed): said once, on stderr
+    by the command line, as a Python warning in the API."""
 
 
 _FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9]*(?:-[a-z0-9]+)*)(?: ([^\s,;)]+))?")

@@ -20,17 +20,19 @@ GiB = 1024**3
 MiB = 1024**2
 
 FORMATS = ("precomputed", "zarr3")
-LAYER_TYPES = ("image", "segmentation")
+LAYER_TYPES = ("auto", "image", "segmentation")
 ENCODINGS = ("raw", "jpeg", "png", "compressed_segmentation")
 COMPRESSIONS = ("none", "gzip", "zstd", "blosc")
 HASHES = ("identity", "murmurhash3_x86_128")
 INDEX_LOCATIONS = ("end", "start")
+ZARR_LAYOUTS = ("ome", "array")
 ENGINES = ("cpu", "gpu")
 
 
 DEFAULT_BLOCK_SIZE = (8, 8, 8)
 DEFAULT_JPEG_QUALITY = 85
 DEFAULT_INDEX_LOCATION = "end"
+DEFAULT_ZARR_LAYOUT = "ome"
 
 SIZE_SUFFIXES = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
@@ -115,16 +117,23 @@ class ConvertOptions:
     format: str = field(
         default="precomputed", metadata=cli("--format", "output format", choices=FORMATS)
     )
-    layer_type: str | None = field(
-        default=None,
+    layer_type: str = field(
+        default="auto",
         metadata=cli(
             "--layer-type",
-            "what the volume holds (default: as the source says, else image)",
+            "what the volume holds; auto: as the source says, else segmentation for uint32 and "
+            "uint64 voxels, image otherwise",
             choices=LAYER_TYPES,
         ),
     )
-    encoding: str = field(
-        default="raw", metadata=cli("--encoding", "precomputed chunk encoding", choices=ENCODINGS)
+    encoding: str | None = field(
+        default=None,
+        metadata=cli(
+            "--encoding",
+            "precomputed chunk encoding (default: compressed_segmentation for uint32/uint64 "
+            "segmentations, raw otherwise)",
+            choices=ENCODINGS,
+        ),
     )
     compression: str | None = field(
         default=None,
@@ -234,6 +243,16 @@ class ConvertOptions:
             choices=INDEX_LOCATIONS,
         ),
     )
+    zarr_layout: str | None = field(
+        default=None,  # resolved(): DEFAULT_ZARR_LAYOUT
+        metadata=cli(
+            "--zarr-layout",
+            "zarr3 layout (default ome: an OME-Zarr 0.5 group, level arrays 0/, 1/, ... with "
+            "voxel size, units and, for segmentations, image-label metadata; array: one bare "
+            "array at DEST, one level)",
+            choices=ZARR_LAYOUTS,
+        ),
+    )
     # Pyramids: levels above the base (an int, or "auto": down to about one chunk), the factor
     # between levels (default 2,2,2) and the reduction (default: average for images, mode for
     # segmentations). None / 0 mips: a single level, written exactly as without pyramids.
@@ -341,16 +360,18 @@ class ConvertOptions:
     def resolved(self) -> ConvertOptions:
         """The options with every encoding default filled in (what a plan runs with); the
         fields stay None until then so that the planner can tell what the user gave."""
-        block, quality, location = (
+        block, quality, location, layout = (
             self.compressed_segmentation_block_size,
             self.jpeg_quality,
             self.index_location,
+            self.zarr_layout,
         )
         return replace(
             self,
             compressed_segmentation_block_size=DEFAULT_BLOCK_SIZE if block is None else block,
             jpeg_quality=DEFAULT_JPEG_QUALITY if quality is None else quality,
             index_location=DEFAULT_INDEX_LOCATION if location is None else location,
+            zarr_layout=DEFAULT_ZARR_LAYOUT if layout is None else layout,
         )
 
     def __post_init__(self) -> None:
@@ -362,6 +383,8 @@ class ConvertOptions:
             )
         if self.index_location not in (None, *INDEX_LOCATIONS):
             raise ValueError(f"index location must be start or end, got {self.index_location!r}")
+        if self.zarr_layout not in (None, *ZARR_LAYOUTS):
+            raise ValueError(f"zarr layout must be ome or array, got {self.zarr_layout!r}")
         if self.engine not in ENGINES:
             raise ValueError(f"unknown engine {self.engine!r}; choose one of {ENGINES}")
         if self.memory_budget < 16 * MiB:

@@ -94,8 +94,9 @@ def test_s3_zarr_source_to_gcs_zarr3_and_back(s3: S3Server, gcs: GcsServer) -> N
         **SMALL,
     )
     assert isinstance(manifest, dict) and manifest["totals"]["shards"] > 1
-    # TensorStore reads the shard indexes at the shards' ends with suffix ranges.
-    got = _ts_read("zarr3", {"driver": "gcs", "bucket": "out-zarr", "path": "em.zarr/"})
+    # TensorStore reads the shard indexes at the shards' ends with suffix ranges; the level
+    # array is 0/ under the OME-Zarr group at the destination.
+    got = _ts_read("zarr3", {"driver": "gcs", "bucket": "out-zarr", "path": "em.zarr/0/"})
     np.testing.assert_array_equal(got, vol)
     from zarr.storage import FsspecStore  # and zarr-python, through gcsfs
 
@@ -104,7 +105,9 @@ def test_s3_zarr_source_to_gcs_zarr3_and_back(s3: S3Server, gcs: GcsServer) -> N
         storage_options=gcs.options(gcs.conformant_endpoint),
         read_only=True,
     )
-    np.testing.assert_array_equal(zarr.open_array(zstore, mode="r")[...], vol)
+    level = zarr.open_group(zstore, mode="r")["0"]
+    assert isinstance(level, zarr.Array)
+    np.testing.assert_array_equal(level[...], vol)
 
 
 @pytest.mark.parametrize("fmt", ["precomputed", "zarr3"])
@@ -131,7 +134,7 @@ def test_sharded_gcs_sources(tmp_path: pathlib.Path, gcs: GcsServer, fmt: str) -
         source_storage_options=gcs.options(gcs.conformant_endpoint),
         **SMALL,
     )
-    got = _ts_read("zarr3", {"driver": "file", "path": str(dest) + "/"})
+    got = _ts_read("zarr3", {"driver": "file", "path": f"{dest}/0/"})
     np.testing.assert_array_equal(
         got[..., 0] if fmt == "precomputed" else got, vol.T if fmt == "precomputed" else vol
     )
@@ -166,7 +169,7 @@ def test_gcs_precomputed_source_to_s3_zarr3(s3: S3Server, gcs: GcsServer) -> Non
         storage_options=s3.options(),
         **SMALL,
     )
-    got = _ts_read("zarr3", _s3_kv(s3, "out-z3", "em.zarr"))
+    got = _ts_read("zarr3", _s3_kv(s3, "out-z3", "em.zarr/0"))
     np.testing.assert_array_equal(got[..., 0], vol.T)  # a precomputed source is x,y,z,c
 
 

@@ -23,6 +23,7 @@ from cloudvolume import CloudVolume
 from shardwright import api
 from shardwright.cli import main as cli_main
 from shardwright.cluster import connect
+from shardwright.errors import PlanError
 from shardwright.manifest import MANIFEST_KEY
 
 SIZE_XYZ = (45, 38, 21)  # not a multiple of any chunk size used below
@@ -58,9 +59,39 @@ def _as_xyzc(czyx_or_zyx: np.ndarray) -> np.ndarray:
 
 
 def _read_zarr3(dest: pathlib.Path) -> list[np.ndarray]:
-    via_ts = ts.open({"driver": "zarr3", "kvstore": f"file://{dest}/"}).result().read().result()
-    via_zarr = zarr.open_array(str(dest), mode="r")[...]
-    return [np.asarray(via_ts), np.asarray(via_zarr)]
+    """The level array 0/ of an OME-Zarr group, read by TensorStore and (through the group)
+    by zarr-python."""
+    via_ts = ts.open({"driver": "zarr3", "kvstore": f"file://{dest}/0/"}).result().read().result()
+    level = zarr.open_group(str(dest), mode="r")["0"]
+    assert isinstance(level, zarr.Array)
+    return [np.asarray(via_ts), np.asarray(level[...])]
+
+
+def _check_ome_group(
+    dest: pathlib.Path, resolution_xyz: tuple[float, float, float], label: bool = False
+) -> None:
+    """DEST/zarr.json is an OME-Zarr 0.5 multiscales group over one level array, 0/: its axes
+    are the array's (space axes in nanometres), its scale the voxel size in that order."""
+    group = json.loads((dest / "zarr.json").read_text())
+    assert group["zarr_format"] == 3 and group["node_type"] == "group"
+    ome = group["attributes"]["ome"]
+    assert ome["version"] == "0.5"
+    assert ("image-label" in ome) == label
+    axes = json.loads((dest / "0" / "zarr.json").read_text())["dimension_names"]
+    (multiscale,) = ome["multiscales"]
+    assert multiscale["axes"] == [
+        {"name": "c", "type": "channel"}
+        if a == "c"
+        else {"name": a, "type": "space", "unit": "nanometer"}
+        for a in axes
+    ]
+    (dataset,) = multiscale["datasets"]
+    assert dataset["path"] == "0"
+    voxel = {"c": 1.0, **dict(zip("xyz", resolution_xyz, strict=True))}
+    assert dataset["coordinateTransformations"][0] == {
+        "type": "scale",
+        "scale": [voxel[a] for a in axes],
+    }
 
 
 SMALL = dict(chunk_size=(16, 16, 8), target_shard_bytes=16 * 1024, memory_budget=64 * 1024**2)
@@ -142,6 +173,7 @@ def test_every_source_kind_converts_to_both_formats(
         want = vol.T[..., None] if kind == "precomputed" else vol
         for got in _read_zarr3(dest):
             np.testing.assert_array_equal(got, want)
+        _check_ome_group(dest, (4, 4, 30) if kind == "precomputed" else (1, 1, 1))
     assert api.verify(str(dest), source, full=True).ok
 
 
@@ -206,10 +238,13 @@ def test_zarr3_compressions_and_channels(
         progress=False,
         format="zarr3",
         compression=compression,
+        resolution=(4, 5, 40),
         **SMALL,
     )
-    meta = json.loads((dest / "zarr.json").read_text())
+    meta = json.loads((dest / "0" / "zarr.json").read_text())
+    assert meta["node_type"] == "array"
     assert meta["dimension_names"] == ["c", "z", "y", "x"]
+    _check_ome_group(dest, (4, 5, 40))  # scale [1, 40, 5, 4]: c, z, y, x
     for got in _read_zarr3(dest):
         np.testing.assert_array_equal(got, vol)
 
@@ -232,6 +267,58 @@ def test_zarr3_omits_all_fill_chunks_and_shards(tmp_path: pathlib.Path) -> None:
     assert manifest["totals"]["empty_shards_skipped"] > 0
     for got in _read_zarr3(dest):
         np.testing.assert_array_equal(got, vol)
+
+
+def _zarr3_shards(root: pathlib.Path) -> dict[str, bytes]:
+    """The shard objects of the zarr3 array at `root` (under c/), by key."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in (root / "c").rglob("*")
+            if p.is_file()}  # fmt: skip
+
+
+def test_zarr3_array_layout_writes_one_bare_array(tmp_path: pathlib.Path) -> None:
+    """`zarr_layout="array"`: the level array itself at DEST (no group, no 0/), the same
+    metadata and shard bytes as the default OME layout's 0/, read back as the same voxels."""
+    vol = _labels("uint32")
+    np.save(tmp_path / "vol.npy", vol)
+    source = str(tmp_path / "vol.npy")
+    dests = {}
+    for layout in ("ome", "array"):
+        dests[layout] = tmp_path / f"{layout}.zarr"
+        api.convert(source, str(dests[layout]), scheduler="sync", progress=False,
+                    format="zarr3", layer_type="segmentation", compression="zstd",
+                    zarr_layout=layout, **SMALL)  # fmt: skip
+    ome, bare = dests["ome"], dests["array"]
+    _check_ome_group(ome, (1, 1, 1), label=True)
+    meta = json.loads((bare / "zarr.json").read_text())
+    assert meta["node_type"] == "array" and meta["shape"] == list(vol.shape)
+    assert meta == json.loads((ome / "0" / "zarr.json").read_text())
+    assert not (bare / "0").exists()
+    shards = _zarr3_shards(bare)
+    assert len(shards) > 1 and shards == _zarr3_shards(ome / "0")
+    via_ts = ts.open({"driver": "zarr3", "kvstore": f"file://{bare}/"}).result().read().result()
+    np.testing.assert_array_equal(np.asarray(via_ts), vol)
+    np.testing.assert_array_equal(zarr.open_array(str(bare), mode="r")[...], vol)
+    assert api.verify(str(bare), source, full=True).ok
+
+
+def test_zarr3_array_layout_is_refused_where_it_cannot_apply(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    np.save(tmp_path / "vol.npy", _image())
+    source, dest = str(tmp_path / "vol.npy"), str(tmp_path / "out")
+    # A pyramid has several level arrays: only the OME-Zarr group holds them.
+    with pytest.raises(PlanError, match=r"zarr.layout.array .*pyramid.* zarr.layout.ome"):
+        api.plan(source, dest, format="zarr3", zarr_layout="array", mips=2, **SMALL)
+    assert cli_main(["plan", source, dest, "--format", "zarr3", "--zarr-layout", "array",
+                     "--mips", "2"]) == 2  # fmt: skip
+    assert "needs --zarr-layout ome" in capsys.readouterr().err
+    # Precomputed output has no zarr layout to choose.
+    for layout in ("array", "ome"):
+        with pytest.raises(PlanError, match="zarr.layout applies to zarr3 output"):
+            api.plan(source, dest, format="precomputed", zarr_layout=layout, **SMALL)
+    assert cli_main(["plan", source, dest, "--zarr-layout", "array"]) == 2
+    assert "--zarr-layout applies to zarr3 output" in capsys.readouterr().err
+    assert not pathlib.Path(dest).exists()
 
 
 @pytest.mark.parametrize("scheduler", ["threads", "sync"])

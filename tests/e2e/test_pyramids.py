@@ -387,13 +387,31 @@ def test_bad_pyramids_are_refused_before_anything_is_written(
 
 
 def test_without_mips_nothing_changes(tmp_path: pathlib.Path) -> None:
-    for fmt in ("precomputed", "zarr3"):
-        default = api.plan(_npy(tmp_path), "memory://a", format=fmt, **SMALL)
-        zero = api.plan(_npy(tmp_path), "memory://a", format=fmt, mips=0, **SMALL)
+    """No mips and mips=0 are the same single level, with no pyramid: precomputed's `info`;
+    zarr3's bare array (`zarr_layout="array"`); or, in zarr3's default OME-Zarr layout, that
+    same array one level down (0/) and a group naming it alone, with no downsampling method."""
+    source = _npy(tmp_path)
+    plans = {}
+    for name, options in [
+        ("precomputed", dict(format="precomputed")),
+        ("array", dict(format="zarr3", zarr_layout="array")),
+        ("ome", dict(format="zarr3")),
+    ]:
+        default = api.plan(source, "memory://a", **options, **SMALL)
+        zero = api.plan(source, "memory://a", mips=0, **options, **SMALL)
         assert default.pyramid is None and "levels" not in default.describe()
         assert default.metadata_documents() == zero.metadata_documents()
-        assert len(default.metadata_documents()) == 1
         assert [t.key for t in default.shards()] == [t.key for t in zero.shards()]
+        plans[name] = default
+    docs = {name: plan.metadata_documents() for name, plan in plans.items()}
+    assert [key for key, _ in docs["precomputed"]] == ["info"]
+    assert [key for key, _ in docs["array"]] == ["zarr.json"]
+    assert [key for key, _ in docs["ome"]] == ["0/zarr.json", "zarr.json"]
+    assert docs["ome"][0][1] == docs["array"][0][1]
+    (multiscale,) = docs["ome"][1][1]["attributes"]["ome"]["multiscales"]
+    assert [d["path"] for d in multiscale["datasets"]] == ["0"] and "type" not in multiscale
+    bare = [t.key for t in plans["array"].shards()]
+    assert bare and [t.key for t in plans["ome"].shards()] == [f"0/{key}" for key in bare]
 
 
 def test_plan_command_shows_every_level(

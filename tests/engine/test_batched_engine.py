@@ -96,11 +96,11 @@ def test_batched_zarr3_shards_read_back_by_tensorstore(tmp_path: pathlib.Path) -
         min_shards=2,
     )
     store = Store(str(dest))
-    key, document = plan.metadata_document()
-    store.write_text(key, json.dumps(document))
+    for key, document in plan.metadata_documents():  # the level array 0/, the OME group
+        store.write_text(key, json.dumps(document))
     for task in plan.shards():
         run_shard_batched(plan, task, store, np)
-    got = ts.open({"driver": "zarr3", "kvstore": f"file://{dest}/"}).result().read().result()
+    got = ts.open({"driver": "zarr3", "kvstore": f"file://{dest}/0/"}).result().read().result()
     np.testing.assert_array_equal(np.asarray(got), volume)
 
 

@@ -40,6 +40,7 @@ SAMPLES: dict[str, tuple[list[str], Any]] = {
     "hash": (["--hash", "murmurhash3_x86_128"], "murmurhash3_x86_128"),
     "shard_shape": (["--shard-shape", "2,2,1"], (2, 2, 1)),
     "index_location": (["--index-location", "start"], "start"),
+    "zarr_layout": (["--zarr-layout", "array"], "array"),
     "mips": (["--mips", "auto"], "auto"),
     "factor": (["--factor", "2,2,1"], (2, 2, 1)),
     "downsample": (["--downsample", "max"], "max"),
@@ -138,7 +139,7 @@ def test_version_names_the_package() -> None:
     assert run.returncode == 0 and run.stdout.strip() == f"shardwright {__version__}"
 
 
-@pytest.mark.parametrize("command", ["plan", "convert", "verify", "serve", "demo"])
+@pytest.mark.parametrize("command", ["plan", "convert", "verify", "serve", "view", "demo"])
 def test_every_option_of_every_command_shows_its_default(
     command: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

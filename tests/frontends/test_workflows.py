@@ -200,7 +200,7 @@ def test_submit_script_detached_job_completes_without_its_client(
     while not (dest / MANIFEST_KEY).exists():
         assert time.monotonic() < deadline, "the detached job did not finish"
         time.sleep(0.1)
-    got = ts.open({"driver": "zarr3", "kvstore": f"file://{dest}/"}).result().read().result()
+    got = ts.open({"driver": "zarr3", "kvstore": f"file://{dest}/0/"}).result().read().result()
     np.testing.assert_array_equal(np.asarray(got), volume)
 
 

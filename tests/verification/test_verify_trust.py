@@ -65,10 +65,11 @@ def _edit_metadata(dest: pathlib.Path, fmt: str) -> str:
         info["scales"][0]["size"][0] += 8
         (dest / "info").write_text(json.dumps(info))
         return "info"
-    meta = json.loads((dest / "zarr.json").read_text())
+    key = "0/zarr.json"  # the level array under the OME-Zarr group at the root
+    meta = json.loads((dest / key).read_text())
     meta["shape"][0] += 8
-    (dest / "zarr.json").write_text(json.dumps(meta))
-    return "zarr.json"
+    (dest / key).write_text(json.dumps(meta))
+    return key
 
 
 def _empty_manifest(dest: pathlib.Path) -> None:

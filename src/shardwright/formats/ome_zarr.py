@@ -1,4 +1,5 @@
-"""OME-Zarr 0.5 multiscales: the group `zarr.json` over a zarr3 pyramid's level arrays.
+"""OME-Zarr 0.5 multiscales: the group `zarr.json` over zarr3 output's level arrays (one or
+more; a segmentation's group also carries image-label metadata).
 
 The group lists the axes (space axes in nanometres, a channel axis without unit) and, per
 level, the array's path and its coordinate transformations: a scale (voxel size) and a
@@ -20,9 +21,11 @@ def multiscales_group(
     datasets: Sequence[tuple[str, Sequence[float], Sequence[float]]],
     *,
     method: str | None = None,
+    label: bool = False,
 ) -> dict[str, Any]:
     """The group document: `axes` letters in array order, `datasets` (path, scale,
-    translation) from the finest level up, each vector in array order."""
+    translation) from the finest level up, each vector in array order; `label` marks a
+    segmentation (OME-Zarr image-label metadata: its values are labels, not intensities)."""
     multiscale: dict[str, Any] = {
         "axes": [_axis(a) for a in axes],
         "datasets": [
@@ -38,11 +41,10 @@ def multiscales_group(
     }
     if method is not None:
         multiscale["type"] = method
-    return {
-        "zarr_format": 3,
-        "node_type": "group",
-        "attributes": {"ome": {"version": OME_VERSION, "multiscales": [multiscale]}},
-    }
+    ome: dict[str, Any] = {"version": OME_VERSION, "multiscales": [multiscale]}
+    if label:
+        ome["image-label"] = {}
+    return {"zarr_format": 3, "node_type": "group", "attributes": {"ome": ome}}
 
 
 def dataset_paths(group: Mapping[str, Any]) -> list[str] | None:

@@ -4,11 +4,12 @@ sample the encoding, choose the sharding, and add the pyramid's levels."""
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
 import numpy as np
 
 from shardwright.codecs import byte_codec
-from shardwright.errors import PlanError
+from shardwright.errors import PlanError, ShardwrightWarning
 from shardwright.formats.precomputed_info import PrecomputedInfo, PrecomputedScale
 from shardwright.formats.zarr3_metadata import ZarrArrayMetadata
 from shardwright.options import ConvertOptions
@@ -24,8 +25,9 @@ def make_plan(
     source: str | Source, dest: str, options: ConvertOptions | None = None
 ) -> ConversionPlan:
     """Open the source, validate every choice and decide geometry and sharding."""
-    checks.check_options_for_format(options or ConvertOptions())
-    options = (options or ConvertOptions()).resolved()
+    given = options or ConvertOptions()
+    checks.check_options_for_format(given)
+    options = given.resolved()
     src = (
         source
         if not isinstance(source, str)
@@ -39,15 +41,22 @@ def make_plan(
     size = pyramid.triple(int(s) for s in src.shape_xyz)
     dtype = np.dtype(src.dtype)
     checks.check_size(size, src.url)
-    layer_type = (
-        options.layer_type
-        or src.hints.layer_type
-        or ("segmentation" if options.encoding == "compressed_segmentation" else "image")
+    layer_type = _layer_type(options, src.hints.layer_type, dtype)
+    options = dataclasses.replace(
+        options, encoding=options.encoding or _default_encoding(options.format, layer_type, dtype)
     )
-    if layer_type not in ("image", "segmentation"):
-        raise PlanError(f"layer type must be image or segmentation, got {layer_type!r}")
+    if options.format == "precomputed":
+        checks.check_block_size(given, options.encoding)
     chunk = geometry.chunk_size(options.chunk_size, size)
     resolution = tuple(float(r) for r in (options.resolution or src.hints.resolution or (1, 1, 1)))
+    if options.resolution is None and src.hints.resolution is None:
+        warnings.warn(
+            ShardwrightWarning(
+                f"{src.url} records no voxel size: writing 1,1,1 nm; give the real one "
+                "(x,y,z in nanometres) with --resolution"
+            ),
+            stacklevel=2,
+        )
     checks.check_resolution(resolution)
     rx, ry, rz = resolution
     offset = tuple(int(v) for v in (options.voxel_offset or src.hints.voxel_offset or (0, 0, 0)))
@@ -74,6 +83,33 @@ def make_plan(
     return plan
 
 
+LABEL_DTYPES = (np.dtype(np.uint32), np.dtype(np.uint64))  # what compressed_segmentation takes
+
+
+def _layer_type(options: ConvertOptions, hinted: str | None, dtype: np.dtype) -> str:
+    """The layer type asked for; for auto, what the source says, else what its voxels suggest
+    (connectomics label volumes are uint32 or uint64; images are narrower, or floats)."""
+    if options.layer_type not in ("auto", None):
+        layer_type = options.layer_type
+    elif hinted is not None:
+        layer_type = hinted
+    elif options.encoding == "compressed_segmentation" or dtype in LABEL_DTYPES:
+        layer_type = "segmentation"
+    else:
+        layer_type = "image"
+    if layer_type not in ("image", "segmentation"):
+        raise PlanError(f"layer type must be image or segmentation, got {layer_type!r}")
+    return layer_type
+
+
+def _default_encoding(output_format: str, layer_type: str, dtype: np.dtype) -> str:
+    """compressed_segmentation for precomputed label volumes (what Neuroglancer and Igneous
+    users expect of a segmentation), raw otherwise."""
+    if output_format == "precomputed" and layer_type == "segmentation" and dtype in LABEL_DTYPES:
+        return "compressed_segmentation"
+    return "raw"
+
+
 def plan_precomputed(geo: Geometry) -> ConversionPlan:
     """A precomputed volume's plan: its scale, chunk encoding and sharding spec."""
     options = geo.options
@@ -89,7 +125,7 @@ def plan_precomputed(geo: Geometry) -> ConversionPlan:
             size=geo.size,
             resolution=geo.resolution,
             chunk_size=geo.chunk_size,
-            encoding=options.encoding,
+            encoding=options.encoding or "raw",  # decided in make_plan
             voxel_offset=geo.voxel_offset,
             compressed_segmentation_block_size=block,
         )

@@ -72,6 +72,17 @@ def check_layer_dtype(layer_type: str, dtype: np.dtype) -> None:
         )
 
 
+def check_block_size(options: ConvertOptions, encoding: str | None) -> None:
+    """--block-size only with compressed_segmentation (None: not decided yet, see builder)."""
+    if options.compressed_segmentation_block_size is not None and encoding not in (
+        None,
+        "compressed_segmentation",
+    ):
+        raise PlanError(
+            f"--block-size applies to --encoding compressed_segmentation, not {encoding}"
+        )
+
+
 def check_options_for_format(options: ConvertOptions) -> None:
     """Refuse options the chosen format or encoding would ignore, so that what the user
     asked for is either honoured or refused, never dropped."""
@@ -86,22 +97,22 @@ def check_options_for_format(options: ConvertOptions) -> None:
             "--block-size": options.compressed_segmentation_block_size,
         }
         _refuse_given(ignored, "precomputed output; zarr3 output ignores it")
+        if options.zarr_layout == "array" and options.mips not in (None, 0):
+            raise PlanError(
+                "--zarr-layout array writes one bare array; a pyramid (--mips) needs "
+                "--zarr-layout ome"
+            )
     else:
         ignored = {
             "--shard-shape": options.shard_shape,
             "--index-location": options.index_location,
+            "--zarr-layout": options.zarr_layout,
         }
         _refuse_given(ignored, "zarr3 output; precomputed output ignores it")
         if options.jpeg_quality is not None and options.encoding != "jpeg":
-            raise PlanError(f"--jpeg-quality applies to --encoding jpeg, not {options.encoding}")
-        if (
-            options.compressed_segmentation_block_size is not None
-            and options.encoding != "compressed_segmentation"
-        ):
-            raise PlanError(
-                "--block-size applies to --encoding compressed_segmentation, not "
-                f"{options.encoding}"
-            )
+            chosen = options.encoding or "the default"
+            raise PlanError(f"--jpeg-quality applies to --encoding jpeg, not {chosen}")
+        check_block_size(options, options.encoding)
     if options.compression_level is not None and options.compression == "none":
         raise PlanError(
             "--compression-level applies to gzip, zstd or blosc, not --compression none"

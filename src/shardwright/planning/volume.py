@@ -232,12 +232,13 @@ class ConversionPlan(Geometry):
         return self.metadata_documents()[-1]
 
     def metadata_documents(self) -> list[tuple[str, dict[str, Any]]]:
-        """Every metadata object, the root one last: `info`; `zarr.json`; or, for a zarr3
-        pyramid, each level's `k/zarr.json` and the OME-Zarr multiscales group `zarr.json`."""
+        """Every metadata object, the root one last: `info`; for zarr3 each level's
+        `k/zarr.json` and the OME-Zarr multiscales group `zarr.json` (one level or many), or
+        with `--zarr-layout array` the one array's `zarr.json`."""
         if self.info is not None:
             return [("info", self.info.to_json())]
         assert self.zarr is not None
-        if self.pyramid is None:
+        if not self.ome_group:
             return [("zarr.json", self.zarr.to_json())]
         docs: list[tuple[str, dict[str, Any]]] = []
         datasets = []
@@ -256,7 +257,12 @@ class ConversionPlan(Geometry):
             shift["c"] = 0.0
             axes = self.zarr_axes
             datasets.append((str(k), [scale[a] for a in axes], [shift[a] for a in axes]))
-        group = ome_zarr.multiscales_group(self.zarr_axes, datasets, method=self.pyramid.method)
+        group = ome_zarr.multiscales_group(
+            self.zarr_axes,
+            datasets,
+            method=None if self.pyramid is None else self.pyramid.method,
+            label=self.layer_type == "segmentation",
+        )
         docs.append(("zarr.json", group))
         return docs
 
@@ -304,9 +310,16 @@ class ConversionPlan(Geometry):
         ]
 
     @property
+    def ome_group(self) -> bool:
+        """zarr3 output as an OME-Zarr group over level arrays `k/` (the default, pyramid or
+        not: viewers read the voxel size and units from it), not one bare array at DEST."""
+        return self.zarr is not None and self.options.zarr_layout != "array"
+
+    @property
     def zarr_prefix(self) -> str:
-        """Where this level's zarr3 array lives in DEST: the root, or `k/` in a pyramid."""
-        return "" if self.pyramid is None else f"{self.level}/"
+        """Where this level's zarr3 array lives in DEST: `k/` in an OME-Zarr group, or the
+        root for `--zarr-layout array`."""
+        return f"{self.level}/" if self.ome_group else ""
 
     @property
     def zarr_axes(self) -> str:

@@ -28,6 +28,24 @@ class SourceHints:
     layer_type: str | None = None
 
 
+def resolution_in_array_order(
+    axes: str, values: Any, nm_per_unit: float
+) -> tuple[float, float, float] | None:
+    """The x, y, z voxel size in nm from `values` given per spatial axis in array order (as
+    HDF5 attributes and ImageJ TIFFs record them), or None if they do not fit."""
+    spatial = [a for a in axes if a in "xyz"]
+    try:
+        numbers = [float(v) * nm_per_unit for v in values]
+    except (TypeError, ValueError):
+        return None
+    if len(numbers) != len(spatial) or sorted(spatial) != ["x", "y", "z"]:
+        return None
+    if not all(n > 0 and n == n and n != float("inf") for n in numbers):
+        return None
+    by_axis = dict(zip(spatial, numbers, strict=True))
+    return by_axis["x"], by_axis["y"], by_axis["z"]
+
+
 @runtime_checkable
 class Source(Protocol):
     """A volume the converter can read box by box, on any worker."""

@@ -9,7 +9,13 @@ import h5py
 import numpy as np
 
 from shardwright.errors import SourceError
-from shardwright.sources.base import ArraySource, axes_from_names, file_identity
+from shardwright.sources.base import (
+    ArraySource,
+    SourceHints,
+    axes_from_names,
+    file_identity,
+    resolution_in_array_order,
+)
 
 
 class Hdf5Source(ArraySource):
@@ -38,9 +44,11 @@ class Hdf5Source(ArraySource):
                     )
                 shape, dtype = node.shape, node.dtype
                 labels = [dim.label for dim in node.dims]  # h5py dimension labels, if set
+                attributes = dict(node.attrs)
         except OSError as exc:
             raise SourceError(f"{url}: not a readable HDF5 file ({exc})") from exc
         super().__init__(url, shape, dtype, axes, detected_axes=axes_from_names(labels))
+        self.hints = SourceHints(resolution=_voxel_size(attributes, self.axes))
 
     def _read(self, slices: tuple[slice, ...]) -> np.ndarray:
         if self._file is None:
@@ -52,6 +60,20 @@ class Hdf5Source(ArraySource):
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_file": None}
+
+
+# Voxel-size attributes of a dataset, per spatial axis in array order, and nm per their unit:
+# `resolution` in nm (CREMI and connectomics pipelines), `element_size_um` (ilastik, Fiji).
+VOXEL_SIZE_ATTRIBUTES = (("resolution", 1.0), ("element_size_um", 1000.0))
+
+
+def _voxel_size(attributes: dict[str, Any], axes: str) -> tuple[float, float, float] | None:
+    for name, nm_per_unit in VOXEL_SIZE_ATTRIBUTES:
+        if name in attributes:
+            found = resolution_in_array_order(axes, attributes[name], nm_per_unit)
+            if found is not None:
+                return found
+    return None
 
 
 def _datasets(f: h5py.File) -> list[str]:

@@ -21,7 +21,7 @@ import numpy as np
 import tifffile
 
 from shardwright.errors import SourceError
-from shardwright.sources.base import ArraySource, axes_from_names, file_identity
+from shardwright.sources.base import ArraySource, SourceHints, axes_from_names, file_identity
 from shardwright.sources.kinds import is_tiff_name
 
 # tifffile's axis codes: S are samples (RGB, or contiguous extra channels), C channels, and
@@ -62,8 +62,11 @@ def _region_reader(tif: tifffile.TiffFile, path: str) -> Any:
     return array
 
 
-def _header(path: str) -> tuple[tuple[int, ...], np.dtype, str, bool]:
-    """Shape, dtype, tifffile axes and memory-mappability of a file's first series."""
+def _header(
+    path: str,
+) -> tuple[tuple[int, ...], np.dtype, str, bool, tuple[float, float, float] | None]:
+    """Shape, dtype, tifffile axes, memory-mappability and voxel size of a file's first
+    series."""
     try:
         with _open_tiff(path) as tif:
             series = tif.series[0]
@@ -72,9 +75,33 @@ def _header(path: str) -> tuple[tuple[int, ...], np.dtype, str, bool]:
                 np.dtype(series.dtype),
                 series.axes,
                 (series.dataoffset is not None),
+                _imagej_voxel_size(tif),
             )
     except (tifffile.TiffFileError, OSError, ValueError, IndexError) as exc:
         raise SourceError(f"{path}: not a readable TIFF ({exc})") from exc
+
+
+# nm per unit of the units ImageJ (and Fiji) write in a TIFF's description.
+IMAGEJ_UNITS = {"nm": 1.0, "nanometer": 1.0, "micron": 1e3, "um": 1e3, "\u00b5m": 1e3,
+                "mm": 1e6}  # fmt: skip
+
+
+def _imagej_voxel_size(tif: tifffile.TiffFile) -> tuple[float, float, float] | None:
+    """The x, y, z voxel size in nm an ImageJ TIFF records (pixels per unit in the X/Y
+    resolution tags, the slice spacing and unit in its description), or None."""
+    metadata = tif.imagej_metadata if tif.is_imagej else None
+    if not metadata or "spacing" not in metadata:
+        return None
+    nm = IMAGEJ_UNITS.get(str(metadata.get("unit", "")).lower())
+    tags = tif.pages[0].tags  # type: ignore[union-attr]
+    if nm is None or "XResolution" not in tags or "YResolution" not in tags:
+        return None
+    try:
+        (xn, xd), (yn, yd) = tags["XResolution"].value, tags["YResolution"].value
+        sizes = (xd / xn * nm, yd / yn * nm, float(metadata["spacing"]) * nm)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return None
+    return sizes if all(0 < v < float("inf") for v in sizes) else None
 
 
 class TiffFileSource(ArraySource):
@@ -82,7 +109,7 @@ class TiffFileSource(ArraySource):
 
     def __init__(self, path: str, axes: str | None = None, url: str | None = None):
         self.path = path
-        shape, dtype, series_axes, mappable = _header(path)
+        shape, dtype, series_axes, mappable, voxel_size = _header(path)
         if len(shape) == 2:
             raise SourceError(
                 f"{url or path}: a single 2-D image ({series_axes} {shape}), not a volume"
@@ -96,7 +123,9 @@ class TiffFileSource(ArraySource):
         self._lock = threading.Lock()
         self._reader: Any = None
         self._closer: weakref.finalize | None = None
-        super().__init__(url or path, shape, dtype, axes, detected_axes=detected)
+        super().__init__(
+            url or path, shape, dtype, axes, hints=SourceHints(voxel_size), detected_axes=detected
+        )
         if not mappable:
             self._open()  # fail now, not on a worker, if the compression cannot be decoded
 
@@ -144,8 +173,8 @@ class TiffSlicesSource(ArraySource):
         # Every header is checked now, so a stray slice fails the plan, not a worker hours in.
         with ThreadPoolExecutor(max_workers=min(16, len(self.files))) as pool:
             headers = list(pool.map(_header, self.files))
-        plane_shape, dtype, plane_axes, _ = headers[0]
-        for path, (shape, other_dtype, _, _) in zip(self.files, headers, strict=True):
+        plane_shape, dtype, plane_axes, _, _ = headers[0]
+        for path, (shape, other_dtype, _, _, _) in zip(self.files, headers, strict=True):
             if shape != plane_shape or other_dtype != dtype:
                 raise SourceError(
                     f"{url}: slice {path} is {shape} {other_dtype}, expected "
