@@ -220,7 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     w.add_argument("dest", nargs="+", help="converted datasets (local folders)")
     w.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    w.add_argument("--port", type=int, default=0, help="the viewer's port (default: 0, any free one)")
+    w.add_argument(
+        "--port", type=int, default=0, help="the viewer's port (default: 0, any free one)"
+    )
     w.add_argument("--open", action="store_true", help="open the URL in a web browser")
     w.add_argument(
         "--screenshot",
