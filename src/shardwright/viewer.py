@@ -36,13 +36,19 @@ SHOWN_SEGMENTS = 8
 RENDER_TIMEOUT = 120.0  # seconds a headless render may take before the view counts as broken
 PANEL_PIXELS = 480  # the data's width in x or y fills about this many screen pixels
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
-# Headless Chromium without a GPU: WebGL 2 through SwiftShader, software but exact.
+# Headless Chromium without a GPU: WebGL 2 through SwiftShader, software but exact; and none
+# of the browser's own traffic (updates, sync, first-run pages), which an offline machine
+# would only refuse.
 BROWSER_FLAGS = (
     "--no-sandbox",
     "--use-gl=angle",
     "--use-angle=swiftshader",
     "--enable-unsafe-swiftshader",
     "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 )
 
 
