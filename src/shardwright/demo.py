@@ -8,6 +8,7 @@ the sources.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shlex
 import sys
@@ -141,5 +142,10 @@ def run_demo(
     print(f"\noutput: {root}")
     views = " ".join(shlex.quote(os.path.join(out, name)) for name, _, _ in jobs)
     print(f"view:   shardwright view {views}")
-    print("        (Neuroglancer in your browser, offline; needs pip install 'shardwright[view]')")
+    needs = (
+        ""
+        if importlib.util.find_spec("neuroglancer")
+        else "; needs pip install 'shardwright[view]'"
+    )
+    print(f"        (Neuroglancer in your browser, offline{needs})")
     return 1 if failures else 0
