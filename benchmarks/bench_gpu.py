@@ -169,7 +169,8 @@ def parity(name: str, array: np.ndarray, gpu_dest: pathlib.Path, cpu_dest: pathl
     shards equal the CPU engine's bytes."""
     zarr3 = CASES[name]["options"].get("format") == "zarr3"
     driver = "zarr3" if zarr3 else "neuroglancer_precomputed"
-    spec: dict[str, Any] = {"driver": driver, "kvstore": f"file://{gpu_dest}/"}
+    array = f"{gpu_dest}/0" if zarr3 else str(gpu_dest)  # zarr3: an OME-Zarr group over 0/
+    spec: dict[str, Any] = {"driver": driver, "kvstore": f"file://{array}/"}
     read = np.asarray(ts.open(spec).result().read().result())
     read = read.squeeze() if zarr3 else read[..., 0].transpose(2, 1, 0)
     out = {"tensorstore_reads_source": bool(np.array_equal(read, array))}

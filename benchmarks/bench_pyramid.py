@@ -49,7 +49,7 @@ def _read_level(dest: str, fmt: str, level: int | None) -> np.ndarray:
         if level is not None:
             spec["scale_index"] = level
         return np.asarray(ts.open(spec).result().read().result())
-    path = dest if level is None else f"{dest}/{level}"
+    path = f"{dest}/{level or 0}"  # an OME-Zarr group over its levels, one level or more
     got = ts.open({"driver": "zarr3", "kvstore": f"file://{path}/"}).result().read().result()
     got = np.asarray(got)
     return got.T[..., None]
