@@ -23,6 +23,7 @@ from shardwright.engine.blocks import (
     grid_offset,
     scattered_cells,
 )
+from shardwright.engine.scatter import scatter_zarr3
 from shardwright.engine.shard_task import run_task
 from shardwright.formats import zarr3_sharding
 from shardwright.formats.shardfile import ShardFile
@@ -104,10 +105,20 @@ class CpuProducer:
             spool_dir=self.spool_dir,
             name=task.key,
         )
-        for coord, voxels in self._cells():
-            stored = chain.encode(to_zarr_order(voxels, axes))
-            if stored is not None:
-                builder.add(grid_offset(axes, coord, task.chunk_start), stored)
+        blocks = epoch_blocks(plan, task) if self.blocks is None else self.blocks
+        for cstart, _, block in blocks:
+            # One copy of the epoch into C-order chunks (the batched engine's scatter), each
+            # compressed straight from it (the shard lays chunks out by position, not by when
+            # they were added).
+            ordered = to_zarr_order(block, axes).astype(chain.dtype, copy=False)
+            buffer, local = scatter_zarr3(np, ordered, chain.shape, chain.fill_value)
+            del block, ordered
+            chunks = buffer.reshape(len(local), chain.nbytes)
+            present = chain.present(np, chunks.view(chain.dtype))
+            in_shard = local + np.asarray(grid_offset(axes, cstart, task.chunk_start))
+            for index in np.flatnonzero(present).tolist():
+                position = tuple(in_shard[index].tolist())
+                builder.add(position, chain.encode_bytes(chunks[index].data))
         return builder.finish() if len(builder) else None  # all fill: zarr stores no shard
 
     def _cells(self) -> Iterator[Cell]:

@@ -72,11 +72,13 @@ class InnerChunkChain:
         fill = xp.asarray(self.fill_value, dtype=self.dtype)
         return ~xp.all(chunks == fill, axis=tuple(range(1, chunks.ndim)))
 
-    def encode_bytes(self, data: bytes) -> bytes:
-        """A chunk's element bytes as stored: compressed, then followed by their crc32c."""
+    def encode_bytes(self, data: Buffer) -> bytes:
+        """A chunk's element bytes (any contiguous buffer) as stored: compressed, then followed
+        by their crc32c."""
         if self.compressor is not None:
             data = self.compressor.compress(data)
-        return append_crc32c(data) if self.checksum else data
+        stored = bytes(data)  # no copy of what a compressor returned
+        return append_crc32c(stored) if self.checksum else stored
 
     def encode(self, block: np.ndarray) -> bytes | None:
         """One chunk (output axis order; an edge chunk may be smaller) as stored, or None when
@@ -84,7 +86,8 @@ class InnerChunkChain:
         if not self.present(np, block[np.newaxis])[0]:
             return None
         full = pad(np, block, self.shape, self.fill_value)
-        return self.encode_bytes(np.ascontiguousarray(full, dtype=self.dtype).tobytes())
+        elements = np.ascontiguousarray(full, dtype=self.dtype).reshape(-1).view(np.uint8)
+        return self.encode_bytes(elements.data)
 
     def decode(self, stored: bytes | memoryview | None) -> np.ndarray:
         """A stored chunk's elements (the fill value for a chunk not stored), full shape."""
