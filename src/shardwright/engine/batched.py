@@ -33,7 +33,7 @@ from shardwright.engine.aggregate import (
     to_host,
 )
 from shardwright.engine.blocks import Block, epoch_blocks, grid_offset
-from shardwright.engine.scatter import precomputed_regions, scatter_zarr3
+from shardwright.engine.scatter import precomputed_regions, zarr3_epoch_chunks
 from shardwright.engine.shard_task import run_task
 from shardwright.engine.stages import Stages, timer
 from shardwright.formats.shardfile import ShardFile
@@ -198,22 +198,19 @@ class BatchedProducer:
         positions: list[np.ndarray] = []
         for cstart, _, block in blocks:
             with stage("scatter"):
-                ordered = to_zarr_order(block, axes)
-                ordered = xp.ascontiguousarray(ordered).astype(chain.dtype, copy=False)
+                ordered = xp.ascontiguousarray(to_zarr_order(block, axes))
                 del block
-                buffer, local = scatter_zarr3(xp, ordered, chain.shape, chain.fill_value)
+                offset = grid_offset(axes, cstart, self.task.chunk_start)
+                chunks, keep, in_shard = zarr3_epoch_chunks(xp, chain, ordered, offset)
                 del ordered
-                chunks = buffer.reshape(len(local), chain.nbytes)
-                keep = np.nonzero(to_host(chain.present(xp, chunks.view(chain.dtype))))[0]
                 if not len(keep):
                     continue
                 kept = chunks[xp.asarray(keep)].reshape(-1)
-                del buffer, chunks
+                del chunks
             self._hold(held, kept, np.full(len(keep), chain.nbytes, dtype=np.int64))
             del kept
-            # Epoch-local chunk coordinates (output axis order) -> positions in the shard.
-            in_shard = local[keep] + np.asarray(grid_offset(axes, cstart, self.task.chunk_start))
-            positions.append(np.ravel_multi_index(tuple(in_shard.T), meta.chunks_per_shard))
+            kept_at = in_shard[keep]
+            positions.append(np.ravel_multi_index(tuple(kept_at.T), meta.chunks_per_shard))
         if not positions:
             return None
         with stage("aggregate"):

@@ -23,7 +23,7 @@ from shardwright.engine.blocks import (
     grid_offset,
     scattered_cells,
 )
-from shardwright.engine.scatter import scatter_zarr3
+from shardwright.engine.scatter import zarr3_epoch_chunks
 from shardwright.engine.shard_task import run_task
 from shardwright.formats import zarr3_sharding
 from shardwright.formats.shardfile import ShardFile
@@ -110,13 +110,12 @@ class CpuProducer:
             # One copy of the epoch into C-order chunks (the batched engine's scatter), each
             # compressed straight from it (the shard lays chunks out by position, not by when
             # they were added).
-            ordered = to_zarr_order(block, axes).astype(chain.dtype, copy=False)
-            buffer, local = scatter_zarr3(np, ordered, chain.shape, chain.fill_value)
-            del block, ordered
-            chunks = buffer.reshape(len(local), chain.nbytes)
-            present = chain.present(np, chunks.view(chain.dtype))
-            in_shard = local + np.asarray(grid_offset(axes, cstart, task.chunk_start))
-            for index in np.flatnonzero(present).tolist():
+            offset = grid_offset(axes, cstart, task.chunk_start)
+            chunks, stored, in_shard = zarr3_epoch_chunks(
+                np, chain, to_zarr_order(block, axes), offset
+            )
+            del block
+            for index in stored.tolist():
                 position = tuple(in_shard[index].tolist())
                 builder.add(position, chain.encode_bytes(chunks[index].data))
         return builder.finish() if len(builder) else None  # all fill: zarr stores no shard

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from shardwright.arrays import Array
-from shardwright.formats.zarr3_chunks import pad
+from shardwright.engine.aggregate import to_host
+from shardwright.formats.zarr3_chunks import InnerChunkChain, pad
 
 
 def _regions(extent: int, chunk: int) -> list[tuple[int, int, int]]:
@@ -95,3 +96,19 @@ def scatter_zarr3(
     chunk_major = xp.ascontiguousarray(lifted.transpose(outer + inner))
     coords = np.stack(np.unravel_index(np.arange(int(np.prod(grid))), grid), axis=1)
     return chunk_major.reshape(-1).view(xp.uint8), coords
+
+
+def zarr3_epoch_chunks(
+    xp: Any, chain: InnerChunkChain, ordered: Array, epoch_offset: tuple[int, ...]
+) -> tuple[Array, np.ndarray, np.ndarray]:
+    """An epoch in the output's axis order as zarr3 inner chunks, for both engines.
+
+    Returns (chunks [N, chunk bytes] in `xp`, the indices of those stored (not all fill value),
+    each chunk's position in the shard grid (N, rank)); `epoch_offset` is the epoch's chunk
+    offset within its shard (`blocks.grid_offset`).
+    """
+    ordered = ordered.astype(chain.dtype, copy=False)
+    buffer, local = scatter_zarr3(xp, ordered, chain.shape, chain.fill_value)
+    chunks = buffer.reshape(len(local), chain.nbytes)
+    stored = np.flatnonzero(to_host(chain.present(xp, chunks.view(chain.dtype))))
+    return chunks, stored, local + np.asarray(epoch_offset)
