@@ -184,7 +184,9 @@ SHARD_NODES: dict[str, Callable[[Any, str], Iterator[Node]]] = {
 
 
 def shard_nodes(plan: Plan, token: str) -> Iterator[Node]:
-    """The stream of `plan`'s shard tasks; `token` makes their keys unique to this job."""
+    """The stream of `plan`'s shard tasks; `token` must make their keys unique to this job
+    and dataset: a Dask cluster handed a key it still holds returns that task's result
+    instead of running the new task (a job's mesh and skeleton shards share file names)."""
     return SHARD_NODES[plan.dataset](plan, token)
 
 

@@ -261,7 +261,7 @@ def run_job(
                     f"context-{i}-{token}",
                     TaskContext(b.plan.for_shard_tasks(), b.store, resume),
                 ),
-                shard_nodes(b.plan, token),
+                shard_nodes(b.plan, f"{i}-{token}"),
                 table,
             )
             for i, (b, table) in enumerate(zip(begun, tables, strict=True))

@@ -173,6 +173,28 @@ def test_meshes_and_skeletons_convert_and_read_back_through_cloudvolume_and_tens
         assert report.chunks_compared == SEGMENTS
 
 
+def test_mesh_and_skeleton_shards_in_flight_together_are_each_written(
+    source: tuple[pathlib.Path, np.ndarray], tmp_path: pathlib.Path, client: Any
+) -> None:
+    """A mesh shard and a skeleton shard share a file name; on one cluster at once (a window
+    wider than the job) each must still run as its own task: a cluster handed a key it holds
+    returns that task's result instead, which once left the skeletons unwritten behind a
+    manifest that listed them."""
+    root, ids = source
+    dest = tmp_path / "seg"
+    api.convert(str(root), str(dest), client=client, window=10_000, progress=False,
+                with_meshes=True, with_skeletons=True)  # fmt: skip
+    for kind, reads in (("mesh", 2 * SEGMENTS), ("skeletons", SEGMENTS)):
+        manifest = json.loads((dest / kind / MANIFEST_KEY).read_text())
+        stored = sorted(p.name for p in (dest / kind).glob("*.shard"))
+        assert stored == sorted(e["key"] for e in manifest["shards"]) != []
+        assert manifest["totals"]["requests"]["gets"] == reads + len(stored) + 2
+        kv = _kvstore(dest / kind)
+        for segment in ids.tolist()[::97]:
+            want = root / kind / (f"{segment}.index" if kind == "mesh" else str(segment))
+            assert kv.read(_key(segment)).result().value == want.read_bytes(), (kind, segment)
+
+
 def test_plan_shows_hashed_sharding_and_groups_ids_without_objects(
     source: tuple[pathlib.Path, np.ndarray], tmp_path: pathlib.Path, capsys: Any
 ) -> None:
