@@ -49,7 +49,7 @@ import tensorstore as ts
 from isal import igzip
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from _common import write_result  # noqa: E402
+from _common import compile_package, write_result  # noqa: E402
 
 from shardwright import api  # noqa: E402
 from shardwright.codecs.compressed_segmentation import CompressedSegmentationEncoding  # noqa: E402
@@ -330,6 +330,7 @@ def main() -> None:
     )
     parser.add_argument("--cases", help="comma-separated subset of the cases to run")
     args = parser.parse_args()
+    compile_package()
     image_size = (512, 512, 256) if args.quick else (1024, 1024, 512 * args.scale)
     label_size = (256, 256, 128) if args.quick else (512, 512, 256 * args.scale)
     workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="sw-bench-"))

@@ -30,7 +30,7 @@ import tensorstore as ts
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "tests"))
-from _common import write_result  # noqa: E402
+from _common import compile_package, write_result  # noqa: E402
 from segment_objects import (  # noqa: E402
     segment_ids,
     write_multilod_meshes,
@@ -104,6 +104,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args()
+    compile_package()
     work = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="swbo"))
     root = work / "seg"
     ids = segment_ids(args.segments)

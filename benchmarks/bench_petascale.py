@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import psutil
-from _common import write_result
+from _common import compile_package, write_result
 from distributed import Client
 from synthetic import SyntheticSource
 
@@ -239,6 +239,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--petabyte-shards", type=int, default=4, help="stop after this many")
     args = parser.parse_args()
+    compile_package()
     folder = pathlib.Path(tempfile.mkdtemp(prefix="petascale-"))
     try:
         with dask_processes(args.workers, folder) as (address, procs):
