@@ -1,5 +1,6 @@
-"""The zarr3 inner-chunk codec chain: fill chunks skipped, edge chunks padded, compressor and
-crc32c applied in that order; what it stores reads back through zarr-python's own codecs."""
+"""The zarr3 inner-chunk codec chain, through the engines' own epoch step: fill chunks
+skipped, edge chunks padded, compressor and crc32c applied in that order; what it stores reads
+back through zarr-python's own codecs."""
 
 from __future__ import annotations
 
@@ -11,7 +12,16 @@ import pytest
 import zarr
 
 from shardwright import zarr3
+from shardwright.engine.scatter import zarr3_epoch_chunks
 from shardwright.formats.zarr3_chunks import InnerChunkChain, pad
+
+
+def _stored(chain: InnerChunkChain, block: np.ndarray) -> bytes | None:
+    """One chunk (an edge chunk may be smaller) as the engines store it; None when it is all
+    fill value and is not stored."""
+    chunks, stored, positions = zarr3_epoch_chunks(np, chain, block, (0,) * block.ndim)
+    assert len(chunks) == 1 and positions.tolist() == [[0] * block.ndim]
+    return chain.encode_bytes(chunks[stored[0]].data) if stored.size else None
 
 
 def _meta(compressor: zarr3.Compressor | None, checksum: bool) -> zarr3.ZarrArrayMetadata:
@@ -33,7 +43,7 @@ def test_edge_chunks_are_padded_and_read_back(
 ) -> None:
     chain = InnerChunkChain.of(_meta(compressor, checksum))
     edge = np.arange(4 * 6, dtype=np.uint16).reshape(4, 6)
-    stored = chain.encode(edge)
+    stored = _stored(chain, edge)
     assert stored is not None
     full = chain.decode(stored)
     assert full.shape == (8, 8) and full.dtype == np.dtype("<u2")
@@ -47,7 +57,7 @@ def test_edge_chunks_are_padded_and_read_back(
 
 def test_all_fill_chunks_are_not_stored_and_read_as_fill() -> None:
     chain = InnerChunkChain.of(_meta(None, False))
-    assert chain.encode(np.full((8, 3), 3, dtype=np.uint16)) is None
+    assert _stored(chain, np.full((8, 3), 3, dtype=np.uint16)) is None
     assert chain.present(np, np.stack([np.full((8, 8), 3), np.eye(8) + 3])).tolist() == [
         False,
         True,
@@ -66,7 +76,7 @@ def test_stored_chunks_decode_with_zarr_python(tmp_path: pathlib.Path) -> None:
     meta = _meta(zarr3.Compressor.zstd(), True)
     chain = InnerChunkChain.of(meta)
     values = np.arange(64, dtype=np.uint16).reshape(8, 8)
-    stored = chain.encode(values)
+    stored = _stored(chain, values)
     assert stored is not None
     (tmp_path / "zarr.json").write_text(json.dumps(meta.to_json()))
     (tmp_path / "c" / "0").mkdir(parents=True)

@@ -80,15 +80,6 @@ class InnerChunkChain:
         stored = bytes(data)  # no copy of what a compressor returned
         return append_crc32c(stored) if self.checksum else stored
 
-    def encode(self, block: np.ndarray) -> bytes | None:
-        """One chunk (output axis order; an edge chunk may be smaller) as stored, or None when
-        it is all fill value and is not stored."""
-        if not self.present(np, block[np.newaxis])[0]:
-            return None
-        full = pad(np, block, self.shape, self.fill_value)
-        elements = np.ascontiguousarray(full, dtype=self.dtype).reshape(-1).view(np.uint8)
-        return self.encode_bytes(elements.data)
-
     def decode(self, stored: bytes | memoryview | None) -> np.ndarray:
         """A stored chunk's elements (the fill value for a chunk not stored), full shape."""
         if stored is None:
