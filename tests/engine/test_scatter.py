@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from shardwright.codecs import chunk_encoding
 from shardwright.codecs.raw import RawEncoding
 from shardwright.engine.aggregate import EncodedChunks, arrange_precomputed, arrange_zarr3
-from shardwright.engine.blocks import block_cells
+from shardwright.engine.blocks import block_cells, strided_cells
 from shardwright.engine.scatter import scatter_precomputed, scatter_zarr3
 from shardwright.formats import zarr3_sharding
 from shardwright.formats.morton import compressed_morton_code
@@ -120,6 +120,26 @@ def test_block_cells_yield_every_chunk_in_grid_order_as_the_raw_encoding_views(
         assert isinstance(view, memoryview) and view.readonly
         assert np.shares_memory(np.frombuffer(view, np.uint8), cell)
         assert bytes(view) == raw.encode(piece)
+
+
+@given(dims, chunks, st.integers(0, 3))
+def test_strided_cells_are_the_block_cells_without_a_copy(
+    shape: tuple[int, ...], chunk: tuple[int, int, int], origin: int
+) -> None:
+    """What the CPU engine hands encoders that read through strides (compressed_segmentation):
+    the scattered cells' coordinates in their order and their voxels, as views of the block;
+    and cseg's bytes of each equal those of the contiguous chunk."""
+    rng = np.random.default_rng(sum(shape))
+    voxels = (rng.random(shape) * 5).astype("uint32")
+    grid = [-(-n // c) for n, c in zip(shape[:3], chunk, strict=False)]
+    start = (origin, 2 * origin, 3 * origin)
+    block = (start, tuple(s + g for s, g in zip(start, grid, strict=True)), voxels)
+    scattered, strided = list(block_cells(block, chunk)), list(strided_cells(block, chunk))
+    assert [c for c, _ in strided] == [c for c, _ in scattered]
+    cseg = chunk_encoding("compressed_segmentation")
+    for (_, a), (_, b) in zip(scattered, strided, strict=True):
+        assert np.array_equal(a, b) and np.shares_memory(b, voxels)
+        assert cseg.encode(b) == cseg.encode(np.asfortranarray(a))
 
 
 def test_raw_encoded_view_copies_what_is_not_laid_out_as_stored() -> None:

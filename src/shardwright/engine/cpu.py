@@ -82,7 +82,10 @@ class CpuProducer:
                 chunk_id = _scattered_ids(plan, coords)
                 chunks = scattered_cells(plan, coords)
             else:
-                chunk_id, chunks = _box_ids(plan, task), self._cells()
+                # Raw chunks are scattered into their stored bytes; the other encoders read
+                # each chunk's voxels through their strides (or gather them themselves).
+                raw = isinstance(encoding, RawEncoding)
+                chunk_id, chunks = _box_ids(plan, task), self._cells(scatter=raw)
                 if isinstance(encoding, RawEncoding):  # the scattered chunks are their bytes
                     encode = encoding.encoded_view
             for coord, voxels in chunks:
@@ -120,9 +123,9 @@ class CpuProducer:
                 builder.add(position, chain.encode_bytes(chunks[index].data))
         return builder.finish() if len(builder) else None  # all fill: zarr stores no shard
 
-    def _cells(self) -> Iterator[Cell]:
+    def _cells(self, *, scatter: bool) -> Iterator[Cell]:
         blocks = epoch_blocks(self.plan, self.task) if self.blocks is None else self.blocks
-        return cells(blocks, self.plan.chunk_size)
+        return cells(blocks, self.plan.chunk_size, scatter=scatter)
 
 
 def _box_ids(plan: ConversionPlan, task: ShardTask) -> Callable[[tuple[int, ...]], int]:
