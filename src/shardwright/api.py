@@ -5,7 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 from typing import Any
 
-from shardwright.cluster import runner, scheduler_address, workers_elsewhere
+from shardwright.cluster import runner, scheduler_address, wants_dashboard, workers_elsewhere
 from shardwright.engine.gpu import cupy_module
 from shardwright.errors import LeaseHeld, PlanError
 from shardwright.graph import Node, shard_nodes
@@ -56,6 +56,7 @@ def convert(
     client: Any = None,
     compute: bool = True,
     progress: bool | Progress = True,
+    dashboard: bool | None = None,
     window: int | None = None,
     break_lease: bool = False,
     lease_timeout: float = DEFAULT_TIMEOUT,
@@ -74,7 +75,9 @@ def convert(
     job coordinates it and renews its lease: it begins each dataset, keeps at most `window`
     shard tasks on the cluster at once (default: a few per worker thread) and writes the
     manifest last. `progress`: show shards, bytes, rate and time left (or a `Progress` of
-    your own that receives every receipt).
+    your own that receives every receipt). `dashboard`: whether a cluster started for the job
+    serves the Dask dashboard (default: when progress is shown and the source holds at least
+    4 GiB; smaller jobs end before anyone could open it, and its start costs about a second).
     """
     the_plan: ConversionPlan | ObjectPlan
     if isinstance(source, ConversionPlan | ObjectPlan):
@@ -99,7 +102,13 @@ def convert(
     pending = PendingConversion(job, resume=job.mode == "resume", window=window)
     if not compute:
         return pending
-    return pending.compute(scheduler=scheduler, workers=workers, client=client, progress=progress)
+    return pending.compute(
+        scheduler=scheduler,
+        workers=workers,
+        client=client,
+        progress=progress,
+        dashboard=dashboard,
+    )
 
 
 class PendingConversion:
@@ -137,9 +146,10 @@ class PendingConversion:
         workers: int | None = None,
         client: Any = None,
         progress: bool | Progress = True,
+        dashboard: bool | None = None,
     ) -> dict[str, Any]:
-        """Run the job and return its manifest."""
-        return self._run(scheduler, workers, client, _progress(progress))
+        """Run the job and return its manifest (`dashboard` as for `convert`)."""
+        return self._run(scheduler, workers, client, _progress(progress), dashboard)
 
     def submit(
         self,
@@ -148,26 +158,33 @@ class PendingConversion:
         workers: int | None = None,
         client: Any = None,
         progress: bool | Progress = True,
+        dashboard: bool | None = None,
     ) -> concurrent.futures.Future[dict[str, Any]]:
         """Start the job in a background thread of this process (which coordinates it);
         returns a future of its manifest. In a notebook the progress bar shows in the cell
         that called this."""
         shown = _progress(progress)
         runs = concurrent.futures.ThreadPoolExecutor(1, "shardwright-job")
-        future = runs.submit(self._run, scheduler, workers, client, shown)
+        future = runs.submit(self._run, scheduler, workers, client, shown, dashboard)
         runs.shutdown(wait=False)
         return future
 
     def _run(
-        self, scheduler: str | None, workers: int | None, client: Any, progress: Progress
+        self,
+        scheduler: str | None,
+        workers: int | None,
+        client: Any,
+        progress: Progress,
+        dashboard: bool | None,
     ) -> dict[str, Any]:
         gpu = self.plan.options.engine == "gpu"
+        source_bytes = sum(d.plan.source_bytes for d in self.job.datasets)
         try:
             with runner(
                 scheduler=scheduler,
                 workers=workers,
                 client=client,
-                quiet=not progress.enabled,
+                dashboard=wants_dashboard(dashboard, source_bytes, progress.enabled),
                 gpu=gpu,
             ) as tasks:
                 return run_job(

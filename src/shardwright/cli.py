@@ -188,6 +188,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--dry-run", action="store_true", help="same as `plan`")
     c.add_argument("--quiet", action="store_true", help="no progress bar, plan report or dashboard")
+    c.add_argument(
+        "--dashboard",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="serve the Dask dashboard from a cluster we start (default: auto, when the "
+        "source holds 4 GiB or more and progress is shown: a smaller job ends before it could "
+        "be opened, and it costs about a second to start)",
+    )
 
     v = sub.add_parser("verify", help="check DEST's shards (and voxels against a source)")
     v.add_argument("dest", help="the dataset to check (path or URL)")
@@ -376,6 +384,7 @@ def _convert(args: argparse.Namespace) -> int:
         scheduler=args.scheduler,
         workers=args.workers,
         progress=not args.quiet,
+        dashboard={"auto": None, "on": True, "off": False}[args.dashboard],
         break_lease=args.break_lease,
         lease_timeout=args.lease_timeout,
         lease_wait=args.lease_wait,

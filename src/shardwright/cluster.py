@@ -27,6 +27,17 @@ from shardwright.submission import GPU_RESOURCE, DistributedRunner, Runner, Thre
 # interface of a shared machine.
 LOCAL_DASHBOARD = "127.0.0.1:0"
 LOCAL_SCHEDULERS = ("local", "processes", "threads", "sync", "synchronous")
+# A job reading less than this ends in seconds on a laptop, before anyone could open a
+# dashboard, whose start (bokeh) costs about a second: the default starts none for it.
+DASHBOARD_MIN_BYTES = 4 * 2**30
+
+
+def wants_dashboard(choice: bool | None, source_bytes: int, shown: bool) -> bool:
+    """Whether a cluster we start serves the Dask dashboard: as asked (`choice`), else for a
+    job whose progress is shown and that reads at least DASHBOARD_MIN_BYTES."""
+    if choice is not None:
+        return choice
+    return shown and source_bytes >= DASHBOARD_MIN_BYTES
 
 
 def scheduler_address(scheduler: str | None) -> str | None:
@@ -48,13 +59,17 @@ def workers_elsewhere(scheduler: str | None, client: Any = None) -> bool:
 
 @contextmanager
 def connect(
-    scheduler: str | None, workers: int | None, quiet: bool, gpu: bool = False
+    scheduler: str | None, workers: int | None, dashboard: bool, gpu: bool = False
 ) -> Iterator[Any]:
     """A distributed client: to the given address, or to a local cluster we start and stop.
 
     The default local cluster runs its workers as threads of this process: shard tasks spend
     their time in C codecs and I/O that release the GIL, and starting no processes saves
     about a second per job. `processes` starts one single-threaded worker process per core.
+    `dashboard`: whether the cluster serves the dashboard (its link printed) and runs the
+    workers' statistical profiler, which samples every thread's stack every 10 ms while
+    holding the GIL the shard tasks need (about 8 % of a codec-bound job on 2 cores); without
+    a dashboard nobody could see its profile.
     """
     from distributed import Client
 
@@ -64,23 +79,21 @@ def connect(
             yield client
         return
     if gpu:
-        cluster = _local_cuda_cluster(workers, quiet)
+        cluster = _local_cuda_cluster(workers, dashboard)
     else:
         cores = workers or max(1, os.cpu_count() or 1)
-        # Without a dashboard nobody can see the workers' statistical profiler, which samples
-        # every thread's stack every 10 ms while holding the GIL the shard tasks need.
-        with dask.config.set({"distributed.worker.profile.enabled": not quiet}):
+        with dask.config.set({"distributed.worker.profile.enabled": dashboard}):
             if scheduler == "processes":
                 cluster = local_cluster(
-                    processes=True, workers=cores, threads=1, dashboard=not quiet
+                    processes=True, workers=cores, threads=1, dashboard=dashboard
                 )
             else:
                 cluster = local_cluster(
-                    processes=False, workers=1, threads=cores, dashboard=not quiet
+                    processes=False, workers=1, threads=cores, dashboard=dashboard
                 )
     try:
         with Client(cluster) as client:
-            if not quiet:
+            if dashboard:
                 print(f"dask dashboard: {local_dashboard_link(client)}", file=sys.stderr)
             yield client
     finally:
@@ -131,7 +144,7 @@ def local_dashboard_link(client: Any) -> str:
     return f"http://127.0.0.1:{port}/status"
 
 
-def _local_cuda_cluster(workers: int | None, quiet: bool) -> Any:
+def _local_cuda_cluster(workers: int | None, dashboard: bool) -> Any:
     """One single-threaded worker per GPU (dask-cuda), each declaring the GPU resource."""
     try:
         from dask_cuda import LocalCUDACluster
@@ -145,7 +158,7 @@ def _local_cuda_cluster(workers: int | None, quiet: bool) -> Any:
         n_workers=workers,
         threads_per_worker=1,
         resources={GPU_RESOURCE: 1},
-        dashboard_address=None if quiet else LOCAL_DASHBOARD,
+        dashboard_address=LOCAL_DASHBOARD if dashboard else None,
         silence_logs=logging.CRITICAL,
     )
 
@@ -166,7 +179,7 @@ def runner(
     scheduler: str | None = None,
     workers: int | None = None,
     client: Any = None,
-    quiet: bool = False,
+    dashboard: bool = False,
     gpu: bool = False,
 ) -> Iterator[Runner]:
     """Where the job's tasks run: the user's client, the cluster named by `scheduler` (one we
@@ -191,7 +204,7 @@ def runner(
         finally:
             pool.close()
         return
-    with connect(scheduler, workers, quiet=quiet, gpu=gpu) as own_client:
+    with connect(scheduler, workers, dashboard=dashboard, gpu=gpu) as own_client:
         if gpu:
             check_gpu_workers(own_client)
         yield DistributedRunner(own_client)

@@ -22,7 +22,7 @@ from cloudvolume import CloudVolume
 
 from shardwright import api
 from shardwright.cli import main as cli_main
-from shardwright.cluster import connect
+from shardwright.cluster import DASHBOARD_MIN_BYTES, connect, wants_dashboard
 from shardwright.errors import PlanError
 from shardwright.manifest import MANIFEST_KEY
 
@@ -342,11 +342,33 @@ def test_the_printed_dashboard_link_opens(
 ) -> None:
     """The link printed for a cluster we start answers: it names the loopback address the
     dashboard listens on, not the machine's (which the in-process cluster would report)."""
-    with connect(scheduler, 1, quiet=False):
+    with connect(scheduler, 1, dashboard=True):
         link = capsys.readouterr().err.split("dask dashboard: ")[1].split()[0]
         assert link.startswith("http://127.0.0.1:")
         with urllib.request.urlopen(link, timeout=30) as reply:
             assert reply.status == 200
+
+
+def test_the_dashboard_starts_for_big_jobs_or_when_asked(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A small job on the default cluster starts no dashboard (its start costs about a second,
+    the job ends first); `--dashboard on` starts one even with --quiet, `off` never; a job
+    reading 4 GiB or more gets one by default unless its progress is hidden."""
+    vol = _image()
+    np.save(tmp_path / "vol.npy", vol)
+    base = ["convert", str(tmp_path / "vol.npy"), "--chunk-size", "16,16,8"]
+    for name, extra, shown in [
+        ("auto", [], False),
+        ("on", ["--dashboard", "on", "--quiet"], True),
+        ("off", ["--dashboard", "off"], False),
+    ]:
+        assert cli_main([*base, str(tmp_path / name), *extra]) == 0
+        assert ("dask dashboard: http://127.0.0.1:" in capsys.readouterr().err) == shown, name
+    assert wants_dashboard(None, DASHBOARD_MIN_BYTES, shown=True)
+    assert not wants_dashboard(None, DASHBOARD_MIN_BYTES - 1, shown=True)
+    assert not wants_dashboard(None, DASHBOARD_MIN_BYTES, shown=False)
+    assert wants_dashboard(True, 0, shown=False) and not wants_dashboard(False, 2**50, shown=True)
 
 
 def test_png_chunks_one_voxel_wide_reach_readers(tmp_path: pathlib.Path) -> None:
@@ -396,8 +418,8 @@ def test_the_precomputed_gzip_level_is_honoured(tmp_path: pathlib.Path) -> None:
 
 
 @pytest.mark.parametrize("scheduler", ["local", "processes"])
-@pytest.mark.parametrize("quiet", [True, False])
-def test_a_cluster_we_start_listens_on_loopback_only(scheduler: str, quiet: bool) -> None:
+@pytest.mark.parametrize("dashboard", [True, False])
+def test_a_cluster_we_start_listens_on_loopback_only(scheduler: str, dashboard: bool) -> None:
     """Scheduler, workers, nannies and every HTTP endpoint of theirs, dashboard or not."""
     import psutil
 
@@ -411,7 +433,7 @@ def test_a_cluster_we_start_listens_on_loopback_only(scheduler: str, quiet: bool
         }
 
     before = listening()  # other tests' clusters in this process
-    with connect(scheduler, 2, quiet=quiet):
+    with connect(scheduler, 2, dashboard=dashboard):
         ours = listening() - before
     assert ours, "a cluster listens somewhere"
     assert {ip for ip, _ in ours} == {"127.0.0.1"}, ours

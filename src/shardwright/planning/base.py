@@ -39,6 +39,11 @@ class Plan(Protocol):
         ...
 
     @property
+    def source_bytes(self) -> int:
+        """Bytes the job reads from the source (a volume's raw voxels, a directory's objects)."""
+        ...
+
+    @property
     def dest(self) -> str: ...
 
     @property

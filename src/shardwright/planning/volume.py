@@ -140,6 +140,11 @@ class ConversionPlan(Geometry):
     def source_url(self) -> str:
         return self.source.url
 
+    @property
+    def source_bytes(self) -> int:
+        """Raw bytes of the source volume (what the job reads)."""
+        return math.prod(self.size) * self.num_channels * self.dtype.itemsize
+
     def for_shard_tasks(self) -> ConversionPlan:
         """The plan each shard task receives: companions run their own tasks."""
         return dataclasses.replace(self, companions=())
