@@ -10,8 +10,9 @@ Cases (512 MiB volumes; `--scale 4` for 2 GiB):
   zarr3 zstd, same image                                    limit: zstd of every chunk
 
 Each tool runs in its own fresh Python process (start-up, imports and, for us, the local
-Dask cluster included) and must read the .npy source and write the sharded dataset to local
-disk. Every output is read back and compared with the source before its time counts.
+Dask cluster included; ours as a user runs it, plan report and progress on, their output
+discarded) and must read the .npy source and write the sharded dataset to local disk. Every
+output is read back and compared with the source before its time counts.
 
 The limits: for raw output, one read and one write of the bytes (`shutil.copyfile` of the
 source, through the page cache like the conversions); for a codec-bound case, the codec's own
@@ -118,8 +119,11 @@ CSEG = (
 
 
 def _timed(args: list[str]) -> float:
+    """Seconds of a fresh process (its progress and reports discarded, shown if it fails)."""
     started = time.perf_counter()
-    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+    done = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{args} failed ({done.returncode}):\n{done.stderr}")
     return time.perf_counter() - started
 
 
@@ -156,7 +160,6 @@ def run_case(
         "convert",
         source,
         ours_dest,
-        "--quiet",
         *_cli_options(options),
     ]
     if scheduler:
@@ -303,7 +306,7 @@ def codec_all_processes(
 def fixed_cost(source: str, workdir: pathlib.Path, repeat: int) -> dict[str, float]:
     """The same small raw job on the default local cluster and on the threads scheduler."""
     dest = workdir / "fixed-cost"
-    base = [sys.executable, "-m", "shardwright.cli", "convert", source, str(dest), "--quiet"]
+    base = [sys.executable, "-m", "shardwright.cli", "convert", source, str(dest)]
     base += ["--chunk-size", "64,64,64", "--resolution", "8,8,40"]
     best = {"local": float("inf"), "threads": float("inf")}
     for _ in range(repeat):
