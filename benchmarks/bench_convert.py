@@ -25,7 +25,9 @@ deliver together with the threads of one process, and `codec_all_processes_s`, s
 process per core (no lock between them), with `ratio_all_cores_limit_over_ours` against the
 former. `reachable_s`: our start-up and imports plus the case's work at the machine's limit
 (the copy; the faster of the two all-core codec times), the best any converter started like
-ours could do, and `ratio_reachable_over_ours`.
+ours could do, and `ratio_reachable_over_ours`. Every limit and the start-up are measured in
+each round, right after the tools (best of the rounds): this machine's speed drifts by up to 2x
+over minutes, and a limit measured apart from the runs it is compared with says little.
 
 The fixed cost of a small job: the raw case at 512 MiB on the default local cluster and on the
 threads scheduler, same process start-up; the difference is what the cluster costs.
@@ -34,6 +36,7 @@ threads scheduler, same process start-up; the difference is what the cluster cos
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import multiprocessing
@@ -147,8 +150,12 @@ def run_case(
     scheduler: str | None,
     workers: int | None,
     repeat: int,
+    measures: dict[str, Callable[[], float]],
 ) -> dict[str, Any]:
-    """Best of `repeat` runs of each tool, the tools taking turns; outputs checked each time."""
+    """Best of `repeat` runs of each tool and of each of this machine's `measures` (limits,
+    start-up), all taking turns in every round: the machine's speed drifts by up to 2x over
+    minutes, so a limit measured apart from the runs it is compared with says little.
+    Outputs are checked each time."""
     data = np.load(source, mmap_mode="r")
     ours_dest = str(workdir / f"{name}-ours")
     plan = api.plan(source, ours_dest, **options)
@@ -181,6 +188,7 @@ def run_case(
     figures: dict[str, Any] = {"source_bytes": int(data.nbytes), "plan": plan.describe()}
     best = {tool: float("inf") for tool in runs}
     destinations = {tool: ours_dest if tool == "ours" else args[4] for tool, args in runs.items()}
+    measured = dict.fromkeys(measures, float("inf"))
     for _ in range(repeat):
         for tool, args in runs.items():
             dest = destinations[tool]
@@ -189,25 +197,29 @@ def run_case(
             _check(dest, driver, data)
             figures[f"{tool}_output_bytes"] = _dir_bytes(dest)
             shutil.rmtree(dest)
+        for measure, run in measures.items():
+            measured[measure] = min(measured[measure], run())
     for tool, seconds in best.items():
         figures[f"{tool}_s"] = seconds
         if tool != "ours":
             figures[f"ratio_{tool}_over_ours"] = seconds / best["ours"]
+    figures["measured"] = measured
     return figures
 
 
-def copy_limit(source: str, workdir: pathlib.Path, repeat: int) -> float:
+def copy_once(source: str, workdir: pathlib.Path) -> float:
     """One read and one write of the source's bytes: what raw output cannot beat."""
     copy = workdir / "copy-limit.bin"
+    started = time.perf_counter()
+    shutil.copyfile(source, copy)
+    seconds = time.perf_counter() - started
+    copy.unlink()
+    return seconds
 
-    def copy_once() -> float:
-        started = time.perf_counter()
-        shutil.copyfile(source, copy)
-        seconds = time.perf_counter() - started
-        copy.unlink()
-        return seconds
 
-    return min(copy_once() for _ in range(repeat))
+def start_and_imports() -> float:
+    """A fresh Python process importing what our convert command imports, cluster included."""
+    return _timed([sys.executable, "-c", "import shardwright.cli, distributed"])
 
 
 def _chunks(source: str, chunk_zyx: tuple[int, int, int]) -> Iterator[np.ndarray]:
@@ -220,30 +232,21 @@ def _chunks(source: str, chunk_zyx: tuple[int, int, int]) -> Iterator[np.ndarray
                 yield np.ascontiguousarray(data[z : z + cz, y : y + cy, x : x + cx])
 
 
-def codec_limit(source: str, chunk_zyx: tuple[int, int, int], encoders: Encoders) -> dict:
-    """The codec's own time on every chunk of the conversion, one thread, over the cores; for
-    each stage the fastest of the implementations given (chunks taken out untimed)."""
-    seconds: dict[str, float] = {}
+def codec_one_thread(source: str, chunk_zyx: tuple[int, int, int], encoders: Encoders) -> float:
+    """The codec's own time on every chunk of the conversion, one thread; for each stage the
+    fastest of the implementations given (chunks taken out untimed)."""
+    seconds = 0.0
     for chunk in _chunks(source, chunk_zyx):
         data: Any = chunk
-        for stage, implementations in encoders:
+        for _, implementations in encoders:
             fastest = float("inf")
             for encode in implementations:
                 started = time.perf_counter()
                 out = encode(data)
                 fastest = min(fastest, time.perf_counter() - started)
-            seconds[stage] = seconds.get(stage, 0.0) + fastest
+            seconds += fastest
             data = out
-    cores = os.cpu_count() or 1
-    total = sum(seconds.values())
-    return {
-        "codec_one_thread_s": total,
-        "codec_stages_one_thread_s": seconds,
-        "cores": cores,
-        "limit_s": total / cores,
-        "codec_all_cores_s": codec_all_cores(source, chunk_zyx, encoders, cores),
-        "codec_all_processes_s": codec_all_processes(source, chunk_zyx, encoders, cores),
-    }
+    return seconds
 
 
 def codec_all_cores(
@@ -326,12 +329,11 @@ def floors(source: str, workdir: pathlib.Path, repeat: int) -> dict[str, Any]:
     """What no tool can beat on this machine, to read the ratios against: starting Python
     with our imports and a local Dask cluster's, starting Python with TensorStore's, and
     copying the source's bytes once (read + write through the page cache, no reordering)."""
-    ours = [sys.executable, "-c", "import shardwright.cli, distributed"]
     theirs = [sys.executable, "-c", "import numpy, tensorstore"]
     return {
-        "ours_start_and_imports_s": min(_timed(ours) for _ in range(repeat)),
+        "ours_start_and_imports_s": min(start_and_imports() for _ in range(repeat)),
         "tensorstore_start_and_imports_s": min(_timed(theirs) for _ in range(repeat)),
-        "copy_source_once_s": copy_limit(source, workdir, repeat),
+        "copy_source_once_s": min(copy_once(source, workdir) for _ in range(repeat)),
     }
 
 
@@ -409,19 +411,48 @@ def main() -> None:
     if args.cases:
         cases = {name: cases[name] for name in args.cases.split(",")}
     figures: dict[str, Any] = {}
+    cores = os.cpu_count() or 1
     for name, (source, options, peers, encoders) in cases.items():
-        figures[name] = case = run_case(
-            name, source, workdir, options, peers, args.scheduler, args.workers, args.repeat
-        )
+        measures: dict[str, Callable[[], float]] = {"start_and_imports_s": start_and_imports}
         if encoders is None:
-            case["limit"] = {"kind": "copy", "limit_s": copy_limit(source, workdir, args.repeat)}
+            measures["copy_s"] = functools.partial(copy_once, source, workdir)
         else:
-            case["limit"] = {"kind": "codec", **codec_limit(source, chunk, encoders)}
-        case["ratio_limit_over_ours"] = case["limit"]["limit_s"] / case["ours_s"]
-        if "codec_all_cores_s" in case["limit"]:
-            case["ratio_all_cores_limit_over_ours"] = (
-                case["limit"]["codec_all_cores_s"] / case["ours_s"]
+            measures["codec_one_thread_s"] = functools.partial(
+                codec_one_thread, source, chunk, encoders
             )
+            for key, measure in (
+                ("codec_all_cores_s", codec_all_cores),
+                ("codec_all_processes_s", codec_all_processes),
+            ):
+                measures[key] = functools.partial(measure, source, chunk, encoders, cores)
+        figures[name] = case = run_case(
+            name,
+            source,
+            workdir,
+            options,
+            peers,
+            args.scheduler,
+            args.workers,
+            args.repeat,
+            measures,
+        )
+        m = case["measured"]
+        if encoders is None:
+            case["limit"] = {"kind": "copy", "limit_s": m["copy_s"]}
+            work = m["copy_s"]
+        else:
+            case["limit"] = {
+                "kind": "codec",
+                "cores": cores,
+                "limit_s": m["codec_one_thread_s"] / cores,
+            }
+            case["ratio_all_cores_limit_over_ours"] = m["codec_all_cores_s"] / case["ours_s"]
+            work = min(m["codec_all_cores_s"], m["codec_all_processes_s"])
+        case["ratio_limit_over_ours"] = case["limit"]["limit_s"] / case["ours_s"]
+        # The best a converter started like ours could do: its start-up plus the case's work
+        # at the machine's limit (the copy; the codec on every core, threads or processes).
+        case["reachable_s"] = m["start_and_imports_s"] + work
+        case["ratio_reachable_over_ours"] = case["reachable_s"] / case["ours_s"]
         ratios = {k: round(v, 2) for k, v in case.items() if k.startswith("ratio")}
         print(f"{name}: ours {case['ours_s']:.2f} s  {ratios}", flush=True)
     small = str(workdir / "image-1024x1024x512.npy")
@@ -437,19 +468,6 @@ def main() -> None:
             "tensorstore_s"
         ] / (floor["ours_start_and_imports_s"] + floor["copy_source_once_s"])
     print(f"floors: {json.dumps({k: round(v, 3) for k, v in floor.items()})}")
-    # What a converter started like ours could reach at best: its start-up plus the case's
-    # work at the machine's limit (the copy; the codec on every core, threads or processes).
-    for name in cases:
-        limit = figures[name]["limit"]
-        work = (
-            limit["limit_s"]
-            if limit["kind"] == "copy"
-            else min(limit["codec_all_cores_s"], limit["codec_all_processes_s"])
-        )
-        reachable = floor["ours_start_and_imports_s"] + work
-        figures[name]["reachable_s"] = reachable
-        figures[name]["ratio_reachable_over_ours"] = reachable / figures[name]["ours_s"]
-        print(f"{name}: reachable {reachable:.2f} s, ours {figures[name]['ours_s']:.2f} s")
     figures["setup"] = {
         "repeat": args.repeat,
         "image_xyz": image_size,
