@@ -82,12 +82,11 @@ class CpuProducer:
                 chunk_id = _scattered_ids(plan, coords)
                 chunks = scattered_cells(plan, coords)
             else:
-                # Raw chunks are scattered into their stored bytes; the other encoders read
-                # each chunk's voxels through their strides (or gather them themselves).
-                raw = isinstance(encoding, RawEncoding)
-                chunk_id, chunks = _box_ids(plan, task), self._cells(scatter=raw)
+                chunk_id = _box_ids(plan, task)
                 if isinstance(encoding, RawEncoding):  # the scattered chunks are their bytes
-                    encode = encoding.encoded_view
+                    chunks, encode = self._cells(scatter=True), encoding.encoded_view
+                else:  # read through their strides (cseg), or gathered by the encoder
+                    chunks = self._cells(scatter=False)
             for coord, voxels in chunks:
                 builder.add(chunk_id(coord), encode(voxels))
             return builder.finish()
