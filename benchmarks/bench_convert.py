@@ -249,18 +249,19 @@ def codec_one_thread(source: str, chunk_zyx: tuple[int, int, int], encoders: Enc
     return seconds
 
 
+def _encode_as_converter(encoders: Encoders, chunk: np.ndarray) -> None:
+    """A chunk through each stage's first implementation, the one the converter uses."""
+    data: Any = chunk
+    for _, implementations in encoders:
+        data = implementations[0](data)
+
+
 def codec_all_cores(
     source: str, chunk_zyx: tuple[int, int, int], encoders: Encoders, cores: int
 ) -> float:
-    """The same codec work run by `cores` threads at once (each stage's first implementation,
-    the one the converter uses): what the cores deliver together to one process's threads."""
-    stages = [implementations[0] for _, implementations in encoders]
-
-    def encode(chunk: np.ndarray) -> None:
-        data: Any = chunk
-        for stage in stages:
-            data = stage(data)
-
+    """The same codec work run by `cores` threads at once (as the converter encodes): what
+    the cores deliver together to one process's threads."""
+    encode = functools.partial(_encode_as_converter, encoders)
     batch: list[np.ndarray] = []
     seconds = 0.0
     with ThreadPoolExecutor(cores) as pool:
@@ -279,15 +280,12 @@ _FORKED_ENCODERS: Encoders = []  # what forked encoding processes run (lambdas d
 
 
 def _encode_share(source: str, chunk_zyx: tuple[int, int, int], part: int, parts: int) -> float:
-    """Seconds one process spends encoding every `parts`-th chunk from `part` (first stage
-    implementations, as the converter; chunks taken out untimed)."""
-    stages = [implementations[0] for _, implementations in _FORKED_ENCODERS]
+    """Seconds one process spends encoding every `parts`-th chunk from `part` (as the
+    converter encodes; chunks taken out untimed)."""
     seconds = 0.0
     for chunk in itertools.islice(_chunks(source, chunk_zyx), part, None, parts):
         started = time.perf_counter()
-        data: Any = chunk
-        for stage in stages:
-            data = stage(data)
+        _encode_as_converter(_FORKED_ENCODERS, chunk)
         seconds += time.perf_counter() - started
     return seconds
 
