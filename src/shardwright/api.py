@@ -200,7 +200,8 @@ class PendingConversion:
             raise
 
     def __repr__(self) -> str:
-        return f"<PendingConversion {self.plan.source_url} -> {self.plan.dest}: call .compute()>"
+        source = self.plan.source_url or "an array in memory"
+        return f"<PendingConversion {source} -> {self.plan.dest}: call .compute()>"
 
 
 def check(

@@ -216,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="JSON",
         help="as for convert",
     )
+    v.add_argument("--timeout", type=float, metavar="SECONDS", help="as for convert")
 
     s = sub.add_parser("serve", help="serve a directory over HTTP with CORS and Range support")
     s.add_argument("directory", help="the folder to serve")
@@ -397,6 +398,13 @@ def _convert(args: argparse.Namespace) -> int:
         f"{totals['bytes']:,} bytes to {args.dest} in {totals['seconds']} s "
         f"({totals['resumed_shards']} kept from an earlier run)"
     )
+    absent = totals.get("source_chunks_missing", 0)
+    if absent:
+        examples = ", ".join(totals.get("source_chunks_missing_examples", []))
+        print(
+            f"{absent} source chunk(s) were not stored and were written as the fill value (0) "
+            f"(first: {examples})"
+        )
     for where, part in manifest.get("companions", {}).items():
         print(
             f"wrote {part['shards']} shards, {part['chunks']} segments, "
@@ -443,6 +451,7 @@ def _verify(args: argparse.Namespace) -> int:
         source_scale=args.source_scale,
         storage_options=args.storage_options,
         source_storage_options=args.source_storage_options,
+        timeout=args.timeout,
     )
     print(report.summary())
     return 0 if report.ok else 1

@@ -9,6 +9,7 @@ the sources.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shlex
 import sys
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from shardwright import api
+from shardwright.errors import DestinationError
 
 RESOLUTION = (8.0, 8.0, 40.0)
 
@@ -85,6 +87,34 @@ def _screenshots(datasets: list[str]) -> None:
     print("screenshots: " + " ".join(path for _, path in shots))
 
 
+MARKER = ".shardwright-demo.json"  # what says a folder is the demo's own
+
+
+def claim_folder(out: str, size_xyz: tuple[int, int, int]) -> bool:
+    """Make `out` the demo's folder, or refuse it: the demo writes only in a new or empty
+    folder, or in one it wrote before (its marker inside), so it never replaces a file it did
+    not write. True when the demo volumes must be made (anew, or at another size)."""
+    marker = os.path.join(out, MARKER)
+    if os.path.lexists(out) and not os.path.isdir(out):
+        raise DestinationError(f"demo --out {out} is a file; name a folder for the demo")
+    if os.path.isdir(out) and os.listdir(out) and not os.path.isfile(marker):
+        raise DestinationError(
+            f"demo --out {out} holds files the demo did not write; name a new or empty folder"
+        )
+    try:
+        with open(marker, encoding="utf-8") as f:
+            recorded = json.load(f)
+    except (OSError, ValueError):
+        recorded = None
+    os.makedirs(out, exist_ok=True)
+    wanted = {"size_xyz": list(size_xyz)}
+    if recorded != wanted:
+        with open(marker, "w", encoding="utf-8") as f:
+            json.dump(wanted, f)
+        return True
+    return False
+
+
 def run_demo(
     out: str,
     size_xyz: tuple[int, int, int],
@@ -92,10 +122,10 @@ def run_demo(
     scheduler: str | None = None,
     workers: int | None = None,
 ) -> int:
-    os.makedirs(out, exist_ok=True)
+    fresh = claim_folder(out, size_xyz)
     image_path = os.path.join(out, "source", "image.npy")
     labels_path = os.path.join(out, "source", "labels.npy")
-    if not (os.path.exists(image_path) and os.path.exists(labels_path)):
+    if fresh or not (os.path.exists(image_path) and os.path.exists(labels_path)):
         print(
             f"making a {size_xyz[0]}x{size_xyz[1]}x{size_xyz[2]} demo volume ...", file=sys.stderr
         )

@@ -28,6 +28,7 @@ from shardwright.store import Store
 from shardwright.version import __version__
 
 MANIFEST_KEY = "shardwright-manifest.json"
+MISSING_EXAMPLES = 5  # absent source chunks a manifest names
 FORMATS = ("precomputed", "zarr3")
 
 
@@ -62,7 +63,8 @@ class ShardEntry:
 class Receipt:
     """What one shard task did: the object it stored (`empty`: every chunk was fill, so none
     is stored), whether a resumed run kept it (`resumed`), the object-store requests it made,
-    its seconds and, in a pyramid, the level of its shard."""
+    its seconds, in a pyramid the level of its shard, and the source chunks it found absent
+    and wrote as the fill value (`missing`, the first few named in `missing_examples`)."""
 
     key: str
     size: int
@@ -73,6 +75,8 @@ class Receipt:
     requests: Mapping[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     level: int | None = None
+    missing: int = 0
+    missing_examples: tuple[str, ...] = ()
 
     @classmethod
     def nothing_stored(cls, key: str) -> Receipt:
@@ -90,6 +94,8 @@ class Receipt:
     def to_json(self) -> dict[str, Any]:
         out = {**self.entry.to_json(), "resumed": self.resumed, "empty": self.empty}
         out.update(requests=dict(self.requests), seconds=self.seconds)
+        if self.missing:
+            out.update(missing=self.missing, missing_examples=list(self.missing_examples))
         return out if self.level is None else {**out, "level": self.level}
 
     @classmethod
@@ -104,6 +110,8 @@ class Receipt:
             requests=dict(obj.get("requests", {})),
             seconds=float(obj.get("seconds", 0.0)),
             level=obj.get("level"),
+            missing=int(obj.get("missing", 0)),
+            missing_examples=tuple(str(k) for k in obj.get("missing_examples", ())),
         )
 
 
@@ -215,6 +223,8 @@ class ReceiptTable:
         self._filled = 0
         self._keys = bytearray()
         self.requests: dict[str, int] = {}
+        self.missing = 0  # source chunks written as fill, and the first few of them
+        self.missing_examples: list[str] = []
         self.count = 0
         self.written = 0
         self.bytes = 0
@@ -236,6 +246,9 @@ class ReceiptTable:
         self._keys += receipt.key.encode() + b"\0"
         for kind, n in receipt.requests.items():
             self.requests[kind] = self.requests.get(kind, 0) + n
+        self.missing += receipt.missing
+        room = MISSING_EXAMPLES - len(self.missing_examples)
+        self.missing_examples.extend(receipt.missing_examples[: max(room, 0)])
         self.count += 1
         self.leveled |= receipt.level is not None
         if not receipt.empty:
@@ -270,7 +283,10 @@ class ReceiptTable:
             "empty_shards_skipped": len(rows) - len(stored),
             "seconds": None if seconds is None else round(seconds, 3),
             "requests": sum_requests([self.requests, *others]),
+            "source_chunks_missing": self.missing,
         }
+        if self.missing:
+            totals["source_chunks_missing_examples"] = list(self.missing_examples)
         if self.leveled:  # a pyramid: what each level wrote
             stored_levels = stored["level"].clip(0)
             totals["levels"] = [

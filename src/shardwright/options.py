@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from shardwright.deadlines import DEFAULT_TIMEOUT
 from shardwright.downsample import METHODS as DOWNSAMPLE_METHODS
 
 GiB = 1024**3
@@ -335,6 +336,25 @@ class ConvertOptions:
             "--source-scale", "scale key of a precomputed source (default: its first scale)"
         ),
     )
+    fill_missing: bool = field(
+        default=False,
+        metadata=cli(
+            "--fill-missing",
+            "write the fill value (0) where the source has no chunk (precomputed) or a TIFF "
+            "stack skips a slice, instead of refusing; the job counts them",
+            switch=True,
+        ),
+    )
+    timeout: float = field(
+        default=DEFAULT_TIMEOUT,
+        metadata=cli(
+            "--timeout",
+            "seconds to wait for a store (S3, GCS, HTTP) that does not answer before giving "
+            "up, and for each stalled request",
+            parse=float,
+            metavar="SECONDS",
+        ),
+    )
     # fsspec options (credentials among them): never shown in reprs, logs or the dashboard.
     storage_options: dict[str, Any] = field(  # the destination's
         default_factory=dict,
@@ -389,6 +409,8 @@ class ConvertOptions:
             raise ValueError(f"unknown engine {self.engine!r}; choose one of {ENGINES}")
         if self.memory_budget < 16 * MiB:
             raise ValueError(f"memory budget {self.memory_budget} bytes is below 16 MiB")
+        if not self.timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout}")
         if self.target_shard_bytes <= 0:
             raise ValueError(f"target shard bytes must be positive, got {self.target_shard_bytes}")
         if (

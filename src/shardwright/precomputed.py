@@ -13,10 +13,10 @@ from shardwright.formats.precomputed_info import (
     PrecomputedScale,
     check_scale_key,
 )
+from shardwright.formats.sharded_reader import ShardedReader
 from shardwright.formats.shardfile import ShardFile
 from shardwright.formats.sharding import (
     ShardBuilder,
-    ShardedReader,
     ShardFormatError,
     ShardingSpec,
     ShardingSpecError,

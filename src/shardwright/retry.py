@@ -32,6 +32,14 @@ _TRANSIENT_TEXT = re.compile(
 )
 
 
+class GaveUp(StoreError):
+    """Transient failures that went on past the retry budget; `cause` is the last one."""
+
+    def __init__(self, message: str, cause: str):
+        super().__init__(message)
+        self.cause = cause
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     attempts: int = 10
@@ -133,8 +141,8 @@ def call_with_retries(
             if attempt + 1 == policy.attempts or (
                 time.monotonic() - started + delay > policy.total_seconds
             ):
-                raise StoreError(
-                    f"{what}: gave up after {attempt + 1} attempts ({cause})"
+                raise GaveUp(
+                    f"{what}: gave up after {attempt + 1} attempts ({cause})", cause
                 ) from None
             if counter is not None:
                 counter.add("retries")

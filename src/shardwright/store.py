@@ -15,20 +15,25 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import fsspec
+from fsspec.asyn import AsyncFileSystem
 
+from shardwright import deadlines
 from shardwright.errors import LeaseLost, StoreError
 from shardwright.formats.shardfile import Piece, write_pieces
-from shardwright.retry import RequestCounter, call_with_retries
+from shardwright.retry import DEFAULT_POLICY, GaveUp, RequestCounter, call_with_retries
 
+FIRST_CONTACT_ATTEMPTS = 4  # tries of a store's first request, within the deadline
 CONTROL_PREFIX = ".shardwright/"  # a job's own objects in its destination (lifecycle/)
 TMP_MARKER = ".shardwright-tmp-"
 CREATING_MARKER = ".shardwright-creating-"  # an exclusive creation's content, linked into place
@@ -62,6 +67,7 @@ class Store:
         self.run = run
         self._fs: fsspec.AbstractFileSystem | None = None
         self._root: str | None = None
+        self._answered = False  # has the store answered a request yet (deadlines.py)
         self.requests = RequestCounter()
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -75,6 +81,7 @@ class Store:
         other = Store(self.url, self.storage_options, run)
         other.requests = self.requests
         other._fs, other._root = self._fs, self._root  # resolved once per store, not per task
+        other._answered = self._answered
         return other
 
     def __repr__(self) -> str:
@@ -90,7 +97,15 @@ class Store:
                 # manifest. A user's own retry configuration is kept.
                 config = dict(options.get("config_kwargs", {}))
                 config.setdefault("retries", {"total_max_attempts": 1})
+                # An endpoint that accepts no connection, or stops sending, is given up on
+                # after the deadline (deadlines.py), however long a transfer runs.
+                config.setdefault("connect_timeout", deadlines.timeout())
+                config.setdefault("read_timeout", deadlines.timeout())
                 options["config_kwargs"] = config
+            elif self.url.startswith(("http://", "https://")):
+                options.setdefault("client_kwargs", {}).setdefault(
+                    "timeout", deadlines.aiohttp_timeout()
+                )
             self._fs, self._root = fsspec.core.url_to_fs(self.url, **options)
             if "s3" in _protocols(self._fs) and "retries" not in self.storage_options.get(
                 "config_kwargs", {}
@@ -141,7 +156,7 @@ class Store:
                 raise
             return written
 
-        def upload() -> tuple[int, int]:
+        def upload(**_: float) -> tuple[int, int]:  # an upload's length has no deadline
             with self.fs.open(path, "wb") as out:
                 return write_pieces(pieces(), out)
 
@@ -181,7 +196,8 @@ class Store:
             )
         self.requests.add("puts")
         self._retry(
-            lambda: self.fs.pipe_file(path, data, mode="create"), f"creating {self._describe(key)}"
+            lambda **limit: self.fs.pipe_file(path, data, mode="create", **limit),
+            f"creating {self._describe(key)}",
         )
 
     def delete(self, key: str) -> None:
@@ -201,7 +217,10 @@ class Store:
             return
         self.requests.add("deletes")
         with contextlib.suppress(FileNotFoundError):
-            self._retry(lambda: self.fs.rm_file(self.path(key)), f"deleting {self._describe(key)}")
+            self._retry(
+                lambda **limit: self.fs.rm_file(self.path(key), **limit),
+                f"deleting {self._describe(key)}",
+            )
 
     def check_lease(self) -> None:
         """Raise LeaseLost unless the destination's lease still names this store's run."""
@@ -225,7 +244,8 @@ class Store:
     def read(self, key: str) -> bytes:
         self.requests.add("gets")
         return self._retry(
-            lambda: bytes(self.fs.cat_file(self.path(key))), f"reading {self._describe(key)}"
+            lambda **limit: bytes(self.fs.cat_file(self.path(key), **limit)),
+            f"reading {self._describe(key)}",
         )
 
     def read_range(self, key: str, start: int, end: int) -> bytes:
@@ -234,7 +254,7 @@ class Store:
             return b""
         self.requests.add("gets")
         return self._retry(
-            lambda: bytes(self.fs.cat_file(self.path(key), start=start, end=end)),
+            lambda **limit: bytes(self.fs.cat_file(self.path(key), start=start, end=end, **limit)),
             f"reading bytes {start}-{end} of {self._describe(key)}",
         )
 
@@ -246,6 +266,12 @@ class Store:
         if self.is_local:  # plain reads: fsspec's per-call overhead dwarfs small objects
             self.requests.add("gets", len(keys))
             return {key: _read_local_file(self.path(key)) for key in keys}
+        if keys and not self._answered:  # a first request is made alone, under the deadline
+            try:
+                out[keys[0]] = self.read(keys[0])
+            except FileNotFoundError:
+                out[keys[0]] = None
+            keys = keys[1:]
         if not keys:
             return out
         self.requests.add("gets", len(keys))
@@ -272,7 +298,10 @@ class Store:
         self.requests.add("heads")
         try:
             return int(
-                self._retry(lambda: self.fs.size(self.path(key)), f"sizing {self._describe(key)}")
+                self._retry(
+                    lambda **limit: self.fs.size(self.path(key), **limit),
+                    f"sizing {self._describe(key)}",
+                )
             )
         except FileNotFoundError:
             return None
@@ -282,7 +311,10 @@ class Store:
         which under a transient failure would make a full destination look empty."""
         self.requests.add("heads")
         try:
-            self._retry(lambda: self.fs.info(self.path(key)), f"looking up {self._describe(key)}")
+            self._retry(
+                lambda **limit: self.fs.info(self.path(key), **limit),
+                f"looking up {self._describe(key)}",
+            )
         except FileNotFoundError:
             return False
         return True
@@ -305,10 +337,43 @@ class Store:
         walk(self.storage_options)
         return found
 
-    def _retry(self, fn: Callable[[], T], what: str) -> T:
+    def _retry(self, fn: Callable[..., T], what: str) -> T:
+        """`fn()` with retries of transient failures. Until this store has answered once,
+        within the deadline (deadlines.py): an async filesystem's request is given the time
+        left (`fn(timeout=...)`), and a store that never answers is one clear error."""
         if self.is_local:
             return fn()
-        return call_with_retries(fn, what, counter=self.requests, secrets=self._secrets())
+        secrets = self._secrets()
+        if self._answered:
+            return call_with_retries(fn, what, counter=self.requests, secrets=secrets)
+        limit = deadlines.timeout()
+        deadline = time.monotonic() + limit
+        timed = isinstance(self.fs, AsyncFileSystem)
+
+        def attempt() -> T:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no answer yet")
+            # fsspec checks its timeout once a second and raises a second after it passes
+            return fn(timeout=max(left - 1.0, 0.01)) if timed else fn()
+
+        # A refused connection or an unknown host is retried a few times, not for the whole
+        # deadline: a store that never answered is more likely misnamed than restarting.
+        policy = dataclasses.replace(DEFAULT_POLICY, attempts=FIRST_CONTACT_ATTEMPTS,
+                                     total_seconds=limit)  # fmt: skip
+        try:
+            result = call_with_retries(
+                attempt, what, counter=self.requests, secrets=secrets, policy=policy
+            )
+        except FileNotFoundError:
+            self._answered = True  # a store that says "no such object" has answered
+            raise
+        except GaveUp as exc:
+            waited = time.monotonic() > deadline - 2  # else it refused, or is not found
+            message = deadlines.unanswered(self.url, self.storage_options, exc.cause, waited)
+            raise StoreError(message) from None
+        self._answered = True
+        return result
 
     def list_keys(self, prefix: str = "") -> list[str]:
         """Every object key below `prefix` (recursive), relative to the root."""
@@ -317,7 +382,9 @@ class Store:
             return []
         root = self.root + "/"
         self.requests.add("lists")
-        found = self._retry(lambda: self.fs.find(base), f"listing {self._describe(prefix)}")
+        found = self._retry(
+            lambda **limit: self.fs.find(base, **limit), f"listing {self._describe(prefix)}"
+        )
         return sorted(
             p[len(root) :] if p.startswith(root) else p for p in found if TMP_MARKER not in p
         )
@@ -329,7 +396,8 @@ class Store:
         self.requests.add("lists")
         try:
             entries = self._retry(
-                lambda: self.fs.ls(base, detail=True), f"listing {self._describe(prefix)}"
+                lambda **limit: self.fs.ls(base, detail=True, **limit),
+                f"listing {self._describe(prefix)}",
             )
         except (FileNotFoundError, NotADirectoryError):
             return {}
@@ -355,7 +423,9 @@ class Store:
             return None
         self.requests.add("lists")
         try:
-            entries = self._retry(lambda: self.fs.ls(self.root), f"listing {self.url}")
+            entries = self._retry(
+                lambda **limit: self.fs.ls(self.root, **limit), f"listing {self.url}"
+            )
         except FileNotFoundError:
             return None
         if not entries:
@@ -367,10 +437,13 @@ class Store:
         if self.is_local:
             return os.path.isfile(self.root)
         self.requests.add("heads")
-        try:
-            return bool(self._retry(lambda: self.fs.isfile(self.root), f"looking up {self.url}"))
+        try:  # `info`, not fsspec's `isfile`, which answers False to every error
+            found = self._retry(
+                lambda **limit: self.fs.info(self.root, **limit), f"looking up {self.url}"
+            )
         except FileNotFoundError:
             return False
+        return found.get("type") == "file"
 
     def remove_stale_temporaries(self, keep_run: str | None = None) -> int:
         """Delete temporary files that killed or lost runs left behind (all but `keep_run`'s);

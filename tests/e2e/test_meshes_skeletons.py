@@ -27,7 +27,8 @@ from shardwright import api
 from shardwright.cli import main as cli_main
 from shardwright.errors import PlanError
 from shardwright.formats import meshes, skeletons
-from shardwright.formats.sharding import ShardBuilder, ShardedReader, ShardingSpec
+from shardwright.formats.sharded_reader import ShardedReader
+from shardwright.formats.sharding import ShardBuilder, ShardingSpec
 from shardwright.manifest import MANIFEST_KEY
 from shardwright.planning.objects import ObjectPlan
 

@@ -391,7 +391,7 @@ def test_the_precomputed_gzip_level_is_honoured(tmp_path: pathlib.Path) -> None:
     """Each stored chunk is the gzip codec's output at the level asked for."""
     from shardwright.codecs import GzipCodec, RawEncoding
     from shardwright.formats.precomputed_info import PrecomputedInfo
-    from shardwright.formats.sharding import ShardedReader
+    from shardwright.formats.sharded_reader import ShardedReader
 
     vol = _image(channels=2)  # compresses differently at ISA-L's levels 1 and 3
     np.save(tmp_path / "vol.npy", vol)

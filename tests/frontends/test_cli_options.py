@@ -50,6 +50,8 @@ SAMPLES: dict[str, tuple[list[str], Any]] = {
     "engine": (["--gpu"], "gpu"),
     "source_axes": (["--source-axes", "czyx"], "czyx"),
     "source_scale": (["--source-scale", "4_4_40"], "4_4_40"),
+    "fill_missing": (["--fill-missing"], True),
+    "timeout": (["--timeout", "90"], 90.0),
     "storage_options": (["--storage-options", '{"anon": true}'], {"anon": True}),
     "source_storage_options": (
         ["--source-storage-options", '{"endpoint_url": "http://s3"}'],

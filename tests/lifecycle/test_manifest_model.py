@@ -23,8 +23,9 @@ PLAN = {"format": "zarr3", "destination": "out", "levels": [{"level": 0}, {"leve
 
 
 def _receipts() -> list[Receipt]:
+    absent = dict(missing=2, missing_examples=("c/1",))  # source chunks written as fill
     return [
-        Receipt("0/c/1", 30, 7, 3, requests={"puts": 2}, level=0),
+        Receipt("0/c/1", 30, 7, 3, requests={"puts": 2}, level=0, **absent),
         Receipt("0/c/0", 10, 5, 2, resumed=True, requests={"gets": 4, "heads": 1}, level=0),
         Receipt.nothing_stored("0/c/2"),
         Receipt("1/c/0", 8, 9, 1, requests={"puts": 1}, level=1),
@@ -56,6 +57,8 @@ def test_a_manifest_lists_what_was_stored_in_key_order_with_the_totals() -> None
         "empty_shards_skipped": 1,
         "seconds": 2.0,
         "requests": {"puts": 4, "gets": 4, "heads": 1},
+        "source_chunks_missing": 2,
+        "source_chunks_missing_examples": ["c/1"],
         "levels": [
             {"level": 0, "shards": 2, "bytes": 40, "chunks": 5},
             {"level": 1, "shards": 1, "bytes": 8, "chunks": 1},

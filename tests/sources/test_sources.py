@@ -557,7 +557,9 @@ def test_bad_sources_fail_when_opened(
 
 
 def test_bad_urls_and_boxes(bad: pathlib.Path) -> None:
-    with pytest.raises(SourceError, match="only zarr and precomputed sources can be read from s3"):
+    with pytest.raises(
+        SourceError, match="only zarr, N5 and precomputed sources can be read from s3"
+    ):
         open_source("s3://bucket/volume.npy")
     with pytest.raises(SourceError, match="unsupported URL scheme ftp://"):
         open_source("ftp://host/volume")

@@ -21,6 +21,7 @@ from shardwright.engine.stages import Stages, timer
 from shardwright.formats.shardfile import ShardFile
 from shardwright.lifecycle import journal
 from shardwright.manifest import Receipt, sum_requests
+from shardwright.sources import missing
 from shardwright.store import Store
 
 
@@ -60,7 +61,13 @@ def run_task(
         if on_kept is not None:
             on_kept()
     else:
-        receipt = _write(key, store, producer.produce(), stages)
+        with missing.counting() as absent:
+            shard = producer.produce()
+        receipt = dataclasses.replace(
+            _write(key, store, shard, stages),
+            missing=absent.missing,
+            missing_examples=tuple(absent.examples),
+        )
     return dataclasses.replace(
         receipt,
         requests=sum_requests(s.requests.since(b) for s, b in zip(counted, before, strict=True)),

@@ -13,8 +13,7 @@ Pure bytes in, bytes out: no I/O beyond the local spool a builder may spill to.
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -420,67 +419,3 @@ def precomputed_layout(
         position += len(blob)
         blobs.append(blob)
     return ShardLayout(shard_number, order, shard_index.tobytes(), blobs, data_nbytes)
-
-
-# -- ranged reads ----------------------------------------------------------------------------
-Fetch = Callable[[str, int, int], bytes]
-
-
-class ShardedReader:
-    """Reads single chunks through byte-range requests: shard index entry, minishard index, data.
-
-    `fetch(shard_filename, start, end)` returns bytes [start, end) of that shard object and
-    raises FileNotFoundError when the shard does not exist. Minishard indices are cached.
-    """
-
-    def __init__(self, spec: ShardingSpec, fetch: Fetch, cache_size: int = 1024):
-        self.spec = spec
-        self._fetch = fetch
-        self._cache: OrderedDict[tuple[int, int], tuple[np.ndarray, ...]] = OrderedDict()
-        self._cache_size = cache_size
-        self._decoder = byte_codec(spec.data_encoding) if spec.data_encoding != "raw" else None
-
-    def _minishard(self, shard: int, minishard: int) -> tuple[np.ndarray, ...]:
-        key = (shard, minishard)
-        if key in self._cache:
-            self._cache.move_to_end(key)
-            return self._cache[key]
-        name = self.spec.shard_filename(shard)
-        entry = self._fetch(name, 16 * minishard, 16 * minishard + 16)
-        if len(entry) != 16:
-            raise ShardFormatError(f"{name}: shard index entry {minishard} is truncated")
-        start, end = np.frombuffer(entry, dtype=_U64).tolist()
-        if start > end:
-            raise ShardFormatError(f"{name}: minishard {minishard} has start > end")
-        if start == end:
-            index: tuple[np.ndarray, ...] = (np.zeros(0, np.uint64),) * 3
-        else:
-            base = self.spec.shard_index_nbytes
-            index = decode_minishard_index(self.spec, self._fetch(name, base + start, base + end))
-        self._cache[key] = index
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
-        return index
-
-    def locate(self, chunk_id: int) -> tuple[str, int, int] | None:
-        """(shard filename, start, size) of the chunk's stored bytes, or None if absent."""
-        shard, minishard = (int(v[0]) for v in self.spec.locate(np.array([chunk_id])))
-        try:
-            ids, starts, sizes = self._minishard(shard, minishard)
-        except FileNotFoundError:
-            return None
-        hits = np.flatnonzero(ids == np.uint64(chunk_id))  # writers need not sort ids
-        if not hits.size:
-            return None
-        return self.spec.shard_filename(shard), int(starts[hits[0]]), int(sizes[hits[0]])
-
-    def read(self, chunk_id: int) -> bytes | None:
-        """The chunk's payload (data_encoding undone), or None if absent."""
-        where = self.locate(chunk_id)
-        if where is None:
-            return None
-        name, start, size = where
-        blob = self._fetch(name, start, start + size)
-        if len(blob) != size:
-            raise ShardFormatError(f"chunk {chunk_id}: read {len(blob)} of {size} bytes")
-        return self._decoder.decompress(blob) if self._decoder else blob

@@ -23,6 +23,7 @@ from shardwright.lifecycle.journal import JOB_KEY, read_job
 from shardwright.lifecycle.lease import LEASE_NAME
 from shardwright.manifest import Manifest, read_manifest
 from shardwright.store import CONTROL_PREFIX, Store
+from shardwright.urls import local_path, scheme_of
 
 
 @dataclass(frozen=True)
@@ -124,16 +125,15 @@ class Place:
 
 def place(url: str, storage_options: Mapping[str, Any] | None = None) -> Place:
     """Where `url` points; local paths resolved (symlinks, `..`, the current directory)."""
-    url = url.partition("#")[0]  # file.h5#/dataset: the file
-    parsed = urlparse(url)
-    scheme = parsed.scheme.lower()
-    if scheme in ("", "file") or len(scheme) == 1:  # one letter: a Windows drive
-        path = parsed.path if scheme == "file" else url
-        if glob.has_magic(path):  # a glob of slices: the folder of its first pattern part
+    scheme = scheme_of(url)
+    if scheme in ("", "file"):
+        path = local_path(url)  # file.h5#/dataset: the file; a folder named `a#b`: itself
+        if glob.has_magic(path) and not os.path.exists(path) and glob.glob(path):  # slices
             path = path[: min(path.index(c) for c in "*?[" if c in path)]
             path = path if path.endswith(os.sep) else os.path.dirname(path)
         resolved = os.path.realpath(path or ".").split(os.sep)
         return Place("file", "", tuple(p for p in resolved if p))
+    parsed = urlparse(url)
     options = storage_options or {}
     endpoint = options.get("endpoint_url") or options.get("client_kwargs", {}).get("endpoint_url")
     scheme = {"gcs": "gs", "s3a": "s3"}.get(scheme, scheme)

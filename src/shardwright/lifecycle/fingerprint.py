@@ -17,6 +17,7 @@ import os
 from typing import Any
 
 from shardwright.sources import Source
+from shardwright.urls import scheme_of, split_hdf5
 
 Fingerprint = dict[str, Any]
 
@@ -24,11 +25,11 @@ Fingerprint = dict[str, Any]
 def normalized_url(url: str) -> str:
     """Local paths as their real absolute path (a resume from another directory names the
     same file); URLs as given, without a trailing slash."""
-    if "://" in url and not url.startswith("file://"):
+    if scheme_of(url) not in ("", "file"):
         return url.rstrip("/")
     path = url.removeprefix("file://")
-    head, hash_mark, dataset = path.partition("#")
-    return os.path.realpath(head) + hash_mark + dataset
+    head, dataset = split_hdf5(path) or (path, None)
+    return os.path.realpath(head) + ("" if dataset is None else f"#{dataset}")
 
 
 def source_fingerprint(source: Source) -> Fingerprint:

@@ -83,7 +83,7 @@ class Dataset:
     @property
     def sources(self) -> list[tuple[str, dict[str, Any]]]:
         url = self.plan.source_url
-        return [(url, self.plan.options.source_storage_options)]
+        return [] if url is None else [(url, self.plan.options.source_storage_options)]
 
 
 class Job:

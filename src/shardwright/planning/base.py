@@ -34,8 +34,8 @@ class Plan(Protocol):
         ...
 
     @property
-    def source_url(self) -> str:
-        """Where the source lies, as the user named it."""
+    def source_url(self) -> str | None:
+        """Where the source lies, as the user named it; None for an array in memory."""
         ...
 
     @property

@@ -28,15 +28,12 @@ def make_plan(
     given = options or ConvertOptions()
     checks.check_options_for_format(given)
     options = given.resolved()
-    src = (
-        source
-        if not isinstance(source, str)
-        else open_source(
-            source,
-            axes=options.source_axes,
-            scale_key=options.source_scale,
-            storage_options=options.source_storage_options,
-        )
+    src = open_source(  # a Source as it is; a URL or an array in memory opened
+        source,
+        axes=options.source_axes,
+        scale_key=options.source_scale,
+        storage_options=options.source_storage_options,
+        fill_missing=options.fill_missing,
     )
     size = pyramid.triple(int(s) for s in src.shape_xyz)
     dtype = np.dtype(src.dtype)
@@ -140,7 +137,8 @@ def plan_precomputed(geo: Geometry) -> ConversionPlan:
         data = encoding.encode(block_xyzc)
         return gzip.compress(data) if gzip else data
 
-    ratio = sharding.sample_ratio(geo.source, geo.chunk_size, geo.size, encode)
+    ratio, absent = sharding.sample_ratio(geo.source, geo.chunk_size, geo.size, encode)
+    checks.check_sampled_missing(geo.source.url, absent, options.fill_missing)
     budget, raw_chunk = options.memory_budget, geo.raw_chunk_bytes
     max_chunks, step = pyramid.box_limits(geo.pyramid, budget, geo.chunk_size, raw_chunk, True)
     spec, scattered, box = sharding.choose_sharding(
@@ -171,6 +169,7 @@ def plan_precomputed(geo: Geometry) -> ConversionPlan:
     return ConversionPlan(
         **geo.plan_fields(),
         encoded_ratio=ratio,
+        sampled_absent=(absent.missing, absent.looked_at),
         shard_shape_chunks=box,
         scattered=scattered,
         epoch_shape_chunks=epoch,
@@ -201,7 +200,8 @@ def plan_zarr3(geo: Geometry) -> ConversionPlan:
         )
         return codec.compress(data) if codec else data
 
-    ratio = sharding.sample_ratio(geo.source, chunk, geo.size, encode)
+    ratio, absent = sharding.sample_ratio(geo.source, chunk, geo.size, encode)
+    checks.check_sampled_missing(geo.source.url, absent, options.fill_missing)
     raw_chunk = geo.raw_chunk_bytes
     step = (
         pyramid.alignment_step(chunk, geo.pyramid.factor) if geo.pyramid is not None else (1, 1, 1)
@@ -243,6 +243,7 @@ def plan_zarr3(geo: Geometry) -> ConversionPlan:
     return ConversionPlan(
         **geo.plan_fields(),
         encoded_ratio=ratio,
+        sampled_absent=(absent.missing, absent.looked_at),
         shard_shape_chunks=box,
         scattered=False,
         epoch_shape_chunks=epoch,

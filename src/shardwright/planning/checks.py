@@ -17,6 +17,7 @@ from shardwright.errors import PlanError
 from shardwright.manifest import MANIFEST_KEY
 from shardwright.options import ConvertOptions
 from shardwright.planning.text import xyz
+from shardwright.sources import missing
 from shardwright.store import CONTROL_PREFIX
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -29,6 +30,18 @@ def check_size(size: Sequence[int], source: str) -> None:
     if any(int(s) <= 0 for s in size):
         raise PlanError(
             f"{source} has a zero-length axis (size x,y,z = {xyz(size, ',')}): nothing to convert"
+        )
+
+
+def check_sampled_missing(url: str, absent: missing.Tally, fill_missing: bool) -> None:
+    """Refuse a source of which no sampled chunk is stored: a wrong path, scale or prefix
+    reads as an empty volume, and converting it would write nothing but the fill value."""
+    if absent.looked_at and absent.missing == absent.looked_at and not fill_missing:
+        shown = ", ".join(absent.examples[:3])
+        raise PlanError(
+            f"no data at {url}: none of the {absent.looked_at} source chunks sampled is stored "
+            f"(e.g. {shown}); check the path and the scale, or pass --fill-missing to "
+            "convert it as the fill value"
         )
 
 

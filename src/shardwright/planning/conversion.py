@@ -7,6 +7,7 @@ import dataclasses
 import json
 from typing import Any
 
+from shardwright import deadlines
 from shardwright.errors import PlanError
 from shardwright.options import ConvertOptions
 from shardwright.planning.builder import make_plan
@@ -21,6 +22,7 @@ def plan_conversion(
 ) -> ConversionPlan | ObjectPlan:
     """A mesh or skeleton directory (its `info` says which) gets an ObjectPlan; a volume a
     ConversionPlan, with its meshes / skeletons alongside when the options ask for them."""
+    deadlines.set_timeout(options.timeout)  # this process's, and its workers'
     info = object_source_info(source, options.source_storage_options)
     if info is not None:
         if options.with_meshes or options.with_skeletons:

@@ -29,8 +29,9 @@ from shardwright.options import ConvertOptions
 from shardwright.planning.base import OBJECTS
 from shardwright.planning.sharding import sharding_spec
 from shardwright.planning.text import human_bytes
-from shardwright.sources.kinds import HDF5_SUFFIXES, TIFF_SUFFIXES
+from shardwright.sources.kinds import TIFF_SUFFIXES
 from shardwright.store import Store
+from shardwright.urls import HDF5_SUFFIXES, split_hdf5
 
 MULTILOD, SKELETONS, LEGACY = "multilod_mesh", "skeletons", "legacy_mesh"
 OBJECT_TYPES = {
@@ -186,7 +187,7 @@ class ObjectPlan:
 def object_source_info(source: Any, storage_options: Mapping[str, Any]) -> dict[str, Any] | None:
     """The `info` of a mesh or skeleton directory, None for anything else (volumes, files);
     PlanError for an `info` whose `@type` this converter does not know."""
-    if not isinstance(source, str) or "#" in source:
+    if not isinstance(source, str) or split_hdf5(source) is not None:
         return None
     if source.lower().rstrip("/").endswith((".npy", ".zarr", *HDF5_SUFFIXES, *TIFF_SUFFIXES)):
         return None

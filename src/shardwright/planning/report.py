@@ -21,6 +21,12 @@ def volume_report(d: dict[str, Any], epoch_bytes: int, companions: Sequence[str]
         f"chunks       {_xyz(d['chunk_size_xyz'])} voxels; grid {_xyz(d['grid_xyz'])} = "
         f"{d['chunks']:,} chunks; sampled encoded/raw ratio {d['encoded_ratio_sampled']}",
     ]
+    absent, looked_at = d.get("source_chunks_absent_sampled") or (0, 0)
+    if absent:
+        lines.append(
+            f"absent       {100 * absent / looked_at:.0f} % of sampled source chunks ({absent} of "
+            f"{looked_at}) are not stored: written as the fill value (0)"
+        )
     if scattered:
         lines.append(
             f"shards       {d['shards']:,} hashed shards (chunks scattered in space), "

@@ -22,7 +22,7 @@ from shardwright.formats.zarr3_codecs import Compressor
 from shardwright.options import ConvertOptions
 from shardwright.planning import checks, pyramid
 from shardwright.planning.pyramid import Triple
-from shardwright.sources import Source
+from shardwright.sources import Source, missing
 
 # Index sizes readers fetch cheaply (ARCHITECTURE: minishard index <~ 32 KiB, shard index
 # <~ 8 KiB): at most 2**10 chunks per minishard (24 KiB) and 2**9 minishards (8 KiB).
@@ -135,22 +135,28 @@ def zarr_box(
     return (box_list[0], box_list[1], box_list[2])
 
 
+def sample_cells(grid: list[int]) -> list[tuple[int, ...]]:
+    """The chunk grid cells a plan samples: the corners, the centre, a few seeded others."""
+    picks = {tuple(g // 2 for g in grid), (0, 0, 0), tuple(g - 1 for g in grid)}
+    rng = np.random.default_rng(0)
+    while len(picks) < min(SAMPLE_CHUNKS, math.prod(grid)):
+        picks.add(tuple(int(rng.integers(0, g)) for g in grid))
+    return sorted(picks)
+
+
 def sample_ratio(
     src: Source,
     chunk: Triple,
     size: tuple[int, ...],
     encode: Callable[[np.ndarray], bytes],
-) -> float:
-    """Encoded/raw ratio over a few chunks spread through the volume (corners and centre).
+) -> tuple[float, missing.Tally]:
+    """Encoded/raw ratio over a few chunks spread through the volume (corners and centre),
+    and the source chunks those reads found absent.
 
     The samples are read and encoded concurrently: remote reads overlap instead of queueing,
     and the codecs, which release the GIL, share the cores.
     """
-    grid = [math.ceil(s / c) for s, c in zip(size, chunk, strict=True)]
-    picks = {tuple(g // 2 for g in grid), (0, 0, 0), tuple(g - 1 for g in grid)}
-    rng = np.random.default_rng(0)
-    while len(picks) < min(SAMPLE_CHUNKS, math.prod(grid)):
-        picks.add(tuple(int(rng.integers(0, g)) for g in grid))
+    picks = sample_cells([math.ceil(s / c) for s, c in zip(size, chunk, strict=True)])
 
     def sample(cell: tuple[int, ...]) -> tuple[int, int]:
         start = pyramid.triple(g * c for g, c in zip(cell, chunk, strict=True))
@@ -158,11 +164,11 @@ def sample_ratio(
         block = src.read(start, stop)
         return block.nbytes, len(encode(block))
 
-    with ThreadPoolExecutor(max_workers=len(picks)) as pool:
-        sizes = list(pool.map(sample, sorted(picks)))
+    with missing.counting() as absent, ThreadPoolExecutor(max_workers=len(picks)) as pool:
+        sizes = list(pool.map(missing.in_context(sample), picks))
     raw = sum(r for r, _ in sizes)
     encoded = sum(e for _, e in sizes)
-    return max(encoded / max(raw, 1), 1e-3)
+    return max(encoded / max(raw, 1), 1e-3), absent
 
 
 def scale_key(options: ConvertOptions, resolution: tuple[float, ...]) -> str:

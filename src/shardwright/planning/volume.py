@@ -56,6 +56,7 @@ class ConversionPlan(Geometry):
     epoch shapes, and on the base of a pyramid the plans of the levels above."""
 
     encoded_ratio: float
+    sampled_absent: tuple[int, int] = (0, 0)  # source chunks the sample found absent, of all
     shard_shape_chunks: tuple[int, int, int]  # box mode; for scattered shards: the whole grid
     scattered: bool
     epoch_shape_chunks: tuple[int, int, int]
@@ -137,8 +138,9 @@ class ConversionPlan(Geometry):
         return 2 * unit + held + self.image_bytes + reduce
 
     @property
-    def source_url(self) -> str:
-        return self.source.url
+    def source_url(self) -> str | None:
+        location = getattr(self.source, "location", None)  # a user's own Source may lack it
+        return location() if callable(location) else self.source.url
 
     @property
     def source_bytes(self) -> int:
@@ -384,6 +386,7 @@ class ConversionPlan(Geometry):
             "grid_xyz": list(self.grid_shape),
             "chunks": self.chunk_count,
             "encoded_ratio_sampled": round(self.encoded_ratio, 4),
+            "source_chunks_absent_sampled": list(self.sampled_absent),
             "shard_shape_chunks_xyz": None if self.scattered else list(self.shard_shape_chunks),
             "shards": self.shard_count,
             "chunks_per_shard": self.chunks_per_shard,

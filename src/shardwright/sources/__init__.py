@@ -10,12 +10,12 @@ import glob
 import importlib
 import os
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
 
 from shardwright.errors import SourceError
 from shardwright.sources.base import ArraySource, Source, SourceHints
-from shardwright.sources.kinds import HDF5_SUFFIXES, REMOTE_SCHEMES, TIFF_SUFFIXES, is_tiff_name
+from shardwright.sources.kinds import REMOTE_SCHEMES, TIFF_SUFFIXES, is_tiff_name
 from shardwright.sources.npy import NpySource
+from shardwright.urls import HDF5_MAGIC, HDF5_SUFFIXES, scheme_of, split_hdf5
 
 if TYPE_CHECKING:
     from shardwright.sources.hdf5 import Hdf5Source
@@ -54,40 +54,75 @@ __all__ = [
 
 FORMATS = (
     "expected a .npy file, a .tif/.tiff stack, a directory or glob of TIFF slices, "
-    "file.h5#/dataset, a zarr array or OME-Zarr group, or a precomputed volume"
+    "file.h5#/dataset, a zarr array or OME-Zarr group, an N5 dataset, a precomputed volume, "
+    "or a TensorStore spec (.json)"
 )
 ZARR_MARKERS = ("zarr.json", ".zarray", ".zgroup")
-METADATA_FILES = ("info", *ZARR_MARKERS)
+N5_MARKER = "attributes.json"
+METADATA_FILES = ("info", *ZARR_MARKERS, N5_MARKER)
 # Leading bytes of the file formats read here, for files whose name does not say.
 MAGIC = {b"\x93NUMPY": "npy", b"II*\x00": "tiff", b"MM\x00*": "tiff", b"II+\x00": "tiff",
-         b"MM\x00+": "tiff", b"\x89HDF\r\n\x1a\n": "hdf5"}  # fmt: skip
+         b"MM\x00+": "tiff", HDF5_MAGIC: "hdf5"}  # fmt: skip
 
 
 def open_source(
-    url: str,
+    url: str | Any,
     *,
     axes: str | None = None,
     scale_key: str | None = None,
     storage_options: dict[str, Any] | None = None,
+    fill_missing: bool = False,
 ) -> Source:
-    """Open a volume by URL: .npy, zarr (v2, v3, OME-Zarr), precomputed, TIFF, HDF5.
+    """Open a volume: .npy, zarr (v2, v3, OME-Zarr), N5, precomputed, TIFF, HDF5, a
+    TensorStore spec (a .json file or the JSON text itself), or an array in memory (NumPy,
+    Dask, anything with shape, dtype and []).
 
     `axes` gives the array's own axis order (default C-order z,y,x or c,z,y,x, or what the
-    metadata names); `scale_key` picks a precomputed scale or OME-Zarr dataset;
-    `storage_options` (fsspec-style: endpoint_url, ...) apply to gs:// and s3:// URLs.
+    metadata names); `scale_key` picks a precomputed scale, OME-Zarr dataset or N5 scale;
+    `storage_options` (fsspec-style: endpoint_url, ...) apply to gs:// and s3:// URLs;
+    `fill_missing` writes the fill value where a precomputed chunk or a TIFF slice is absent
+    instead of refusing.
     """
-    scheme = urlparse(url).scheme
+    if not isinstance(url, str):
+        from shardwright.sources.in_memory import InMemorySource
+
+        if isinstance(url, Source):
+            return url
+        _no_scales("an array in memory", scale_key, "an array in memory")
+        return InMemorySource(url, axes)
+    source = _open(url, axes, scale_key, storage_options, fill_missing)
+    if source.url.startswith(url.rstrip("/") + "/") and isinstance(source, ArraySource):
+        source.root = url  # the group the user named, around the array read
+    return source
+
+
+def _open(
+    url: str,
+    axes: str | None,
+    scale_key: str | None,
+    storage_options: dict[str, Any] | None,
+    fill_missing: bool,
+) -> Source:
+    scheme = scheme_of(url)
+    if (
+        url.lstrip().startswith("{")
+        or url.lower().endswith(".json")
+        and (os.path.basename(url) not in METADATA_FILES)
+    ):
+        from shardwright.sources.spec import open_spec
+
+        return open_spec(url, axes, scale_key, storage_options)
     if scheme in REMOTE_SCHEMES:
         if url.partition("#")[0].lower().endswith((".npy", *TIFF_SUFFIXES, *HDF5_SUFFIXES)):
             raise SourceError(
-                f"{url}: only zarr and precomputed sources can be read from {scheme}:// "
+                f"{url}: only zarr, N5 and precomputed sources can be read from {scheme}:// "
                 "(copy .npy, TIFF and HDF5 files to local disk first)"
             )
-        return _open_directory_like(url, axes, scale_key, storage_options)
-    if scheme not in ("", "file") and len(scheme) > 1:  # one letter: a Windows drive
+        return _open_directory_like(url, axes, scale_key, storage_options, fill_missing)
+    if scheme not in ("", "file"):
         raise SourceError(f"{url}: unsupported URL scheme {scheme}:// ({FORMATS})")
     path = url[len("file://") :] if scheme == "file" else url
-    if path.partition("#")[0].lower().endswith(HDF5_SUFFIXES):
+    if split_hdf5(path) is not None or path.lower().endswith(HDF5_SUFFIXES):
         _no_scales(url, scale_key, "an HDF5 dataset")
         from shardwright.sources.hdf5 import Hdf5Source
 
@@ -98,13 +133,15 @@ def open_source(
         _no_scales(url, scale_key, "TIFF slices")
         from shardwright.sources.tiff import TiffSlicesSource
 
-        return TiffSlicesSource(path, axes, url=url)
+        return TiffSlicesSource(path, axes, url=url, fill_missing=fill_missing)
     if not os.path.exists(path):
         raise SourceError(f"{url}: source does not exist")
     if os.path.isdir(path):
-        return _open_directory(url, path, axes, scale_key, storage_options)
+        return _open_directory(url, path, axes, scale_key, storage_options, fill_missing)
     if os.path.basename(path) in METADATA_FILES:  # the user named the metadata file itself
-        return _open_directory_like(os.path.dirname(path), axes, scale_key, storage_options)
+        return _open_directory_like(
+            os.path.dirname(path), axes, scale_key, storage_options, fill_missing
+        )
     kind = _file_kind(path)
     if kind == "npy":
         _no_scales(url, scale_key, "a .npy array")
@@ -140,21 +177,22 @@ def _open_directory(
     axes: str | None,
     scale_key: str | None,
     storage_options: dict[str, Any] | None,
+    fill_missing: bool,
 ) -> Source:
-    """A local directory: precomputed, zarr, or a stack of TIFF slices."""
+    """A local directory: precomputed, zarr, N5, or a stack of TIFF slices."""
     if any(os.path.exists(os.path.join(path, m)) for m in METADATA_FILES):
-        return _open_directory_like(url, axes, scale_key, storage_options)
+        return _open_directory_like(url, axes, scale_key, storage_options, fill_missing)
     names = os.listdir(path)
     if any(is_tiff_name(n) for n in names):
         _no_scales(url, scale_key, "TIFF slices")
         from shardwright.sources.tiff import TiffSlicesSource
 
-        return TiffSlicesSource(path, axes, url=url)
+        return TiffSlicesSource(path, axes, url=url, fill_missing=fill_missing)
     if not names:
         raise SourceError(f"{url}: unknown source format: the directory is empty ({FORMATS})")
     raise SourceError(
         f"{url}: unknown source format: the directory holds neither a precomputed info, "
-        "zarr.json, .zarray nor .zgroup, nor TIFF slices"
+        "zarr.json, .zarray, .zgroup nor N5 attributes.json, nor TIFF slices"
     )
 
 
@@ -163,19 +201,24 @@ def _open_directory_like(
     axes: str | None,
     scale_key: str | None,
     storage_options: dict[str, Any] | None,
+    fill_missing: bool,
 ) -> Source:
-    """A precomputed volume or zarr node, local or in an object store."""
+    """A precomputed volume, zarr node or N5 dataset, local or in an object store."""
+    from shardwright.sources.n5 import open_n5
     from shardwright.sources.precomputed import open_precomputed
     from shardwright.sources.tensorstore_array import read_json
     from shardwright.sources.zarr import open_zarr
 
     if read_json(url, "info", storage_options) is not None:
-        return open_precomputed(url, scale_key, storage_options, axes=axes)
+        return open_precomputed(url, scale_key, storage_options, axes, fill_missing)
     if any(read_json(url, key, storage_options) is not None for key in ZARR_MARKERS):
         return open_zarr(url, axes, scale_key, storage_options=storage_options)
+    attributes = read_json(url, N5_MARKER, storage_options)
+    if attributes is not None:
+        return open_n5(url, attributes, axes, scale_key, storage_options)
     raise SourceError(
-        f"{url}: unknown source format: no precomputed info, zarr.json, .zarray or "
-        ".zgroup found there"
+        f"{url}: unknown source format: no precomputed info, zarr.json, .zarray, .zgroup "
+        "or N5 attributes.json found there"
     )
 
 

@@ -129,6 +129,7 @@ class ArraySource:
     axes: str
     dtype: np.dtype
     hints: SourceHints
+    root: str | None = None  # set by open_source where the user named a container of `url`
 
     def __init__(
         self,
@@ -185,6 +186,12 @@ class ArraySource:
     def read(self, start_xyz: Box, stop_xyz: Box) -> np.ndarray:
         block = np.transpose(self.read_native(start_xyz, stop_xyz), self._to_xyzc)
         return block if "c" in self.axes else block[..., np.newaxis]
+
+    def location(self) -> str | None:
+        """Where the source lies as the user named it (the OME-Zarr group, not the array
+        inside it that is read): what no destination may be inside of. None for an array in
+        memory."""
+        return self.root or self.url
 
     def identity(self) -> dict[str, Any]:
         """What tells this source apart from another of the same shape (lifecycle/

@@ -16,15 +16,14 @@ from shardwright.sources.base import (
     file_identity,
     resolution_in_array_order,
 )
+from shardwright.urls import split_hdf5
 
 
 class Hdf5Source(ArraySource):
     """One dataset; h5py slicing reads only the chunks (or rows) the box touches."""
 
     def __init__(self, url: str, axes: str | None = None):
-        path, _, dataset = url.partition("#")
-        if path.startswith("file://"):
-            path = path[len("file://") :]
+        path, dataset = split_hdf5(url) or (url.removeprefix("file://"), "")
         if not os.path.exists(path):
             raise SourceError(f"{url}: HDF5 file {path} does not exist")
         if not dataset.strip("/"):

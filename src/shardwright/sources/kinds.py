@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf")
 TIFF_SUFFIXES = (".tif", ".tiff")
 REMOTE_SCHEMES = ("gs", "gcs", "s3", "http", "https")
 

@@ -1,4 +1,11 @@
-"""Neuroglancer precomputed volumes (sharded or not) read through TensorStore, one scale.
+"""Neuroglancer precomputed volumes (sharded or not), one scale, read chunk by chunk here.
+
+Read here rather than through TensorStore because the volumes the field holds were mostly
+written by CloudVolume/Igneous, whose storage conventions TensorStore does not read: local
+chunks under a compression suffix (`<chunk>.gz`, `.br`, `.zstd`) and objects stored with a
+`Content-Encoding` (stored_forms.py); TensorStore takes such a volume for empty and reads
+zeros. And a chunk that is absent is refused here, naming it, unless the user asked for
+`fill_missing` (missing.py) — the fill value where data was lost is no conversion.
 
 Reads take coordinates relative to the scale's voxel offset ([0, size)); the offset itself
 travels as a hint, so an output keeps the source's placement.
@@ -6,11 +13,26 @@ travels as a hint, so an output keeps the source's placement.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
+from collections.abc import Callable
 from typing import Any
 
-from shardwright.errors import SourceError
-from shardwright.sources.base import SourceHints
-from shardwright.sources.tensorstore_array import TensorStoreSource, kvstore_spec, read_json
+import numpy as np
+
+from shardwright.codecs.base import ChunkEncoding
+from shardwright.errors import FormatError, SourceError
+from shardwright.formats.precomputed_info import PrecomputedScale
+from shardwright.formats.sharded_reader import ShardedReader
+from shardwright.sources import missing
+from shardwright.sources.base import ArraySource, SourceHints
+from shardwright.sources.stored_forms import NotDecodable, StoredObjects, plain_bytes
+from shardwright.store import Store
+
+# The leading bytes by which a chunk's own encoding is told from a compressed form of it.
+JPEG_START = b"\xff\xd8\xff"
+PNG_START = b"\x89PNG\r\n\x1a\n"
 
 
 def open_precomputed(
@@ -18,21 +40,33 @@ def open_precomputed(
     scale_key: str | None = None,
     storage_options: dict[str, Any] | None = None,
     axes: str | None = None,
-) -> TensorStoreSource:
-    """One scale (scale 0 unless `scale_key` names another) of the volume whose `info` is at url."""
+    fill_missing: bool = False,
+) -> PrecomputedSource:
+    """One scale (scale 0 unless `scale_key` names another) of the volume whose `info` is at
+    url; absent chunks are refused unless `fill_missing`."""
     if axes not in (None, "xyzc"):
         raise SourceError(
             f"{url}: a precomputed volume is x,y,z,c; axes {axes!r} (--source-axes) do not apply"
         )
-    info = read_json(url, "info", storage_options)
-    if info is None:
-        raise SourceError(f"{url}: no precomputed info file")
+    store = Store(url, storage_options)
+    try:
+        text = store.read("info")
+    except FileNotFoundError:
+        raise SourceError(f"{url}: no precomputed info file") from None
+    except OSError as exc:
+        raise SourceError(f"{url}: cannot read its info ({exc})") from exc
+    try:
+        info = json.loads(text)
+    except ValueError as exc:
+        raise SourceError(f"{url}/info: not valid JSON ({exc})") from exc
+    if not isinstance(info, dict):
+        raise SourceError(f"{url}/info: expected a JSON object")
     if info.get("type") not in ("image", "segmentation"):
         raise SourceError(
             f"{url}: info type {info.get('type')!r} is not a volume (image or segmentation)"
         )
     scales = info.get("scales") or []
-    keys = [str(s.get("key")) for s in scales]
+    keys = [str(s.get("key")) if isinstance(s, dict) else "?" for s in scales]
     if not scales:
         raise SourceError(f"{url}: info lists no scales")
     if scale_key is None:
@@ -41,26 +75,166 @@ def open_precomputed(
         index = keys.index(scale_key.strip("/"))
     else:
         raise SourceError(f"{url}: no scale {scale_key!r}; scales are {', '.join(keys)}")
-    scale = scales[index]
     try:
-        resolution = tuple(float(r) for r in scale["resolution"])
-        offset = tuple(int(v) for v in scale.get("voxel_offset", (0, 0, 0)))
-        if len(resolution) != 3 or len(offset) != 3:
-            raise ValueError("resolution and voxel_offset need 3 values (x, y, z)")
+        scale = PrecomputedScale.from_json(scales[index])
+        dtype = np.dtype(str(info["data_type"]))
+        channels = int(info.get("num_channels", 1))
+        encoding = scale.chunk_encoding()
+        encoding.check(dtype, channels, "image")
     except (KeyError, TypeError, ValueError) as exc:
         raise SourceError(
-            f"{url}: scale {keys[index]!r} has a malformed info entry ({exc})"
+            f"{url}: scale {keys[index]!r} has an info entry this reader cannot use ({exc})"
         ) from exc
     hints = SourceHints(
-        resolution=(resolution[0], resolution[1], resolution[2]),
-        voxel_offset=(offset[0], offset[1], offset[2]),
+        resolution=scale.resolution,
+        voxel_offset=scale.voxel_offset,
         layer_type=info["type"],
     )
-    spec = {
-        "driver": "neuroglancer_precomputed",
-        "kvstore": kvstore_spec(url, storage_options),
-        "scale_index": index,
-    }
-    return TensorStoreSource(
-        url, spec, "xyzc", hints, translate=True, storage_options=storage_options
+    digest = hashlib.sha256(text).hexdigest()
+    return PrecomputedSource(
+        url, scale, dtype, channels, hints, storage_options, fill_missing, digest
     )
+
+
+class PrecomputedSource(ArraySource):
+    """One scale of a precomputed volume: a box read fetches the chunks it touches (all of a
+    box's chunks in one concurrent batch; a sharded scale's in coalesced ranged reads) and
+    decodes them into one Fortran-order [x, y, z, c] block."""
+
+    def __init__(
+        self,
+        url: str,
+        scale: PrecomputedScale,
+        dtype: np.dtype,
+        channels: int,
+        hints: SourceHints,
+        storage_options: dict[str, Any] | None,
+        fill_missing: bool,
+        info_sha256: str,
+    ):
+        self.scale = scale
+        self.fill_missing = fill_missing
+        self.info_sha256 = info_sha256
+        self.storage_options = storage_options
+        self._encoding: ChunkEncoding = scale.chunk_encoding()
+        self._store = Store(f"{url.rstrip('/')}/{scale.key}", storage_options)
+        self._objects = StoredObjects(self._store)
+        self._sharded: ShardedReader | None = None
+        super().__init__(url, (*scale.size, channels), dtype, "xyzc", hints)
+
+    def _read(self, slices: tuple[slice, ...]) -> np.ndarray:
+        sx, sy, sz = slices[0], slices[1], slices[2]
+        start = (sx.start, sy.start, sz.start)
+        stop = (sx.stop, sy.stop, sz.stop)
+        out = np.zeros(
+            (*(b - a for a, b in zip(start, stop, strict=True)), self.num_channels),
+            self.dtype,
+            order="F",
+        )
+        if not out.size:
+            return out
+        first = [a // c for a, c in zip(start, self.scale.chunk_size, strict=True)]
+        last = [math.ceil(b / c) for b, c in zip(stop, self.scale.chunk_size, strict=True)]
+        ranges = [range(f, e) for f, e in zip(first, last, strict=True)]
+        coords = [(x, y, z) for z in ranges[2] for y in ranges[1] for x in ranges[0]]
+        stored = self._fetch(coords)
+        absent = [c for c, data in zip(coords, stored, strict=True) if data is None]
+        owned = {c for c in coords if missing.owns(c, self.scale.chunk_size, start)}
+        missing.account(
+            self.url,
+            [self._describe(c) for c in absent],
+            owned=len(owned),
+            owned_absent=[self._describe(c) for c in absent if c in owned],
+            fill_missing=self.fill_missing,
+            what="chunk",
+            scope=f"of scale {self.scale.key}",
+        )
+        for coord, data in zip(coords, stored, strict=True):
+            if data is not None:
+                self._place(out, start, coord, data)
+        return out
+
+    def _place(
+        self, out: np.ndarray, start: tuple[int, ...], coord: tuple[int, int, int], data: bytes
+    ) -> None:
+        """Decode one chunk into its part of `out` (the box starting at voxel `start`)."""
+        lo, hi = self.scale.chunk_bounds(coord)
+        shape = (hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2], self.num_channels)
+        where = f"{self.url}: chunk {self._describe(coord)}"
+        try:
+            chunk = self._encoding.decode(
+                plain_bytes(data, self._recognizer(shape), where), shape, self.dtype
+            )
+        except NotDecodable as exc:
+            raise SourceError(str(exc)) from None
+        except (ValueError, FormatError) as exc:
+            raise SourceError(
+                f"{where}: cannot be decoded as {self.scale.encoding} ({exc})"
+            ) from None
+        box_stop = tuple(a + n for a, n in zip(start, out.shape[:3], strict=True))
+        bounds = list(zip(lo, hi, start, box_stop, strict=True))
+        inside = tuple(slice(max(a, s) - a, min(b, e) - a) for a, b, s, e in bounds)
+        target = tuple(slice(max(a, s) - s, min(b, e) - s) for a, b, s, e in bounds)
+        out[target] = chunk[inside]
+
+    def _recognizer(self, shape: tuple[int, int, int, int]) -> Callable[[bytes], bool]:
+        """Whether bytes are a chunk in this scale's encoding (rather than a compressed form
+        of one): its exact size for raw, its signature for jpeg and png, the offset of the
+        first channel's data for compressed_segmentation."""
+        encoding = self.scale.encoding
+        if encoding == "raw":
+            size = math.prod(shape) * self.dtype.itemsize
+            return lambda data: len(data) == size
+        if encoding == "jpeg":
+            return lambda data: data.startswith(JPEG_START)
+        if encoding == "png":
+            return lambda data: data.startswith(PNG_START)
+        first_offset = int(shape[3]).to_bytes(4, "little")
+        return lambda data: data[:4] == first_offset
+
+    def _fetch(self, coords: list[tuple[int, int, int]]) -> list[bytes | None]:
+        """Each chunk's stored bytes, None where the volume has none."""
+        if self.scale.sharding is None:
+            found = self._objects.get_many([self.scale.chunk_name(c) for c in coords])
+            return list(found.values())
+        reader = self._shard_reader()
+        ids = [int(i) for i in self.scale.chunk_ids(np.array(coords, dtype=np.int64))]
+        by_id = reader.read_many(ids)
+        self._refuse_compressed_shards(reader)
+        return [by_id[i] for i in ids]
+
+    def _shard_reader(self) -> ShardedReader:
+        if self._sharded is None:
+            assert self.scale.sharding is not None
+            self._sharded = ShardedReader(self.scale.sharding, self._store.read_range)
+        return self._sharded
+
+    def _refuse_compressed_shards(self, reader: ShardedReader) -> None:
+        """A shard stored under a compression suffix cannot be read by ranges: say so, rather
+        than count its chunks as missing."""
+        for name in sorted(reader.absent_shards):
+            stored = self._objects.stored_form(name)
+            if stored is not None:
+                raise SourceError(
+                    f"{self.url}: shard {self.scale.key}/{name} is stored compressed, as "
+                    f"{self.scale.key}/{stored}; readers need shards stored plain (ranged "
+                    "reads): decompress it in place"
+                )
+        reader.absent_shards.clear()
+
+    def _describe(self, coord: tuple[int, int, int]) -> str:
+        """A chunk as the user finds it in the store: its key, or its sharded chunk id."""
+        if self.scale.sharding is None:
+            return f"{self.scale.key}/{self.scale.chunk_name(coord)}"
+        chunk_id = int(self.scale.chunk_ids(np.array([coord]))[0])
+        shard, _ = self.scale.sharding.locate(np.array([chunk_id], dtype=np.uint64))
+        name = self.scale.sharding.shard_filename(int(shard[0]))
+        return f"{self.scale.chunk_name(coord)} (id {chunk_id} in {self.scale.key}/{name})"
+
+    def identity(self) -> dict[str, Any]:
+        """The volume's `info` (its digest) and where it is: what a resumed job compares."""
+        return {"driver": "neuroglancer_precomputed", "scale": self.scale.key,
+                "info_sha256": self.info_sha256}  # fmt: skip
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_sharded": None}

@@ -7,9 +7,12 @@ strips/tiles the box overlaps. A slice stack opens only the slice files of the b
 
 from __future__ import annotations
 
+import functools
 import glob
 import hashlib
+import itertools
 import json
+import math
 import os
 import re
 import threading
@@ -21,6 +24,7 @@ import numpy as np
 import tifffile
 
 from shardwright.errors import SourceError
+from shardwright.sources import missing
 from shardwright.sources.base import ArraySource, SourceHints, axes_from_names, file_identity
 from shardwright.sources.kinds import is_tiff_name
 
@@ -165,25 +169,33 @@ def _slice_files(pattern: str) -> list[str]:
 class TiffSlicesSource(ArraySource):
     """A directory or glob of 2-D TIFF slices, one per z, in natural name order."""
 
-    def __init__(self, pattern: str, axes: str | None = None, url: str | None = None):
+    def __init__(
+        self,
+        pattern: str,
+        axes: str | None = None,
+        url: str | None = None,
+        fill_missing: bool = False,
+    ):
         url = url or pattern
-        self.files = _slice_files(pattern)
-        if not self.files:
+        found = _slice_files(pattern)
+        if not found:
             raise SourceError(f"{url}: no TIFF slices (.tif, .tiff) found")
+        # z -> its slice file, None where the numbering skips one (filled only when asked)
+        self.files: list[str | None] = _with_gaps(found, url, fill_missing)
         # Every header is checked now, so a stray slice fails the plan, not a worker hours in.
-        with ThreadPoolExecutor(max_workers=min(16, len(self.files))) as pool:
-            headers = list(pool.map(_header, self.files))
+        with ThreadPoolExecutor(max_workers=min(16, len(found))) as pool:
+            headers = list(pool.map(_header, found))
         plane_shape, dtype, plane_axes, _, _ = headers[0]
-        for path, (shape, other_dtype, _, _, _) in zip(self.files, headers, strict=True):
+        for path, (shape, other_dtype, _, _, _) in zip(found, headers, strict=True):
             if shape != plane_shape or other_dtype != dtype:
                 raise SourceError(
                     f"{url}: slice {path} is {shape} {other_dtype}, expected "
-                    f"{plane_shape} {dtype} like {self.files[0]}"
+                    f"{plane_shape} {dtype} like {found[0]}"
                 )
         if len(plane_shape) not in (2, 3) or not set(plane_axes) <= set("YXSC"):
             raise SourceError(
                 f"{url}: slices must be 2-D images (y, x) or (y, x, c); "
-                f"{self.files[0]} is {plane_axes} {plane_shape}"
+                f"{found[0]} is {plane_axes} {plane_shape}"
             )
         self.plane_shape = plane_shape
         shape = (len(self.files), *plane_shape)
@@ -191,22 +203,32 @@ class TiffSlicesSource(ArraySource):
         super().__init__(url, shape, dtype, axes, detected_axes=detected)
         # Compressed slices need the zarr view; check that it opens before any work is planned.
         if not headers[0][3]:
-            with _open_tiff(self.files[0]) as tif:
-                _region_reader(tif, self.files[0])
+            with _open_tiff(found[0]) as tif:
+                _region_reader(tif, found[0])
 
     def identity(self) -> dict[str, Any]:
-        """Every slice's path, size and change time, as one digest."""
+        """Every slice's path, size and change time (and every gap), as one digest."""
         digest = hashlib.sha256()
         for path in self.files:
-            digest.update(json.dumps(file_identity(path), sort_keys=True).encode())
-        return {"slices": len(self.files), "first": os.path.realpath(self.files[0]),
+            entry = None if path is None else file_identity(path)
+            digest.update(json.dumps(entry, sort_keys=True).encode())
+        first = next(p for p in self.files if p is not None)
+        return {"slices": len(self.files), "first": os.path.realpath(first),
                 "sha256": digest.hexdigest()}  # fmt: skip
 
     def _read(self, slices: tuple[slice, ...]) -> np.ndarray:
         files = self.files[slices[0]]
         plane = tuple(range(n)[s] for n, s in zip(self.plane_shape, slices[1:], strict=True))
-        out = np.empty((len(files), *(len(r) for r in plane)), self._stored_dtype)
+        out = np.zeros((len(files), *(len(r) for r in plane)), self._stored_dtype)
+        if files:  # a slice is counted by the box that holds its first pixel
+            first_z = range(len(self.files))[slices[0]][0]
+            gaps = [f"slice z={first_z + i}" for i, path in enumerate(files) if path is None]
+            whole = all(not s.start for s in slices[1:])
+            missing.account(self.url, gaps, owned=len(files) if whole else 0,
+                            owned_absent=gaps if whole else [], fill_missing=True)  # fmt: skip
         for i, path in enumerate(files):
+            if path is None:
+                continue
             with _open_tiff(path) as tif:
                 series = tif.series[0]
                 if tuple(series.shape) != self.plane_shape or series.dtype != self._stored_dtype:
@@ -216,3 +238,45 @@ class TiffSlicesSource(ArraySource):
                     )
                 out[i] = _region_reader(tif, path)[slices[1:]]
         return out
+
+
+def _with_gaps(files: list[str], url: str, fill_missing: bool) -> list[str | None]:
+    """The slices by z: a numbered stack (`s_0001.tif`, `s_0002.tif`, ...) whose numbering
+    skips some numbers has a gap there, refused unless `fill_missing` (then None). Numbers
+    that step by a constant (every other slice exported) have no gap; names that are not one
+    numbered pattern are taken in their natural order."""
+    numbers = _slice_numbers(files)
+    if numbers is None or len(files) < 2:
+        return list(files)
+    step = functools.reduce(math.gcd, (b - a for a, b in itertools.pairwise(numbers)))
+    span = (numbers[-1] - numbers[0]) // step + 1
+    if span == len(files):
+        return list(files)
+    by_z: list[str | None] = [None] * span
+    for number, path in zip(numbers, files, strict=True):
+        by_z[(number - numbers[0]) // step] = path
+    if not fill_missing:
+        gaps = [numbers[0] + z * step for z, path in enumerate(by_z) if path is None]
+        shown = ", ".join(str(n) for n in gaps[:5]) + (" ..." if len(gaps) > 5 else "")
+        raise missing.MissingChunksError(
+            f"{url}: the slice numbering skips {len(gaps)} number(s) ({shown}) between "
+            f"{os.path.basename(files[0])} and {os.path.basename(files[-1])}; pass "
+            "--fill-missing to write 0 for each missing slice"
+        )
+    return by_z
+
+
+def _slice_numbers(files: list[str]) -> list[int] | None:
+    """Each slice's number when every name is one pattern with one number that differs
+    (`stack_z0007_v2.tif`), ascending and distinct; None otherwise."""
+    parts = [re.split(r"(\d+)", os.path.basename(f)) for f in files]
+    if len({len(p) for p in parts}) != 1 or len(parts[0]) < 2:
+        return None
+    varying = [i for i in range(1, len(parts[0]), 2) if len({p[i] for p in parts}) > 1]
+    fixed = [i for i in range(0, len(parts[0]), 2)]
+    if len(varying) != 1 or any(len({p[i] for p in parts}) > 1 for i in fixed):
+        return None
+    numbers = [int(p[varying[0]]) for p in parts]
+    if any(b <= a for a, b in itertools.pairwise(numbers)):
+        return None
+    return numbers

@@ -37,7 +37,8 @@ def open_zarr(
         if meta.get("node_type") == "group":
             return _open_multiscale(url, meta.get("attributes") or {}, axes, scale_key, so)
         names, driver = meta.get("dimension_names"), "zarr3"
-    elif read_json(url, ".zarray", so) is not None:
+    elif (zarray := read_json(url, ".zarray", so)) is not None:
+        _check_v2_codecs(url, zarray)
         attrs = read_json(url, ".zattrs", so) or {}
         names, driver = attrs.get("_ARRAY_DIMENSIONS"), "zarr"
     elif read_json(url, ".zgroup", so) is not None:
@@ -58,6 +59,28 @@ def open_zarr(
         storage_options=so,
         detected_axes=axes_from_names(names) or detected_axes,
     )
+
+
+# The zarr v2 compressors TensorStore's zarr driver reads (it reads no filters).
+V2_COMPRESSORS = ("blosc", "zlib", "gzip", "bz2", "zstd")
+
+
+def _check_v2_codecs(url: str, zarray: dict[str, Any]) -> None:
+    """One line naming a zarr v2 filter or compressor this reader cannot undo."""
+    filters = zarray.get("filters") or []
+    if filters:
+        names = ", ".join(str(f.get("id") if isinstance(f, dict) else f) for f in filters)
+        raise SourceError(
+            f"{url}: zarr v2 filter(s) {names} are not supported (arrays are read without "
+            "filters); rewrite the array without them, e.g. as zarr v3 with zarr-python"
+        )
+    compressor = zarray.get("compressor")
+    name = compressor.get("id") if isinstance(compressor, dict) else None
+    if compressor is not None and name not in V2_COMPRESSORS:
+        raise SourceError(
+            f"{url}: zarr v2 compressor {name!r} is not supported (supported: "
+            f"{', '.join(V2_COMPRESSORS)})"
+        )
 
 
 def _open_multiscale(

@@ -11,16 +11,45 @@ import numpy as np
 from shardwright.downsample import downsample
 from shardwright.formats import zarr3_metadata, zarr3_sharding
 from shardwright.formats.precomputed_info import PrecomputedInfo
-from shardwright.formats.sharding import ShardedReader
+from shardwright.formats.sharded_reader import ShardedReader
 from shardwright.formats.zarr3_chunks import InnerChunkChain
 from shardwright.manifest import Manifest
 from shardwright.planning import pyramid, to_zarr_order
-from shardwright.sources import Source
+from shardwright.sources import Source, missing
 from shardwright.store import Store
 from shardwright.verification.report import JPEG_MEAN_ABS_TOLERANCE, VerifyReport
 
 
 # -- voxels against the source ------------------------------------------------------------
+def judge_absent(
+    report: VerifyReport, manifest: Manifest, absent: missing.Tally, source: Any
+) -> None:
+    """What the source's absent chunks mean: expected where the job wrote absent chunks as
+    the fill value (and said so in its manifest), a problem where it did not (the source
+    changed since, or was read as empty); and a note when everything compared was 0."""
+    if absent.missing:
+        shown = ", ".join(absent.examples)
+        found = (
+            f"{absent.missing} of the {absent.looked_at} source chunks read are not stored "
+            f"in {source} (first: {shown})"
+        )
+        if manifest.totals.get("source_chunks_missing"):
+            filled = manifest.totals["source_chunks_missing"]
+            report.notes.append(
+                f"{found}; the job wrote {filled} absent source chunk(s) as the fill value"
+            )
+        else:
+            report.problems.append(
+                f"{found}, but the job recorded none: the source changed since it was "
+                "converted, or the job read it as empty"
+            )
+    if report.chunks_compared and not report.nonzero_compared:
+        report.notes.append(
+            "every compared chunk is 0 in both the source and the output: this comparison "
+            "cannot tell an empty volume from one read as nothing"
+        )
+
+
 def compare_levels(
     report: VerifyReport,
     manifest: Manifest,
@@ -181,6 +210,7 @@ def _compare(
         want = comparer.expected(
             source.read(start, stop) if expected is None else expected(start, stop)
         )
+        report.nonzero_compared |= bool(np.any(want))
         where = f"{label}chunk {coord} (shard {comparer.shard_of(coord)})"
         report.chunks_compared += 1
         try:

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from shardwright.sources import Source, open_source
+from shardwright import deadlines
+from shardwright.sources import Source, missing, open_source
 from shardwright.store import Store
-from shardwright.verification.compare import compare_levels
+from shardwright.verification.compare import compare_levels, judge_absent
 from shardwright.verification.objects import verify_objects
 from shardwright.verification.report import DEFAULT_SAMPLE, VerifyReport
 from shardwright.verification.shards import check_inventory, check_shards, dataset_of
@@ -42,10 +43,14 @@ def verify(
     source_scale: str | None = None,
     storage_options: dict[str, Any] | None = None,
     source_storage_options: dict[str, Any] | None = None,
+    timeout: float | None = None,
 ) -> VerifyReport:
     """Check the dataset in `dest` (and, with `against`, its voxels against the source: a
     seeded sample of `sample` chunks, or every chunk with `full`); every problem is in the
-    report, none raises, unless the destination cannot be read at all."""
+    report, none raises, unless the destination cannot be read at all. `timeout`: seconds to
+    wait for a store that does not answer (deadlines.py)."""
+    if timeout is not None:
+        deadlines.set_timeout(timeout)
     store = Store(dest, storage_options)
     report = VerifyReport(dest, "unknown")
     manifest = manifest_of(report, store)
@@ -75,18 +80,17 @@ def verify(
     check_shards(report, store, manifest, dataset.check_shard)
     if against is not None:
         try:
-            source = (
-                against
-                if not isinstance(against, str)
-                else open_source(
-                    against,
-                    axes=source_axes,
-                    scale_key=source_scale,
-                    storage_options=source_storage_options,
-                )
+            source = open_source(  # a Source as it is; a URL or an array opened
+                against,
+                axes=source_axes,
+                scale_key=source_scale,
+                storage_options=source_storage_options,
+                fill_missing=True,  # absent chunks are counted and judged below
             )
         except ValueError as exc:
             report.problems.append(f"source {against}: cannot be read ({exc})")
             return report
-        compare_levels(report, manifest, dataset.comparers, source, full, sample)
+        with missing.counting() as absent:
+            compare_levels(report, manifest, dataset.comparers, source, full, sample)
+        judge_absent(report, manifest, absent, against)
     return report

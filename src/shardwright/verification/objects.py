@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from shardwright.formats import meshes
-from shardwright.formats.sharding import ShardedReader, ShardingSpec
+from shardwright.formats.sharded_reader import ShardedReader
+from shardwright.formats.sharding import ShardingSpec
 from shardwright.integrity import check_precomputed_shard
 from shardwright.manifest import Manifest
 from shardwright.planning.objects import LEGACY, MULTILOD, OBJECT_TYPES, SKELETONS, segment_id_of

@@ -15,6 +15,7 @@ class VerifyReport:
     format: str
     shards_checked: int = 0
     chunks_compared: int = 0
+    nonzero_compared: bool = False  # some compared source voxel was not 0
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # how the comparison was made
 

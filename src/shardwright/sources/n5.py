@@ -1,0 +1,110 @@
+"""N5 datasets and multiscale N5 groups (BigDataViewer, Saalfeld-lab tools, Paintera), read
+through TensorStore's `n5` driver.
+
+N5 lists `dimensions` fastest axis first: a volume is x, y, z (x, y, z, c), which is the
+default axis order here; an `axes` attribute, where a writer recorded one, says otherwise.
+The voxel size comes from `resolution` (with `units`) or `pixelResolution`, times the scale's
+`downsamplingFactors` when only the group records it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shardwright.errors import SourceError
+from shardwright.sources.base import SourceHints, axes_from_names
+from shardwright.sources.tensorstore_array import TensorStoreSource, kvstore_spec, read_json
+from shardwright.sources.zarr import UNIT_TO_NM
+
+N5_UNITS = {**UNIT_TO_NM, "um": 1000.0, "µm": 1000.0, "mm": 1e6}
+SCALE_NAMES = ("s0", "scale0", "setup0/timepoint0/s0")
+
+
+def open_n5(
+    url: str,
+    attributes: dict[str, Any],
+    axes: str | None,
+    scale_key: str | None,
+    storage_options: dict[str, Any] | None,
+) -> TensorStoreSource:
+    """The N5 dataset at url, or scale `scale_key` (default the finest, s0) of the group."""
+    if "dimensions" not in attributes:
+        return _open_scale(url, attributes, axes, scale_key, storage_options)
+    if scale_key is not None:
+        raise SourceError(
+            f"{url}: a single N5 dataset has no scales; scale_key {scale_key!r} applies to "
+            "multiscale N5 groups"
+        )
+    return _dataset(url, attributes, axes, storage_options, group=None)
+
+
+def _open_scale(
+    url: str,
+    group: dict[str, Any],
+    axes: str | None,
+    scale_key: str | None,
+    storage_options: dict[str, Any] | None,
+) -> TensorStoreSource:
+    names = [scale_key.strip("/")] if scale_key is not None else list(SCALE_NAMES)
+    for name in names:
+        attributes = read_json(f"{url.rstrip('/')}/{name}", "attributes.json", storage_options)
+        if attributes is not None and "dimensions" in attributes:
+            return _dataset(f"{url.rstrip('/')}/{name}", attributes, axes, storage_options, group)
+    wanted = f"scale {scale_key!r}" if scale_key is not None else "dataset s0"
+    raise SourceError(
+        f"{url}: an N5 group without {wanted}; name one of its datasets (--source-scale)"
+    )
+
+
+def _dataset(
+    url: str,
+    attributes: dict[str, Any],
+    axes: str | None,
+    storage_options: dict[str, Any] | None,
+    group: dict[str, Any] | None,
+) -> TensorStoreSource:
+    dimensions = attributes.get("dimensions") or []
+    named = axes_from_names(attributes.get("axes") or (group or {}).get("axes"))
+    default = {3: "xyz", 4: "xyzc"}.get(len(dimensions))
+    hints = SourceHints(resolution=_resolution(attributes, group, named or default))
+    spec = {"driver": "n5", "kvstore": kvstore_spec(url, storage_options)}
+    return TensorStoreSource(
+        url, spec, axes, hints, storage_options=storage_options, detected_axes=named or default
+    )
+
+
+def _resolution(
+    attributes: dict[str, Any], group: dict[str, Any] | None, axes: str | None
+) -> tuple[float, float, float] | None:
+    """x, y, z voxel size in nm, where the dataset (or its group, times the dataset's
+    downsampling factors) records it with a known unit."""
+    factors = attributes.get("downsamplingFactors")
+    for where, scale_by in ((attributes, None), (group or {}, factors)):
+        values, units = _recorded(where)
+        if values is None or axes is None or len(values) != len(axes):
+            continue
+        if scale_by is not None and len(scale_by) == len(values):
+            values = [float(v) * float(f) for v, f in zip(values, scale_by, strict=True)]
+        by_axis: dict[str, float] = {}
+        for axis, value, unit in zip(axes, values, units, strict=True):
+            factor = N5_UNITS.get(unit)
+            if axis in "xyz" and factor is not None and float(value) > 0:
+                by_axis[axis] = float(value) * factor
+        if all(a in by_axis for a in "xyz"):
+            return by_axis["x"], by_axis["y"], by_axis["z"]
+    return None
+
+
+def _recorded(attributes: dict[str, Any]) -> tuple[list[Any] | None, list[str]]:
+    """(sizes, units) as `pixelResolution` {unit, dimensions} or `resolution` + `units`."""
+    pixel = attributes.get("pixelResolution")
+    if isinstance(pixel, dict) and isinstance(pixel.get("dimensions"), list):
+        sizes = pixel["dimensions"]
+        return sizes, [str(pixel.get("unit", ""))] * len(sizes)
+    sizes = attributes.get("resolution")
+    if not isinstance(sizes, list):
+        return None, []
+    units = attributes.get("units")
+    if not isinstance(units, list) or len(units) != len(sizes):
+        units = ["nm"] * len(sizes)  # neuroglancer's convention when no unit is recorded
+    return sizes, [str(u) for u in units]

@@ -1,0 +1,54 @@
+"""Anything TensorStore opens, named by its spec: a `.json` file holding the spec, or the JSON
+text itself (`{"driver": "zarr", "kvstore": ...}`), for sources no other reader here names
+(a sub-array through an index transform, a kvstore stack, an OCDBT database, ...).
+
+The array is read in its own axis order: the spec's dimension labels where they are x, y, z
+(and c), else C-order z,y,x (c,z,y,x), else `axes`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from shardwright.errors import SourceError
+from shardwright.sources.tensorstore_array import INLINE_SPEC, TensorStoreSource
+
+
+def open_spec(
+    text_or_path: str,
+    axes: str | None,
+    scale_key: str | None,
+    storage_options: dict[str, Any] | None,
+) -> TensorStoreSource:
+    if scale_key is not None:
+        raise SourceError(f"{text_or_path}: a TensorStore spec names one array; no scale_key")
+    if storage_options:
+        raise SourceError(
+            f"{text_or_path}: a TensorStore spec carries its own kvstore options; "
+            "--source-storage-options do not apply"
+        )
+    if text_or_path.lstrip().startswith("{"):
+        text, name = text_or_path, "the TensorStore spec"
+    else:
+        name = text_or_path
+        try:
+            with open(text_or_path.removeprefix("file://"), encoding="utf-8") as f:
+                text = f.read()
+        except FileNotFoundError:
+            raise SourceError(f"{name}: source does not exist") from None
+        except OSError as exc:
+            raise SourceError(f"{name}: cannot read ({exc})") from exc
+    try:
+        spec = json.loads(text)
+    except ValueError as exc:
+        raise SourceError(f"{name}: not valid JSON ({exc})") from exc
+    if not isinstance(spec, dict) or not isinstance(spec.get("driver"), str):
+        raise SourceError(
+            f'{name}: not a TensorStore spec (a JSON object with a "driver", e.g. '
+            '{"driver": "zarr3", "kvstore": "file:///data/volume.zarr/"})'
+        )
+    url = name if name != "the TensorStore spec" else f"{INLINE_SPEC}{spec['driver']}"
+    source = TensorStoreSource(url, spec, axes)
+    source.root = source.data_location()
+    return source
