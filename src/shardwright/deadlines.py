@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from shardwright.errors import StoreError
 from shardwright.urls import scheme_of
 
 DEFAULT_TIMEOUT = 25.0  # with a command's start, an unreachable store is reported within 30 s
@@ -67,15 +66,6 @@ def aiohttp_timeout() -> Any:
 def tensorstore_retries() -> dict[str, Any]:
     """TensorStore's retries of one request: a few, quickly (its default waits minutes)."""
     return {"max_retries": 3, "initial_delay": "0.2s", "max_delay": "2s"}
-
-
-def wait(future: Any, what: str, storage_options: dict[str, Any] | None = None) -> Any:
-    """A TensorStore future's result within the deadline, else a StoreError naming it."""
-    try:
-        return future.result(timeout=timeout())
-    except TimeoutError:
-        future.cancel()
-        raise StoreError(unanswered(what, storage_options)) from None
 
 
 def unanswered(

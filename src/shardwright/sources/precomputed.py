@@ -126,13 +126,9 @@ class PrecomputedSource(ArraySource):
         sx, sy, sz = slices[0], slices[1], slices[2]
         start = (sx.start, sy.start, sz.start)
         stop = (sx.stop, sy.stop, sz.stop)
-        out = np.zeros(
-            (*(b - a for a, b in zip(start, stop, strict=True)), self.num_channels),
-            self.dtype,
-            order="F",
-        )
-        if not out.size:
-            return out
+        shape = (*(b - a for a, b in zip(start, stop, strict=True)), self.num_channels)
+        if not math.prod(shape):
+            return np.zeros(shape, self.dtype, order="F")
         first = [a // c for a, c in zip(start, self.scale.chunk_size, strict=True)]
         last = [math.ceil(b / c) for b, c in zip(stop, self.scale.chunk_size, strict=True)]
         ranges = [range(f, e) for f, e in zip(first, last, strict=True)]
@@ -149,6 +145,8 @@ class PrecomputedSource(ArraySource):
             what="chunk",
             scope=f"of scale {self.scale.key}",
         )
+        # every voxel of the box is some chunk's: only absent chunks leave fill to write
+        out = (np.zeros if absent else np.empty)(shape, self.dtype, order="F")
         for coord, data in zip(coords, stored, strict=True):
             if data is not None:
                 self._place(out, start, coord, data)
@@ -160,16 +158,16 @@ class PrecomputedSource(ArraySource):
         """Decode one chunk into its part of `out` (the box starting at voxel `start`)."""
         lo, hi = self.scale.chunk_bounds(coord)
         shape = (hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2], self.num_channels)
-        where = f"{self.url}: chunk {self._describe(coord)}"
         try:
             chunk = self._encoding.decode(
-                plain_bytes(data, self._recognizer(shape), where), shape, self.dtype
+                plain_bytes(data, self._recognizer(shape)), shape, self.dtype
             )
         except NotDecodable as exc:
-            raise SourceError(str(exc)) from None
+            raise SourceError(f"{self.url}: chunk {self._describe(coord)}: {exc}") from None
         except (ValueError, FormatError) as exc:
             raise SourceError(
-                f"{where}: cannot be decoded as {self.scale.encoding} ({exc})"
+                f"{self.url}: chunk {self._describe(coord)} cannot be decoded as "
+                f"{self.scale.encoding} ({exc})"
             ) from None
         box_stop = tuple(a + n for a, n in zip(start, out.shape[:3], strict=True))
         bounds = list(zip(lo, hi, start, box_stop, strict=True))

@@ -11,9 +11,9 @@ header is undone, and brotli (which has no header) is tried last.
 
 from __future__ import annotations
 
-import gzip
-import zlib
 from collections.abc import Callable, Sequence
+
+from isal import igzip, isal_zlib
 
 from shardwright.store import Store
 
@@ -28,7 +28,7 @@ class NotDecodable(ValueError):
     """Bytes that are neither the expected encoding nor a compressed form of it."""
 
 
-def plain_bytes(data: bytes, recognized: Callable[[bytes], bool], what: str) -> bytes:
+def plain_bytes(data: bytes, recognized: Callable[[bytes], bool]) -> bytes:
     """`data` as its encoding stores it: as given when `recognized` says so, else with the
     compression its bytes show undone (gzip, zstd, then brotli); NotDecodable otherwise."""
     if recognized(data):
@@ -40,10 +40,10 @@ def plain_bytes(data: bytes, recognized: Callable[[bytes], bool], what: str) -> 
             continue
         if recognized(unpacked):
             return unpacked
-        raise NotDecodable(f"{what}: {name}-compressed, but what it holds is not the chunk")
+        raise NotDecodable(f"{name}-compressed, but what it holds is not the chunk")
     raise NotDecodable(
-        f"{what}: {len(data)} bytes that are neither the chunk's encoding nor a gzip, zstd "
-        "or brotli-compressed form of it"
+        f"{len(data)} bytes that are neither the chunk's encoding nor a gzip, zstd or "
+        "brotli-compressed form of it"
     )
 
 
@@ -56,10 +56,14 @@ def _decompressors(data: bytes) -> list[tuple[str, Callable[[bytes], bytes]]]:
 
 
 def _gunzip(data: bytes) -> bytes:
-    try:
-        return gzip.decompress(data)
-    except (OSError, EOFError, zlib.error) as exc:
-        raise ValueError(str(exc)) from exc
+    """One gzip member (as CloudFiles writes) through ISA-L's zlib interface: three times
+    zlib's speed, and half as much again as igzip.decompress, which reads members through a
+    stream and is kept for whatever follows a first member."""
+    member = isal_zlib.decompressobj(wbits=31)
+    out: bytes = member.decompress(data)
+    if member.unused_data or not member.eof:
+        return igzip.decompress(data)
+    return out
 
 
 def _unzstd(data: bytes) -> bytes:

@@ -23,7 +23,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from shardwright import deadlines
-from shardwright.errors import SourceError
+from shardwright.errors import SourceError, StoreError
 from shardwright.sources import missing
 from shardwright.sources.base import ArraySource, SourceHints, axes_from_names
 from shardwright.urls import scheme_of
@@ -93,7 +93,7 @@ def read_json(
     """A small JSON object next to the data (`info`, `zarr.json`, `.zarray`), or None."""
     try:
         kv = ts.KvStore.open(kvstore_spec(url, storage_options), context=context()).result()
-        result = deadlines.wait(kv.read(key), f"{url}/{key}", storage_options)
+        result = _within_deadline(kv.read(key), f"{url}/{key}", storage_options)
     except ValueError as exc:
         raise SourceError(f"{url}: cannot read {key} ({deadlines.tensorstore_cause(exc)})") from exc
     if result.state != "value":
@@ -105,6 +105,15 @@ def read_json(
     if not isinstance(value, dict):
         raise SourceError(f"{url}/{key}: expected a JSON object, found {type(value).__name__}")
     return value
+
+
+def _within_deadline(future: Any, what: str, storage_options: dict[str, Any] | None) -> Any:
+    """A TensorStore future's result within the deadline, else a StoreError naming it."""
+    try:
+        return future.result(timeout=deadlines.timeout())
+    except TimeoutError:
+        future.cancel()
+        raise StoreError(deadlines.unanswered(what, storage_options)) from None
 
 
 class TensorStoreSource(ArraySource):
