@@ -5,9 +5,12 @@ what CloudVolume reads from the source — or is refused with a reason, never re
 
 from __future__ import annotations
 
+import functools
 import gzip
+import http.server
 import json
 import pathlib
+import threading
 from typing import Any
 
 import brotli
@@ -246,3 +249,43 @@ def test_objects_with_a_content_encoding_on_s3(tmp_path: pathlib.Path, s3: Any) 
         np.testing.assert_array_equal(_read_output(out, "precomputed"), want)
         source = open_source(f"s3://field/{name}", storage_options=s3.options())
         np.testing.assert_array_equal(source.read((0, 0, 0), SIZE), want)
+
+
+class _EncodingHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves a folder as a CDN in front of CloudFiles' uploads does: each chunk gzipped on
+    the wire with `Content-Encoding: gzip`, the info as it is."""
+
+    def do_GET(self) -> None:
+        path = pathlib.Path(self.translate_path(self.path))
+        if not path.is_file():
+            self.send_error(404)
+            return
+        body = path.read_bytes()
+        encoded = path.name != "info"
+        if encoded:
+            body = gzip.compress(body)
+        self.send_response(200)
+        if encoded:
+            self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_objects_with_a_content_encoding_over_https(tmp_path: pathlib.Path) -> None:
+    expected = _cloudvolume(tmp_path / "vol", "segmentation", "compressed_segmentation",
+                            "uint64", False)  # fmt: skip
+    handler = functools.partial(_EncodingHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/vol"
+        api.convert(url, str(tmp_path / "out"), scheduler="sync", progress=False)
+    finally:
+        server.shutdown()
+        server.server_close()
+    np.testing.assert_array_equal(_read_output(tmp_path / "out", "precomputed"), expected)
