@@ -10,7 +10,6 @@ cluster is started or connected: importing shardwright starts nothing and stays 
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 import urllib.parse
@@ -20,8 +19,10 @@ from typing import Any
 
 import dask
 
+from shardwright import deadlines, logs
 from shardwright.errors import PlanError
-from shardwright.submission import GPU_RESOURCE, DistributedRunner, Runner, ThreadRunner
+from shardwright.submission import DistributedRunner, Runner, ThreadRunner
+from shardwright.workers import GPU_RESOURCE
 
 # A local cluster's dashboard listens on loopback only (port chosen free): not on every
 # interface of a shared machine.
@@ -49,17 +50,42 @@ def scheduler_address(scheduler: str | None) -> str | None:
     return scheduler
 
 
+def current_client() -> Any:
+    """The distributed Client made current in this process (the one `dask.compute` would
+    use: a notebook's `Client(...)`), or None. Distributed is not imported for this."""
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return None
+    try:
+        return distributed.default_client()
+    except ValueError:  # no client
+        return None
+
+
+def chosen_client(scheduler: str | None, client: Any) -> Any:
+    """The client a job runs on: the one given, else (when no scheduler is named either) the
+    current one; None when the job starts or names a cluster of its own."""
+    if client is not None or scheduler not in (None, ""):
+        return client
+    return current_client()
+
+
 def workers_elsewhere(scheduler: str | None, client: Any = None) -> bool:
     """Whether the shard tasks may run in other processes than this one (so that a
     destination living in this process's memory cannot be written)."""
-    return (
-        client is not None or scheduler == "processes" or scheduler_address(scheduler) is not None
-    )
+    client = chosen_client(scheduler, client)
+    if client is not None:
+        return not str(client.scheduler.address).startswith("inproc://")
+    return scheduler == "processes" or scheduler_address(scheduler) is not None
 
 
 @contextmanager
 def connect(
-    scheduler: str | None, workers: int | None, dashboard: bool, gpu: bool = False
+    scheduler: str | None,
+    workers: int | None,
+    dashboard: bool,
+    gpu: bool = False,
+    announce: bool = False,
 ) -> Iterator[Any]:
     """A distributed client: to the given address, or to a local cluster we start and stop.
 
@@ -75,7 +101,16 @@ def connect(
 
     address = scheduler_address(scheduler)
     if address is not None:
-        with Client(address) as client:
+        try:
+            client = Client(address, timeout=deadlines.timeout())
+        except OSError as exc:
+            raise PlanError(
+                f"cannot connect to the Dask scheduler at {address} ({exc}); is it running, "
+                "and is this its address? (--scheduler, $DASK_SCHEDULER_ADDRESS)"
+            ) from None
+        with client:
+            if announce and client.dashboard_link:
+                print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
             yield client
         return
     if gpu:
@@ -126,13 +161,13 @@ def local_cluster(*, processes: bool, workers: int, threads: int, dashboard: boo
             nthreads=threads,
             dashboard=False,
             dashboard_address=LOCAL_DASHBOARD,  # its HTTP endpoint (metrics), on loopback
-            silence_logs=logging.CRITICAL,
+            silence_logs=logs.cluster_level(),
         ),
     }
     return SpecCluster(
         scheduler=scheduler,
         workers={i: worker for i in range(workers)},
-        silence_logs=logging.CRITICAL,
+        silence_logs=logs.cluster_level(),
     )
 
 
@@ -159,18 +194,8 @@ def _local_cuda_cluster(workers: int | None, dashboard: bool) -> Any:
         threads_per_worker=1,
         resources={GPU_RESOURCE: 1},
         dashboard_address=LOCAL_DASHBOARD if dashboard else None,
-        silence_logs=logging.CRITICAL,
+        silence_logs=logs.cluster_level(),
     )
-
-
-def check_gpu_workers(client: Any) -> None:
-    """Refuse to submit GPU shard tasks to a cluster with no worker that could run them."""
-    workers = client.scheduler_info().get("workers", {}).values()
-    if not any(w.get("resources", {}).get(GPU_RESOURCE) for w in workers):
-        raise PlanError(
-            f"no worker of {client.scheduler.address} declares a {GPU_RESOURCE} resource; "
-            f"start GPU workers with `dask-cuda-worker ADDRESS --resources {GPU_RESOURCE}=1`"
-        )
 
 
 @contextmanager
@@ -181,14 +206,17 @@ def runner(
     client: Any = None,
     dashboard: bool = False,
     gpu: bool = False,
+    announce: bool = False,
+    wait_for_workers: float | None = None,
 ) -> Iterator[Runner]:
     """Where the job's tasks run: the user's client, the cluster named by `scheduler` (one we
     start by default), or threads of this process (`threads`, `sync`). GPU tasks run on a
-    distributed cluster only, whose workers declare a GPU."""
+    distributed cluster only, whose workers declare a GPU. `announce`: print the dashboard
+    link of a cluster the job connects to; `wait_for_workers`: how long a cluster may have no
+    worker before the job gives up (None: as long as it takes, said every 30 s)."""
+    client = chosen_client(scheduler, client)
     if client is not None:
-        if gpu:
-            check_gpu_workers(client)
-        yield DistributedRunner(client)
+        yield DistributedRunner(client, wait_for_workers=wait_for_workers, gpu=gpu)
         return
     local = scheduler_address(scheduler) is None
     if gpu and local and scheduler not in (None, "", "local"):
@@ -204,7 +232,6 @@ def runner(
         finally:
             pool.close()
         return
-    with connect(scheduler, workers, dashboard=dashboard, gpu=gpu) as own_client:
-        if gpu:
-            check_gpu_workers(own_client)
-        yield DistributedRunner(own_client)
+    with connect(scheduler, workers, dashboard, gpu, announce) as own_client:
+        started = scheduler_address(scheduler) is None
+        yield DistributedRunner(own_client, started, wait_for_workers, gpu)

@@ -68,7 +68,10 @@ def begin_dataset(
 
 
 def finish_dataset(
-    begun: Begun, receipts: ReceiptTable, companions: Sequence[CompanionTotals] = ()
+    begun: Begun,
+    receipts: ReceiptTable,
+    companions: Sequence[CompanionTotals] = (),
+    cluster: str | None = None,
 ) -> Manifest:
     """The coordinator's last step for one dataset, once every shard task has returned its
     receipt. Temporaries of shard writes that died with their worker are removed first:
@@ -85,6 +88,7 @@ def finish_dataset(
         companions=companions,
         job=store.run.job if store.run is not None else None,
         metadata=metadata,
+        cluster=cluster,
     )
     found = None
     if store.run is not None:  # found (reads only) before the manifest marks the job done

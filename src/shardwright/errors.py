@@ -85,6 +85,11 @@ class NvcompUnavailable(PlanError):
     """nvCOMP is not installed, or cannot compress this codec on the device."""
 
 
+class JobFailed(ShardwrightError, RuntimeError):
+    """A job its cluster could not run (workers that kept dying): the message names the shard
+    and what to change."""
+
+
 # -- sources and encodings --------------------------------------------------------------------
 
 

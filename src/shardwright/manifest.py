@@ -139,12 +139,14 @@ class Manifest:
     created: str | None = None
     shardwright_version: str | None = None
     companions: dict[str, dict[str, Any]] | None = None
+    cluster: str | None = None  # where the shard tasks ran, in words
 
     def to_json(self) -> dict[str, Any]:
         out = {
             "shardwright_version": self.shardwright_version,
             "format": self.format,
             "created": self.created,
+            "cluster": self.cluster,
             "job": self.job,
             "metadata": dict(self.metadata),
             "plan": self.plan,
@@ -188,6 +190,7 @@ class Manifest:
             job=manifest.get("job"),
             metadata=metadata,
             created=manifest.get("created"),
+            cluster=manifest.get("cluster"),
             shardwright_version=manifest.get("shardwright_version"),
             companions=manifest.get("companions"),
         )
@@ -305,6 +308,7 @@ def build_manifest(
     companions: Iterable[CompanionTotals] = (),
     job: str | None = None,
     metadata: dict[str, str] | None = None,
+    cluster: str | None = None,
 ) -> Manifest:
     """The manifest from the shard receipts; request totals also count the coordinator's
     (preflight probe, metadata), all but the manifest's own single PUT."""
@@ -317,6 +321,7 @@ def build_manifest(
         job=job,
         metadata=metadata or {},
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        cluster=cluster,
         shardwright_version=__version__,
         companions={c.dest: c.totals for c in companions} or None,
     )

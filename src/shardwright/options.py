@@ -35,6 +35,7 @@ DEFAULT_JPEG_QUALITY = 85
 DEFAULT_INDEX_LOCATION = "end"
 DEFAULT_ZARR_LAYOUT = "ome"
 
+MAX_MINISHARD_BITS = 20  # a 16 MiB shard index, which readers fetch whole
 SIZE_SUFFIXES = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 
@@ -74,6 +75,29 @@ def format_size(size: int) -> str:
         if size and size % scale == 0:
             return f"{size // scale}{suffix.upper()}"
     return str(size)
+
+
+def parse_json_object(text: str) -> dict[str, Any]:
+    """A JSON object (fsspec options): `{"anon": true}`, not a list or a string."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({exc}): {text!r}") from exc
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(
+            f"expected a JSON object such as '{{\"anon\": true}}', got {type(value).__name__}"
+        )
+    return value
+
+
+def parse_positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
 
 
 def parse_size(text: str) -> int:
@@ -362,7 +386,7 @@ class ConvertOptions:
         metadata=cli(
             "--storage-options",
             "fsspec options for the destination (credentials, endpoint_url, ...)",
-            parse=json.loads,
+            parse=parse_json_object,
             metavar="JSON",
         ),
     )
@@ -372,7 +396,7 @@ class ConvertOptions:
         metadata=cli(
             "--source-storage-options",
             "options for a gs:// or s3:// source (e.g. an endpoint_url)",
-            parse=json.loads,
+            parse=parse_json_object,
             metavar="JSON",
         ),
     )
@@ -409,6 +433,19 @@ class ConvertOptions:
             raise ValueError(f"unknown engine {self.engine!r}; choose one of {ENGINES}")
         if self.memory_budget < 16 * MiB:
             raise ValueError(f"memory budget {self.memory_budget} bytes is below 16 MiB")
+        for name in ("storage_options", "source_storage_options"):
+            if not isinstance(getattr(self, name), dict):
+                raise ValueError(f"{name} must be a dict of fsspec options, not "
+                                 f"{type(getattr(self, name)).__name__}")  # fmt: skip
+        for name, most in (("preshift_bits", 64), ("minishard_bits", MAX_MINISHARD_BITS),
+                           ("shard_bits", 64)):  # fmt: skip
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not 0 <= value <= most):
+                raise ValueError(
+                    f"--{name.replace('_', '-')} must be in 0..{most}, got {value}"
+                    + (" (each shard's index holds 16 bytes per minishard: 2^20 of them "
+                       "make 16 MiB)" if name == "minishard_bits" else "")
+                )  # fmt: skip
         if not self.timeout > 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout}")
         if self.target_shard_bytes <= 0:
@@ -449,6 +486,7 @@ _CONVERT_PARAMETERS: dict[str, tuple[str, Any, tuple[str, ...]]] = {
     "--workers": ("workers", None, ()),
     "--lease-timeout": ("lease_timeout", None, ()),
     "--lease-wait": ("lease_wait", None, ()),
+    "--wait-for-workers": ("wait_for_workers", None, ()),
 }
 
 

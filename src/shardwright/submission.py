@@ -26,13 +26,14 @@ from shardwright.coordinator import Begun, begin_dataset, finish_dataset
 from shardwright.errors import PlanError
 from shardwright.graph import Node, TaskContext, receipts_in, shard_nodes, task_total
 from shardwright.lifecycle.job import Job
+from shardwright.logs import LOG
 from shardwright.manifest import CompanionTotals, ReceiptTable
 from shardwright.progress import Progress
+from shardwright.workers import GPU_RESOURCE, await_workers, check_gpu_workers, check_reach
 
 TASK_RETRIES = 3  # a shard lost with its worker is recomputed elsewhere
 WINDOW_PER_THREAD = 4  # tasks on the cluster per worker thread: enough to never idle
 MIN_WINDOW = 8
-GPU_RESOURCE = "GPU"  # what GPU workers declare (dask-cuda-worker ... --resources GPU=1)
 THREADS_REFRESH_S = 5.0  # how often the window follows a cluster that grows or shrinks
 
 
@@ -40,6 +41,8 @@ class Runner(Protocol):
     """Where tasks run: submits them, says which finished, hands their results back."""
 
     def threads(self) -> int: ...
+    def describe(self) -> str: ...
+    def ready(self, places: list[tuple[str, str]]) -> None: ...
     def put(self, key: str, value: Any) -> Any: ...
     def submit(self, node: Node, context: Any, inputs: list[Any]) -> Any: ...
     def finished(self) -> list[Any]: ...
@@ -50,16 +53,56 @@ class Runner(Protocol):
 
 
 class DistributedRunner:
-    """Tasks on a Dask distributed cluster, through `client`."""
+    """Tasks on a Dask distributed cluster, through `client` (`started`: a cluster started
+    for this job, which the job's record calls so)."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(
+        self,
+        client: Any,
+        started: bool = False,
+        wait_for_workers: float | None = None,
+        gpu: bool = False,
+    ) -> None:
         from distributed import as_completed
 
         self.client = client
+        self.started = started
+        self.wait_for_workers = wait_for_workers
+        self.gpu = gpu
+        self._memory_limit: int | None = None
         self._done = as_completed(loop=client.loop)
+
+    def ready(self, places: list[tuple[str, str]]) -> None:
+        """Before anything is written: a worker connected (waited for, and said so), and
+        one that sees every `(role, location)` of the job as this process does."""
+        await_workers(self.client, self.wait_for_workers)
+        self.memory_limit()  # seen now, while workers are connected
+        if self.gpu:
+            check_gpu_workers(self.client)
+        if not str(self.client.scheduler.address).startswith("inproc://"):
+            check_reach(self.client, places)
 
     def threads(self) -> int:
         return sum(self.client.nthreads().values())
+
+    def memory_limit(self) -> int | None:
+        """The least memory any worker may hold (bytes), None where unlimited or unknown; as
+        last seen with workers connected (after a failure they may all be restarting)."""
+        try:
+            workers = self.client.scheduler_info().get("workers", {}).values()
+        except Exception:  # noqa: BLE001 - a cluster that failed may not answer any more
+            workers = []
+        limits = [int(w.get("memory_limit") or 0) for w in workers]
+        seen = min((n for n in limits if n), default=None)
+        self._memory_limit = seen or self._memory_limit
+        return self._memory_limit
+
+    def describe(self) -> str:
+        threads = self.client.nthreads()
+        size = f"{len(threads)} worker(s), {sum(threads.values())} thread(s)"
+        if self.started:
+            return f"a local Dask cluster started for the job ({size})"
+        return f"the Dask cluster at {self.client.scheduler.address} ({size})"
 
     def put(self, key: str, value: Any) -> Any:
         # A task that returns the value rather than scattered data: the scheduler can
@@ -115,6 +158,14 @@ class ThreadRunner:
 
     def threads(self) -> int:
         return self._threads
+
+    def ready(self, places: list[tuple[str, str]]) -> None:
+        pass  # threads of this process see what it sees
+
+    def describe(self) -> str:
+        if self._threads == 1:
+            return "this process, one task at a time (no Dask cluster)"
+        return f"{self._threads} threads of this process (no Dask cluster)"
 
     def put(self, key: str, value: Any) -> Any:
         return value
@@ -249,10 +300,14 @@ def run_job(
     written in its destination). Its leases are renewed from this process while it runs."""
     token = uuid.uuid4().hex[:8]
     progress = progress or Progress(0, enabled=False)
+    places = [place for dataset in job.datasets for place in dataset.places]
+    runner.ready(places)  # nothing is written before the cluster can run the job
     with job.renewer():
         begun: list[Begun] = []
         for i, dataset in enumerate(job.datasets):
             preflight = preflight_requests if i == 0 else None
+            LOG.info("beginning %s (%s): its lease, job record and metadata", dataset.plan.dest,
+                     job.mode)  # fmt: skip
             begun.append(begin_dataset(dataset.plan, dataset.store, dataset.claim, preflight))
         tables = [ReceiptTable() for _ in begun]
         streams = [
@@ -267,10 +322,13 @@ def run_job(
             for i, (b, table) in enumerate(zip(begun, tables, strict=True))
         ]
         progress.start(sum(task_total(b.plan) for b in begun))
+        LOG.info("running %d shard tasks on %s", progress.total, runner.describe())
         Window(runner, window).run(streams, progress)
         progress.finish()
+        LOG.info("every shard task returned; writing the manifests")
+        cluster = runner.describe()
         companions = [
-            CompanionTotals(b.plan.dest, finish_dataset(b, table).totals)
+            CompanionTotals(b.plan.dest, finish_dataset(b, table, cluster=cluster).totals)
             for b, table in zip(begun[1:], tables[1:], strict=True)
         ]
-        return finish_dataset(begun[0], tables[0], companions).to_json()
+        return finish_dataset(begun[0], tables[0], companions, cluster).to_json()

@@ -4,6 +4,7 @@ named `run#2` or `what?` has no URL fragment or query."""
 
 from __future__ import annotations
 
+import os
 import re
 
 HDF5_SUFFIXES = (".h5", ".hdf5", ".hdf")
@@ -46,3 +47,18 @@ def _is_hdf5_file(path: str) -> bool:
             return f.read(8) == HDF5_MAGIC
     except OSError:
         return False
+
+
+def absolute(url: str) -> str:
+    """A local path made absolute (a `file.h5#/dataset` keeps its dataset): what workers in
+    other processes, started in other folders, resolve the same way. URLs, TensorStore spec
+    text and `memory://` stay as they are."""
+    if scheme_of(url) not in ("", "file") or url.lstrip().startswith("{"):
+        return url
+    path = url[len("file://") :] if scheme_of(url) == "file" else url
+    split = split_hdf5(path)
+    head, dataset = split if split else (path, None)
+    resolved = os.path.abspath(os.path.expanduser(head))
+    if head.endswith(("/", os.sep)) and not resolved.endswith(os.sep):
+        resolved += os.sep
+    return resolved if dataset is None else f"{resolved}#{dataset}"

@@ -18,11 +18,12 @@ What is left out, and why (everything else is compared byte for byte):
   name the job's run id, its fingerprint (which includes the destination path), hosts, process
   ids and times, all different on every run;
 - each `shardwright-manifest.json` is not compared as bytes: it carries the time it was written
-  (`created`), the job id (`job`), measured durations (`seconds`) and the source and
-  destination paths. Its JSON is compared instead with the `created`, `job` and `seconds`
-  members dropped (at any depth) and the case's temporary directory replaced by `<root>` in
-  every string and key; all else (shard entries with key, size, crc32c and chunk count, the
-  metadata digests, the plan, the totals, the request counts) is pinned.
+  (`created`), the job id (`job`), measured durations (`seconds`), the cluster that ran it
+  (`cluster`) and the source and destination paths. Its JSON is compared instead with the
+  `created`, `job`, `seconds` and `cluster` members dropped (at any depth) and the case's
+  temporary directory replaced by `<root>` in every string and key; all else (shard entries
+  with key, size, crc32c and chunk count, the metadata digests, the plan, the totals, the
+  request counts) is pinned.
 
 `tests/e2e/output_crc32c.json` holds the expected values. Record them (after a change that is
 meant to alter output) with
@@ -60,7 +61,7 @@ FRESH_PROCESS_RUNS = 3  # a case that differs is run again in up to this many ne
 RECORDING = os.environ.get("SHARDWRIGHT_RECORD_OUTPUT") == "1"
 CONTROL_DIR = ".shardwright"  # job records, receipts, leases: different on every run
 MANIFEST = "shardwright-manifest.json"
-VARYING_MEMBERS = frozenset({"created", "job", "seconds"})
+VARYING_MEMBERS = frozenset({"created", "job", "seconds", "cluster"})
 ROOT_MARK = "<root>"
 MiB = 1024**2
 

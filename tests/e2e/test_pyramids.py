@@ -566,7 +566,7 @@ def test_graph_splits_only_producers_that_feed_several_tasks(tmp_path: pathlib.P
             for k in range(plan.pyramid.levels)
             for task in plan.level_plan(k).shards()
         }
-        pending = api.convert(plan, compute=False)
+        pending = api.convert(plan, scheduler="sync", compute=False)  # memory:// stays here
         assert isinstance(pending, api.PendingConversion)
         nodes = pending.nodes()
         keys = [node.key for node in nodes]

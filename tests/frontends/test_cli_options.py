@@ -109,7 +109,13 @@ def test_a_default_dict_is_not_shared_between_parses() -> None:
         (["--mips", "-1"], "argument --mips: expected a number of levels or 'auto', got '-1'"),
         (["--format", "n5"], "argument --format: invalid choice: 'n5' (choose from "),
         (["--jpeg-quality", "high"], "argument --jpeg-quality: invalid int value: 'high'"),
-        (["--storage-options", "{"], "argument --storage-options: invalid loads value: '{'"),
+        (["--storage-options", "{"], "argument --storage-options: not valid JSON"),
+        (["--storage-options", "[1, 2]"], "--storage-options: expected a JSON object such as"),
+        (
+            ["--source-storage-options", '"x"'],
+            "expected a JSON object such as '{\"anon\": true}', got str",
+        ),
+        (["--minishard-bits", "x"], "argument --minishard-bits: invalid int value: 'x'"),
     ],
 )
 def test_bad_values_are_refused_by_the_parser(

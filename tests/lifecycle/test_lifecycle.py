@@ -187,7 +187,7 @@ def test_overwrite_keeps_the_old_dataset_when_the_new_job_cannot_start(
     # on exit, the whole "distributed" section it found absent, and no later cluster starts.
     with (
         dask.config.set({"distributed.comm.timeouts.connect": "1s"}),
-        pytest.raises(OSError, match="127.0.0.1:9"),
+        pytest.raises(PlanError, match="cannot connect to the Dask scheduler at tcp://127.0.0.1:9"),
     ):
         api.convert(b, str(dest), scheduler="tcp://127.0.0.1:9", overwrite=True, **B_KW)
     assert _tree(dest) == before  # the lease came and went; nothing else was touched

@@ -41,11 +41,13 @@ def test_a_manifest_lists_what_was_stored_in_key_order_with_the_totals() -> None
         companions=[CompanionTotals("out/mesh", {"shards": 1})],
         job="abc",
         metadata={"zarr.json": "0" * 64},
+        cluster="the Dask cluster at tcp://10.0.0.1:8786 (2 worker(s), 4 thread(s))",
     )
     document = manifest.to_json()
+    assert document["cluster"].startswith("the Dask cluster at tcp://10.0.0.1:8786")
     assert list(document) == [
-        "shardwright_version", "format", "created", "job", "metadata", "plan", "totals",
-        "shards", "companions",
+        "shardwright_version", "format", "created", "cluster", "job", "metadata", "plan",
+        "totals", "shards", "companions",
     ]  # fmt: skip
     assert [s["key"] for s in document["shards"]] == ["0/c/0", "0/c/1", "1/c/0"]
     assert document["shards"][0] == {"key": "0/c/0", "size": 10, "crc32c": 5, "chunks": 2}

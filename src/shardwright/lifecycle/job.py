@@ -24,7 +24,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from shardwright.errors import StoreError
+from shardwright.errors import PlanError, StoreError
 from shardwright.lifecycle import fingerprint as fingerprints
 from shardwright.lifecycle import journal
 from shardwright.lifecycle.destination import (
@@ -51,7 +51,7 @@ LEASE_POLL_SECONDS = 5.0  # how often a job waiting for a lease looks again
 
 def mode_of(*, resume: bool, overwrite: bool) -> str:
     if resume and overwrite:
-        raise ValueError("--resume and --overwrite contradict each other; pass one")
+        raise PlanError("--resume and --overwrite contradict each other; pass one")
     return "overwrite" if overwrite else "resume" if resume else "new"
 
 
@@ -81,6 +81,12 @@ class Dataset:
     claim: Claim
 
     @property
+    def places(self) -> list[tuple[str, str]]:
+        """(role, location): what the workers must reach, as the plan names them."""
+        sources = [("source", url) for url, _ in self.sources]
+        return [*sources, ("destination", self.plan.dest)]
+
+    @property
     def sources(self) -> list[tuple[str, dict[str, Any]]]:
         url = self.plan.source_url
         return [] if url is None else [(url, self.plan.options.source_storage_options)]
@@ -97,9 +103,9 @@ class Job:
         break_lease: bool = False,
     ):
         if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r}; one of {MODES}")
+            raise PlanError(f"unknown mode {mode!r}; one of {MODES}")
         if not lease_timeout > 0 or lease_wait < 0:
-            raise ValueError(
+            raise PlanError(
                 f"lease timeout must be positive and lease wait not negative, got "
                 f"{lease_timeout} and {lease_wait}"
             )

@@ -15,6 +15,7 @@ from shardwright.planning.objects import ObjectPlan, make_object_plan, object_so
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source
 from shardwright.store import Store
+from shardwright.urls import absolute
 
 
 def plan_conversion(
@@ -23,6 +24,9 @@ def plan_conversion(
     """A mesh or skeleton directory (its `info` says which) gets an ObjectPlan; a volume a
     ConversionPlan, with its meshes / skeletons alongside when the options ask for them."""
     deadlines.set_timeout(options.timeout)  # this process's, and its workers'
+    # Local paths absolute: workers on a cluster resolve them in folders of their own.
+    dest = absolute(dest)
+    source = absolute(source) if isinstance(source, str) else source
     info = object_source_info(source, options.source_storage_options)
     if info is not None:
         if options.with_meshes or options.with_skeletons:

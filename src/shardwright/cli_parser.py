@@ -1,0 +1,292 @@
+"""The command line's parser: every command, its options with their defaults, and errors of
+three lines (a short usage, the problem with the option meant for a typo, where the full list
+is). The conversion options come from `ConvertOptions`' fields (options.py)."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+from typing import NoReturn
+
+from shardwright.errors import PlanError
+from shardwright.options import (
+    ConvertOptions,
+    command_line_fields,
+    default_of,
+    format_size,
+    parse_json_object,
+    parse_positive_int,
+    parse_size,
+    parse_xyz,
+)
+from shardwright.version import __version__
+
+DEFAULT_LEASE_TIMEOUT = 120.0  # lifecycle/lease.py's default (not imported: keeps start-up lean)
+
+
+class _HelpWithDefaults(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless it has none (None, False) or the
+    help already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or default in (None, False, argparse.SUPPRESS, {})
+            or "%(default)" in text
+            or "(default" in text
+            or isinstance(
+                action, argparse._VersionAction | argparse._HelpAction | argparse._StoreConstAction
+            )
+        ):
+            return action.help
+        shown = ",".join(map(str, default)) if isinstance(default, tuple | list) else default
+        return f"{text} (default: {str(shown).replace('%', '%%')})"
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are three lines: a short usage, the problem (with the
+    option meant, for a typo) and where the full list is; not the whole usage of 60 options."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", _HelpWithDefaults)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def short_usage(self) -> str:
+        positionals = [a.metavar or a.dest for a in self._actions if not a.option_strings]
+        subcommands = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
+        words = [str(p).upper() for p in positionals if not subcommands]
+        return " ".join([self.prog, "COMMAND" if subcommands else "[options]", *words])
+
+    def option_names(self) -> list[str]:
+        return [name for action in self._actions for name in action.option_strings]
+
+    def error(self, message: str) -> NoReturn:
+        hint = _suggestion(message, self)
+        self.exit(
+            2,
+            f"usage: {self.short_usage()}\n{self.prog}: error: {message}{hint}\n"
+            f"('{self.prog} --help' lists every option)\n",
+        )
+
+
+def _suggestion(message: str, parser: _Parser) -> str:
+    """'; did you mean ...?' for a mistyped option, command or choice in an argparse error."""
+    if message.startswith("unrecognized arguments:"):
+        candidates = parser.option_names()
+        words = message.split(":", 1)[1].split()
+        wrong = [w.split("=")[0] for w in words if w.startswith("-")]
+    elif "invalid choice: '" in message and "(choose from " in message:
+        wrong = [message.split("invalid choice: '", 1)[1].split("'", 1)[0]]
+        listed = message.rsplit("(choose from ", 1)[1].rstrip(")")
+        candidates = [c.strip(" '") for c in listed.split(",")]
+    else:
+        return ""
+    close = [m for w in wrong for m in difflib.get_close_matches(w, candidates, n=1, cutoff=0.6)]
+    return f"; did you mean {' or '.join(close)}?" if close else ""
+
+
+def _add_conversion_options(p: argparse.ArgumentParser) -> None:
+    """SOURCE, DEST and a flag for every ConvertOptions field the command line offers."""
+    p.add_argument(
+        "source",
+        help="a .npy file, zarr array, precomputed volume, TIFF file or "
+        "directory/glob of slices, or file.h5#/dataset",
+    )
+    p.add_argument("dest", help="output directory or URL (path, file://, memory://, gs://, s3://)")
+    for f, flag in command_line_fields():
+        if flag.switch is not None:
+            p.add_argument(
+                flag.name,
+                action="store_const",
+                const=flag.switch,
+                default=default_of(f),
+                dest=f.name,
+                help=flag.help,
+            )
+        else:
+            default = default_of(f)
+            text = flag.help
+            if flag.parse is parse_size:  # 1 GiB, not 1073741824
+                text = f"{text} (default: {format_size(default)})"
+            p.add_argument(
+                flag.name,
+                type=flag.parse or str,
+                choices=flag.choices,
+                metavar=flag.metavar,
+                default=default,
+                dest=f.name,
+                help=text,
+            )
+
+
+def options_from(args: argparse.Namespace) -> ConvertOptions:
+    """The ConvertOptions a `plan` or `convert` command line asks for; a value none can take
+    is a PlanError naming its flag."""
+    try:
+        return ConvertOptions(**{f.name: getattr(args, f.name) for f, _ in command_line_fields()})
+    except ValueError as exc:
+        raise PlanError(str(exc)) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="shardwright",
+        description="Convert volumes to sharded Neuroglancer precomputed and sharded Zarr v3.",
+    )
+    parser.add_argument("--version", action="version", version=f"shardwright {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    talk = _Parser(add_help=False)
+    talk.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also print the job's steps and the warnings of the cluster and its workers",
+    )
+    talk.add_argument(
+        "--debug", action="store_true", help="as --verbose, and print the traceback of errors"
+    )
+
+    p = sub.add_parser(
+        "plan", parents=[talk], help="print the plan of a conversion; writes nothing"
+    )
+    _add_conversion_options(p)
+    p.add_argument("--json", action="store_true", help="machine-readable plan")
+
+    c = sub.add_parser("convert", parents=[talk], help="convert SOURCE to sharded output at DEST")
+    _add_conversion_options(c)
+    c.add_argument(
+        "--scheduler",
+        help="ADDRESS | local | processes | threads | sync (default: local, a distributed "
+        "cluster of worker threads in this process; processes: one worker process per "
+        "core; or $DASK_SCHEDULER_ADDRESS)",
+    )
+    c.add_argument(
+        "--workers",
+        type=parse_positive_int,
+        help="worker processes (threads) to start (default: one per core)",
+    )
+    c.add_argument(
+        "--wait-for-workers",
+        type=float,
+        metavar="SECONDS",
+        help="give up when the scheduler has had no worker for SECONDS (default: wait, saying "
+        "so every 30 s)",
+    )
+    c.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the job that wrote DEST: keep every shard its receipts prove intact",
+    )
+    c.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the shardwright dataset in DEST (never anything else); its objects go "
+        "only once the new manifest is written",
+    )
+    c.add_argument(
+        "--lease-timeout",
+        type=float,
+        default=DEFAULT_LEASE_TIMEOUT,
+        metavar="SECONDS",
+        help="how long this job's lease on DEST may go unrenewed before another job may take "
+        "it over (default %(default)s)",
+    )
+    c.add_argument(
+        "--lease-wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait up to SECONDS for another job's lease on DEST to be released or to expire "
+        "(a retried pod whose predecessor was killed); default: refuse at once",
+    )
+    c.add_argument(
+        "--break-lease",
+        action="store_true",
+        help="take over DEST's lease even though its job seems alive (only when you know it "
+        "has stopped)",
+    )
+    c.add_argument("--dry-run", action="store_true", help="same as `plan`")
+    c.add_argument("--quiet", action="store_true", help="no progress bar, plan report or dashboard")
+    c.add_argument(
+        "--dashboard",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="serve the Dask dashboard from a cluster we start (default: auto, when the "
+        "source holds 4 GiB or more and progress is shown: a smaller job ends before it could "
+        "be opened, and it costs about a second to start)",
+    )
+
+    v = sub.add_parser(
+        "verify", parents=[talk], help="check DEST's shards (and voxels against a source)"
+    )
+    v.add_argument("dest", help="the dataset to check (path or URL)")
+    v.add_argument(
+        "--against", metavar="SOURCE", help="also compare voxels with this source (default: no)"
+    )
+    v.add_argument("--full", action="store_true", help="compare every chunk, not a sample")
+    v.add_argument("--sample", type=parse_positive_int, default=64, help="chunks to compare")
+    v.add_argument("--source-axes", help="as for convert")
+    v.add_argument("--source-scale", help="as for convert")
+    v.add_argument(
+        "--storage-options", type=parse_json_object, default={}, metavar="JSON",
+        help="as for convert",
+    )  # fmt: skip
+    v.add_argument(
+        "--source-storage-options",
+        type=parse_json_object,
+        default={},
+        metavar="JSON",
+        help="as for convert",
+    )
+    v.add_argument("--timeout", type=float, metavar="SECONDS", help="as for convert")
+
+    s = sub.add_parser(
+        "serve", parents=[talk], help="serve a directory over HTTP with CORS and Range support"
+    )
+    s.add_argument("directory", help="the folder to serve")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    s.add_argument("--port", type=int, default=8000, help="port to listen on")
+    s.add_argument("--log", action="store_true", help="print a line per request")
+
+    w = sub.add_parser(
+        "view",
+        parents=[talk],
+        help="serve datasets with the Neuroglancer client; print the URL that shows them",
+    )
+    w.add_argument("dest", nargs="+", help="converted datasets (local folders)")
+    w.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    w.add_argument(
+        "--port", type=int, default=0, help="the viewer's port (default: 0, any free one)"
+    )
+    w.add_argument("--open", action="store_true", help="open the URL in a web browser")
+    w.add_argument(
+        "--screenshot",
+        metavar="FILE.png",
+        help="render the view in a headless Chromium into FILE.png and exit",
+    )
+    w.add_argument("--log", action="store_true", help="print a line per request")
+
+    d = sub.add_parser(
+        "demo", parents=[talk], help="make a demo volume, convert it both ways, verify"
+    )
+    d.add_argument("--out", default="demo-output", help="folder for the demo's files")
+    d.add_argument(
+        "--size",
+        type=parse_xyz(int),
+        default=(512, 512, 128),
+        metavar="X,Y,Z",
+        help="demo volume size",
+    )
+    d.add_argument("--scheduler", help="as for convert (default: local)")
+    d.add_argument("--workers", type=parse_positive_int, help="as for convert")
+    return parser
+
+
+def subparser(parser: argparse.ArgumentParser, command: str) -> _Parser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found = action.choices[command]
+            assert isinstance(found, _Parser)
+            return found
+    raise AssertionError(command)

@@ -1,0 +1,98 @@
+"""How a command ends: its exit status and the one line (or paragraph) that says why.
+
+- 0: done. 2: a problem the message names: shardwright's own errors, and the few OS errors a
+  user acts on (a missing file, no permission, a full disk). 1: the job failed on its cluster
+  (JobFailed: workers that kept dying).
+- 130 / 143: stopped by Ctrl-C / SIGTERM (what Kubernetes sends a pod). SIGTERM is made to
+  unwind the job as Ctrl-C does: its tasks cancelled, its lease released, so a retried job
+  starts at once; the line says how far it got and the command that continues it.
+- 141: the reader of stdout went away (`verify ... | head`): nothing more is said.
+- Anything else is a bug in shardwright, never disguised as a user's error: its traceback and a
+  line that says so (70).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Iterator
+from typing import Any
+
+from shardwright.errors import JobFailed, ShardwrightError
+
+INTERRUPTED, TERMINATED, BROKEN_PIPE, BUG = 130, 143, 141, 70
+# OS errors whose message is the whole story: the user fixes a path, a permission, a disk.
+ACTIONABLE_ERRNOS = frozenset(
+    {errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.EROFS,
+     errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENAMETOOLONG, errno.EMFILE,
+     errno.ENFILE, errno.ELOOP, errno.EXDEV, errno.ENOTEMPTY}
+)  # fmt: skip
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread as Ctrl-C raises KeyboardInterrupt."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def stopped_by_signals() -> Iterator[None]:
+    """SIGTERM unwinds the command (as Ctrl-C does) while the block runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def report(
+    command: str, exc: BaseException, *, debug: bool, progress: Any, resume: str | None
+) -> int:
+    """Say how the command ended and return its exit status."""
+    if isinstance(exc, SystemExit):
+        raise exc
+    if isinstance(exc, KeyboardInterrupt | Terminated):
+        said = "interrupted" if isinstance(exc, KeyboardInterrupt) else "stopped (SIGTERM)"
+        total = getattr(progress, "total", 0)
+        if total:
+            said += f" after {progress.done:,} of {total:,} shards"
+        if resume:
+            said += f"; its lease is released: continue with `{resume}`"
+        print(f"shardwright {command}: {said}", file=sys.stderr, flush=True)
+        return INTERRUPTED if isinstance(exc, KeyboardInterrupt) else TERMINATED
+    if isinstance(exc, BrokenPipeError):
+        _quiet_stdout()
+        return BROKEN_PIPE
+    if debug:
+        traceback.print_exception(exc)
+    if isinstance(exc, ShardwrightError):
+        print(f"shardwright {command}: error: {exc.for_command_line()}", file=sys.stderr)
+        return 1 if isinstance(exc, JobFailed) else 2
+    if isinstance(exc, OSError) and exc.errno in ACTIONABLE_ERRNOS:
+        print(f"shardwright {command}: error: {exc}", file=sys.stderr)
+        return 2
+    if not debug:
+        traceback.print_exception(exc)
+    print(
+        f"shardwright {command}: this is a bug in shardwright ({type(exc).__name__}); please "
+        "report it with the traceback above",
+        file=sys.stderr,
+    )
+    return BUG
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush finds no closed pipe."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())

@@ -1,0 +1,138 @@
+"""How a command ends, as a shell or Kubernetes sees it: Ctrl-C and SIGTERM of a real
+`convert` stop it within seconds with one line, the exit status 130 / 143 and the lease
+released (a second job starts at once, and `--resume` finishes exactly); a closed stdout ends
+quietly; bad option values are one error; `--verbose` tells the job's steps; an error that is
+no user's fault says it is a bug, with its traceback."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from shardwright import cli, outcomes
+
+SOURCE_ZYX = (256, 512, 512)
+ARGS = ["--resolution", "1,1,1", "--chunk-size", "64,64,32", "--target-shard-bytes", "1M"]
+
+
+def _cli(*words: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "shardwright.cli", *words], capture_output=True,
+                          text=True, timeout=300, **kwargs)  # type: ignore[call-overload]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def volume(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """A volume whose conversion takes a few seconds here: time to stop it halfway."""
+    path = tmp_path_factory.mktemp("signals") / "v.npy"
+    rng = np.random.default_rng(0)
+    np.save(path, rng.integers(0, 255, SOURCE_ZYX, dtype=np.uint8))
+    return path
+
+
+@pytest.mark.parametrize(
+    "signum, status, said",
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "stopped (SIGTERM)")],
+)
+def test_a_signal_stops_the_job_releases_its_lease_and_says_how_to_continue(
+    volume: pathlib.Path, tmp_path: pathlib.Path, signum: int, status: int, said: str
+) -> None:
+    out = tmp_path / "out"
+    job = subprocess.Popen(
+        [sys.executable, "-m", "shardwright.cli", "convert", str(volume), str(out), *ARGS],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    shards = out / "1_1_1"
+    while job.poll() is None and not (shards.is_dir() and len(os.listdir(shards)) >= 8):
+        time.sleep(0.02)
+    assert job.poll() is None, "the job ended before it could be stopped"
+    sent = time.monotonic()
+    job.send_signal(signum)
+    stdout, stderr = job.communicate(timeout=60)
+    assert time.monotonic() - sent < 10
+    assert job.returncode == status
+    assert "Traceback" not in stderr and stdout == ""
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith(f"shardwright convert: {said} after ")
+    assert "of 128 shards; its lease is released: continue with `shardwright convert" in last
+    assert last.endswith("--resume`")
+    assert not [p for p in os.listdir(out / ".shardwright") if p.startswith("lease")]
+    # Nobody waits out a lease: the command it names continues at once, and exactly.
+    started = time.monotonic()
+    again = _cli("convert", str(volume), str(out), *ARGS, "--resume", "--quiet")
+    assert again.returncode == 0, again.stderr
+    assert time.monotonic() - started < 60
+    kept = int(again.stdout.split("(")[1].split(" kept")[0])
+    assert 0 < kept < 128
+    verified = _cli("verify", str(out), "--against", str(volume), "--full")
+    assert verified.returncode == 0, verified.stdout
+
+
+def test_a_closed_stdout_ends_quietly(volume: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "out"
+    assert _cli("convert", str(volume), str(out), *ARGS, "--quiet").returncode == 0
+    reader = subprocess.Popen([sys.executable, "-m", "shardwright.cli", "verify", str(out),
+                               "--against", str(volume)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)  # fmt: skip
+    assert reader.stdout is not None and reader.stderr is not None
+    reader.stdout.close()  # `| head` that has read what it wanted
+    assert reader.wait(timeout=120) == outcomes.BROKEN_PIPE
+    assert reader.stderr.read() == b""
+
+
+def test_verbose_tells_the_jobs_steps(tmp_path: pathlib.Path) -> None:
+    np.save(tmp_path / "v.npy", np.ones((8, 16, 16), np.uint8))
+    run = _cli("convert", str(tmp_path / "v.npy"), str(tmp_path / "out"), "--quiet",
+               "--resolution", "1,1,1", "--verbose")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "shardwright INFO: beginning" in run.stderr
+    assert "shardwright INFO: running 1 shard tasks on a local Dask cluster" in run.stderr
+
+
+def test_an_error_that_is_a_bug_says_so_with_its_traceback(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    np.save(tmp_path / "v.npy", np.ones((8, 16, 16), np.uint8))
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise KeyError("an internal slip")
+
+    monkeypatch.setattr("shardwright.api.plan", broken)
+    code = cli.main(["plan", str(tmp_path / "v.npy"), str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == outcomes.BUG
+    assert "Traceback (most recent call last)" in err and "KeyError: 'an internal slip'" in err
+    assert err.strip().endswith("this is a bug in shardwright (KeyError); please report it "
+                                "with the traceback above")  # fmt: skip
+    # A user's problem is one line, and --debug adds its traceback.
+    monkeypatch.undo()
+    code = cli.main(["plan", str(tmp_path / "missing.npy"), str(tmp_path / "out")])
+    assert code == 2 and capsys.readouterr().err.count("\n") == 1
+    code = cli.main(["plan", str(tmp_path / "missing.npy"), str(tmp_path / "out"), "--debug"])
+    assert code == 2 and "Traceback" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "words, message",
+    [
+        (["--minishard-bits", "40"], "--minishard-bits must be in 0..20, got 40"),
+        (["--shard-bits", "65"], "--shard-bits must be in 0..64, got 65"),
+        (["--timeout", "0"], "timeout must be a positive number of seconds"),
+    ],
+)
+def test_option_values_are_checked_before_anything_is_allocated(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], words: list[str], message: str
+) -> None:
+    np.save(tmp_path / "v.npy", np.ones((8, 16, 16), np.uint8))
+    assert cli.main(["convert", str(tmp_path / "v.npy"), str(tmp_path / "out"), *words]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+    assert not (tmp_path / "out").exists()
