@@ -8,6 +8,7 @@ import json
 import os
 import shlex
 import sys
+import time
 import warnings
 from collections.abc import Sequence
 
@@ -102,6 +103,8 @@ def _run(args: argparse.Namespace, own_process: bool = False) -> int:
         return _convert(args)
     if args.command == "verify":
         return _verify(args)
+    if args.command == "status":
+        return _status(args)
     if args.command == "serve":
         from shardwright.serve import serve
 
@@ -234,6 +237,22 @@ def _verify(args: argparse.Namespace) -> int:
     )
     print(report.summary())
     return 0 if report.ok else 1
+
+
+def _status(args: argparse.Namespace) -> int:
+    from shardwright.lifecycle.status import job_status
+
+    while True:
+        status = job_status(args.dest, args.storage_options)
+        if args.json:
+            print(json.dumps(status.to_json(), indent=1), flush=True)
+        else:
+            if args.watch and sys.stdout.isatty():
+                print("\x1b[H\x1b[J", end="")  # the screen redrawn, as `watch` does
+            print(status.summary(), flush=True)
+        if not args.watch or status.state in ("finished", "stopped"):
+            return 0
+        time.sleep(args.watch)
 
 
 if __name__ == "__main__":

@@ -241,6 +241,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     v.add_argument("--timeout", type=float, metavar="SECONDS", help="as for convert")
 
+    t = sub.add_parser(
+        "status",
+        parents=[talk],
+        help="where the job writing DEST stands: running, stopped or finished, shards, rate",
+    )
+    t.add_argument("dest", help="the destination a job writes or wrote (path or URL)")
+    t.add_argument(
+        "--watch",
+        nargs="?",
+        const=2.0,
+        type=float,
+        metavar="SECONDS",
+        help="say it again every SECONDS (default 2) until the job is finished or stopped",
+    )
+    t.add_argument("--json", action="store_true", help="machine-readable status")
+    t.add_argument(
+        "--storage-options", type=parse_json_object, default={}, metavar="JSON",
+        help="as for convert",
+    )  # fmt: skip
+
     s = sub.add_parser(
         "serve", parents=[talk], help="serve a directory over HTTP with CORS and Range support"
     )

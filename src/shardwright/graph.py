@@ -188,10 +188,3 @@ def shard_nodes(plan: Plan, token: str) -> Iterator[Node]:
     and dataset: a Dask cluster handed a key it still holds returns that task's result
     instead of running the new task (a job's mesh and skeleton shards share file names)."""
     return SHARD_NODES[plan.dataset](plan, token)
-
-
-def task_total(plan: Plan) -> int:
-    """How many shard tasks `plan` has (every pyramid level's), for progress."""
-    if isinstance(plan, ConversionPlan):
-        return sum(plan.level_plan(k).shard_count for k in range(plan.level_count))
-    return plan.shard_count

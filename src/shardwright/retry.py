@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from shardwright.errors import StoreError
 
@@ -101,6 +101,16 @@ def is_access_denied(exc: BaseException) -> bool:
     if isinstance(status, int):
         return status in (401, 403)
     return isinstance(exc, OSError) and bool(_DENIED_TEXT.search(str(exc)))
+
+
+def secret_strings(options: Any) -> list[str]:
+    """The strings of storage options that must never appear in a message (endpoints are
+    URLs a user needs to see)."""
+    if isinstance(options, dict):
+        return [s for value in options.values() for s in secret_strings(value)]
+    if isinstance(options, str) and not options.startswith(("http://", "https://")):
+        return [options]
+    return []
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:

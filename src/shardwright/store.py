@@ -31,7 +31,13 @@ from fsspec.asyn import AsyncFileSystem
 from shardwright import deadlines
 from shardwright.errors import LeaseLost, StoreError
 from shardwright.formats.shardfile import Piece, write_pieces
-from shardwright.retry import DEFAULT_POLICY, GaveUp, RequestCounter, call_with_retries
+from shardwright.retry import (
+    DEFAULT_POLICY,
+    GaveUp,
+    RequestCounter,
+    call_with_retries,
+    secret_strings,
+)
 
 FIRST_CONTACT_ATTEMPTS = 4  # tries of a store's first request, within the deadline
 CONTROL_PREFIX = ".shardwright/"  # a job's own objects in its destination (lifecycle/)
@@ -323,27 +329,13 @@ class Store:
     def _describe(self, key: str) -> str:
         return f"{self.url}/{key}" if key else self.url
 
-    def _secrets(self) -> list[str]:
-        """Strings of the storage options that must never appear in a message."""
-        found: list[str] = []
-
-        def walk(value: Any) -> None:
-            if isinstance(value, dict):
-                for v in value.values():
-                    walk(v)
-            elif isinstance(value, str) and not value.startswith(("http://", "https://")):
-                found.append(value)
-
-        walk(self.storage_options)
-        return found
-
     def _retry(self, fn: Callable[..., T], what: str) -> T:
         """`fn()` with retries of transient failures. Until this store has answered once,
         within the deadline (deadlines.py): an async filesystem's request is given the time
         left (`fn(timeout=...)`), and a store that never answers is one clear error."""
         if self.is_local:
             return fn()
-        secrets = self._secrets()
+        secrets = secret_strings(self.storage_options)
         if self._answered:
             return call_with_retries(fn, what, counter=self.requests, secrets=secrets)
         limit = deadlines.timeout()
@@ -377,17 +369,25 @@ class Store:
 
     def list_keys(self, prefix: str = "") -> list[str]:
         """Every object key below `prefix` (recursive), relative to the root."""
+        return sorted(self.sizes_below(prefix))
+
+    def sizes_below(self, prefix: str = "") -> dict[str, int]:
+        """Every object below `prefix` (recursive) and its size, keyed relative to the root,
+        from one listing (temporaries left out)."""
         base = self.path(prefix).rstrip("/")
         if not self.exists(prefix.rstrip("/")):
-            return []
+            return {}
         root = self.root + "/"
         self.requests.add("lists")
         found = self._retry(
-            lambda **limit: self.fs.find(base, **limit), f"listing {self._describe(prefix)}"
+            lambda **limit: self.fs.find(base, detail=True, **limit),
+            f"listing {self._describe(prefix)}",
         )
-        return sorted(
-            p[len(root) :] if p.startswith(root) else p for p in found if TMP_MARKER not in p
-        )
+        return {
+            (p[len(root) :] if p.startswith(root) else p): int(info.get("size") or 0)
+            for p, info in found.items()
+            if TMP_MARKER not in p
+        }
 
     def list_sizes(self, prefix: str = "") -> dict[str, int]:
         """The objects directly below `prefix` (not recursive) and their sizes, from one

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from shardwright.coordinator import Begun, begin_dataset, finish_dataset
 from shardwright.errors import PlanError
-from shardwright.graph import Node, TaskContext, receipts_in, shard_nodes, task_total
+from shardwright.graph import Node, TaskContext, receipts_in, shard_nodes
 from shardwright.lifecycle.job import Job
 from shardwright.logs import LOG
 from shardwright.manifest import CompanionTotals, ReceiptTable
@@ -321,7 +321,7 @@ def run_job(
             )
             for i, (b, table) in enumerate(zip(begun, tables, strict=True))
         ]
-        progress.start(sum(task_total(b.plan) for b in begun))
+        progress.start(sum(b.plan.shard_total for b in begun))
         LOG.info("running %d shard tasks on %s", progress.total, runner.describe())
         Window(runner, window).run(streams, progress)
         progress.finish()

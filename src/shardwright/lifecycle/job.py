@@ -66,6 +66,7 @@ class Claim:
     timeout: float = DEFAULT_TIMEOUT
     wait: float = 0.0
     break_lease: bool = False
+    shards: int = 0  # what the job writes, as `status` counts it
 
     @functools.cached_property
     def job(self) -> str:
@@ -125,6 +126,7 @@ class Job:
                     timeout=lease_timeout,
                     wait=lease_wait,
                     break_lease=break_lease,
+                    shards=p.shard_total,
                 ),
             )
             for p in [plan, *plan.companions]
@@ -166,6 +168,7 @@ def begin(store: Store, claim: Claim) -> tuple[JobRun, list[str]]:
             claim.fingerprint,
             holding.manifest,
             replace=claim.mode == "overwrite",
+            shards=claim.shards,
         )
     except BaseException:
         lease.release()

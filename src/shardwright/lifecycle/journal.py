@@ -127,7 +127,12 @@ def read_job(store: Store) -> dict[str, Any] | None:
 
 
 def begin(
-    store: Store, fingerprint: Fingerprint, manifest: Manifest | None, *, replace: bool
+    store: Store,
+    fingerprint: Fingerprint,
+    manifest: Manifest | None,
+    *,
+    replace: bool,
+    shards: int = 0,
 ) -> None:
     """The coordinator's first step, under the lease and once the job runs: withdraw the
     `manifest` the destination holds if it is a dataset being replaced (`replace`, or one
@@ -147,6 +152,7 @@ def begin(
         "job": run.job,
         "run": run.run,
         "started": _now(),
+        "shards_planned": shards,
         "shardwright_version": __version__,
         "fingerprint": fingerprint,
     }

@@ -58,6 +58,11 @@ class Plan(Protocol):
     def shard_count(self) -> int: ...
 
     @property
+    def shard_total(self) -> int:
+        """Every shard the job writes for this dataset (a pyramid's, every level's)."""
+        ...
+
+    @property
     def spool_budget(self) -> int:
         """Encoded bytes a shard task keeps in memory before spilling to local disk."""
         ...

@@ -94,6 +94,10 @@ class ObjectPlan:
         """Shards that hold at least one segment (the others are not written)."""
         return int(np.count_nonzero(np.diff(self.shard_starts)))
 
+    @property
+    def shard_total(self) -> int:
+        return self.shard_count
+
     def shards(self) -> Iterator[ObjectShardTask]:
         """The non-empty shards, in shard-number order."""
         counts = np.diff(self.shard_starts)

@@ -97,6 +97,10 @@ class ConversionPlan(Geometry):
         )
 
     @property
+    def shard_total(self) -> int:
+        return sum(self.level_plan(k).shard_count for k in range(self.level_count))
+
+    @property
     def shard_count(self) -> int:
         if self.scattered:
             return len(self._scattered_shard_numbers_present)

@@ -1,0 +1,162 @@
+"""Where a job writing a destination stands, read from what the job writes anyway: its record
+(`job.json`: job, run, start, shards planned), its lease and heartbeat (who holds it, when it
+was last heard from), its receipts (one per shard stored) and the objects' sizes, and, once
+it is done, its manifest. Reads only: a few listings and small objects, cheap on a bucket, so
+a job started with `--detach` or as a Kubernetes Job can be watched from anywhere.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from shardwright.errors import DestinationError, ManifestError
+from shardwright.lifecycle.journal import RECEIPTS, read_job
+from shardwright.lifecycle.lease import current_lease
+from shardwright.manifest import MANIFEST_KEY, read_manifest
+from shardwright.planning.text import human_bytes
+from shardwright.store import CONTROL_PREFIX, Store
+
+COMPANIONS = ("mesh", "skeletons")  # datasets a volume's info may name, written by its job
+
+
+@dataclass
+class JobStatus:
+    """One dataset's job: `state` is finished, running, stopped, or replacing (a finished
+    dataset that a new job is writing over)."""
+
+    dest: str
+    state: str
+    job: str | None = None
+    run: str | None = None
+    started: str | None = None
+    holder: str | None = None  # host, pid and run of the lease's holder
+    heard_seconds_ago: float | None = None
+    shards_planned: int | None = None
+    shards_stored: int = 0
+    bytes_stored: int = 0
+    bytes_per_second: float | None = None
+    seconds_left: float | None = None
+    companions: list[JobStatus] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        lines = [f"{self.dest}: {self.state}" + (f", job {self.job[:12]}" if self.job else "")]
+        if self.holder:
+            heard = self.heard_seconds_ago
+            lines.append(f"  held by      {self.holder}, last heard from {heard:.0f} s ago")
+        if self.started:
+            lines.append(f"  started      {self.started}")
+        planned = f" / {self.shards_planned:,}" if self.shards_planned else ""
+        share = (
+            f" ({100 * self.shards_stored / self.shards_planned:.1f} %)"
+            if self.shards_planned
+            else ""
+        )
+        lines.append(
+            f"  shards       {self.shards_stored:,}{planned}{share}, "
+            f"{human_bytes(self.bytes_stored)}"
+        )
+        if self.bytes_per_second is not None and self.state == "running":
+            left = (
+                f", about {_duration(self.seconds_left)} left"
+                if self.seconds_left is not None
+                else ""
+            )
+            lines.append(f"  rate         {human_bytes(int(self.bytes_per_second))}/s{left}")
+        if self.state == "stopped":
+            lines.append("  continue it with the same convert command and --resume")
+        return "\n".join([*lines, *(c.summary() for c in self.companions)])
+
+
+def job_status(dest: str, storage_options: dict[str, Any] | None = None) -> JobStatus:
+    """The status of the job that writes (or wrote) `dest`, with its meshes' and skeletons'."""
+    store = Store(dest, storage_options)
+    status = _dataset_status(store)
+    for name in _companions(store):
+        sub = Store(f"{store.url}/{name}", storage_options)
+        if read_job(sub) is not None or read_manifest(sub) is not None:
+            status.companions.append(_dataset_status(sub))
+    return status
+
+
+def _dataset_status(store: Store) -> JobStatus:
+    try:
+        record = read_job(store)
+        manifest = read_manifest(store)
+    except ManifestError as exc:
+        raise DestinationError(f"{store.url}: {exc}") from None
+    lease = current_lease(store)
+    if record is None and manifest is None:
+        raise DestinationError(f"{store.url} holds no shardwright job (no job record, no manifest)")
+    now = time.time()
+    status = JobStatus(dest=store.url, state="stopped")
+    if record is not None:
+        status.job, status.run = record.get("job"), record.get("run")
+        status.started = record.get("started")
+        planned = record.get("shards_planned")
+        status.shards_planned = planned if isinstance(planned, int) and planned > 0 else None
+    live = False
+    holder = lease[1] if lease is not None else None
+    if lease is not None and holder is not None:
+        heard = lease[2]
+        status.holder = f"host {holder.host}, pid {holder.pid}, run {holder.run[:12]}"
+        status.heard_seconds_ago = round(now - heard, 1)
+        live = now - heard <= holder.timeout and not holder.gone_here()
+    sizes = store.sizes_below()
+    receipts = [k for k in sizes if k.startswith(RECEIPTS) and k.endswith(".json")]
+    status.shards_stored = len(receipts)
+    status.bytes_stored = sum(
+        size for key, size in sizes.items()
+        if not key.startswith(CONTROL_PREFIX) and key != MANIFEST_KEY
+    )  # fmt: skip
+    if manifest is not None and not live:
+        status.state = "finished"
+        status.shards_stored = int(manifest.totals.get("shards", status.shards_stored))
+        status.shards_planned = status.shards_planned or status.shards_stored
+        return status
+    if live:
+        status.state = "replacing" if manifest is not None else "running"
+        elapsed = _elapsed(status.started, now)
+        if elapsed and status.bytes_stored:
+            status.bytes_per_second = status.bytes_stored / elapsed
+            if status.shards_planned and status.shards_stored:
+                left = status.shards_planned - status.shards_stored
+                status.seconds_left = max(0.0, elapsed * left / status.shards_stored)
+    return status
+
+
+def _companions(store: Store) -> list[str]:
+    """The mesh and skeleton directories a precomputed volume's info names."""
+    try:
+        info = json.loads(store.read("info"))
+    except (FileNotFoundError, ValueError):
+        return []
+    if not isinstance(info, dict):
+        return []
+    names = [info.get(key) for key in COMPANIONS]
+    return [n for n in names if isinstance(n, str) and n and "/" not in n and ".." not in n]
+
+
+def _elapsed(started: str | None, now: float) -> float | None:
+    if not started:
+        return None
+    try:
+        return max(0.0, now - datetime.datetime.fromisoformat(started).timestamp())
+    except ValueError:
+        return None
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
