@@ -14,7 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from shardwright.errors import SourceError
+from shardwright.errors import ShardwrightError, SourceError
 
 Box = tuple[int, int, int]
 
@@ -179,7 +179,16 @@ class ArraySource:
         raise NotImplementedError
 
     def read_native(self, start_xyz: Box, stop_xyz: Box) -> np.ndarray:
-        block = np.asarray(self._read(self._slices(start_xyz, stop_xyz)))
+        slices = self._slices(start_xyz, stop_xyz)
+        try:
+            block = np.asarray(self._read(slices))
+        except ShardwrightError:
+            raise
+        except (OSError, ValueError) as exc:  # the data itself: unreadable, truncated, gone
+            raise SourceError(
+                f"{self.url}: cannot read the box {tuple(start_xyz)}-{tuple(stop_xyz)} (x,y,z): "
+                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            ) from exc
         # Big-endian files (TIFF 'MM', HDF5 '>u2') are swapped once here, not by every consumer.
         return block if block.dtype == self.dtype else block.astype(self.dtype)
 
