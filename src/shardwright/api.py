@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 from typing import Any
 
 from shardwright.cluster import (
@@ -16,12 +15,12 @@ from shardwright.cluster import (
 from shardwright.engine.gpu import cupy_module
 from shardwright.errors import JobFailed, LeaseHeld, PlanError
 from shardwright.graph import Node, shard_nodes
-from shardwright.lifecycle.job import Job, mode_of
-from shardwright.lifecycle.lease import DEFAULT_TIMEOUT
+from shardwright.lifecycle.job import Job
 from shardwright.options import ConvertOptions
 from shardwright.planning import ConversionPlan, ObjectPlan, plan_conversion
 from shardwright.planning.text import human_bytes
 from shardwright.progress import Progress
+from shardwright.run_options import RunOptions, split_keywords
 from shardwright.sources import Source
 from shardwright.store import Store
 from shardwright.submission import check_window, run_job
@@ -33,6 +32,7 @@ __all__ = [
     "LeaseHeld",
     "PendingConversion",
     "PlanError",
+    "RunOptions",
     "check",
     "convert",
     "plan",
@@ -57,113 +57,71 @@ def convert(
     dest: str | None = None,
     options: ConvertOptions | None = None,
     *,
-    resume: bool = False,
-    overwrite: bool = False,
-    scheduler: str | None = None,
-    workers: int | None = None,
-    client: Any = None,
+    run: RunOptions | None = None,
     compute: bool = True,
-    progress: bool | Progress = True,
-    dashboard: bool | None = None,
     window: int | None = None,
-    break_lease: bool = False,
-    lease_timeout: float = DEFAULT_TIMEOUT,
-    lease_wait: float = 0.0,
-    wait_for_workers: float | None = None,
-    **option_values: Any,
+    **values: Any,
 ) -> dict[str, Any] | PendingConversion:
     """Convert a volume to sharded output; returns the manifest (or, with `compute=False`, a
     `PendingConversion` whose `.compute()` runs the job).
 
-    `resume` continues the job that wrote DEST, keeping the shards its receipts prove;
-    `overwrite` replaces a shardwright dataset in DEST (its objects go only once the new
-    manifest is written). When the job runs it takes DEST's lease (one job per destination):
-    `lease_timeout` is how long the lease may go unrenewed before another job may take it
-    over, `lease_wait` how long to wait for another job's lease to be released or to expire
-    (as a retried pod should), `break_lease` takes over a live one. The process that runs the
-    job coordinates it and renews its lease: it begins each dataset, keeps at most `window`
+    Keyword arguments are conversion options (`ConvertOptions`: what is written) or run
+    options (`RunOptions`: how the job runs), by name; `options` and `run` give either whole.
+    Among the run options: `resume` continues the job that wrote DEST, keeping the shards its
+    receipts prove; `overwrite` replaces a shardwright dataset in DEST (its objects go only
+    once the new manifest is written). When the job runs it takes DEST's lease (one job per
+    destination): `lease_timeout` is how long the lease may go unrenewed before another job
+    may take it over, `lease_wait` how long to wait for another job's lease to be released or
+    to expire (as a retried pod should), `break_lease` takes over a live one. `client`,
+    `scheduler`, `workers`: where the shard tasks run. `progress`: show shards, bytes, rate
+    and time left (or a `Progress` of your own that receives every receipt). `dashboard`:
+    whether a cluster started for the job serves the Dask dashboard (default: when progress
+    is shown and the source holds at least 4 GiB). `wait_for_workers`: how long a cluster with
+    no worker may keep the job waiting (None: as long as it takes, said every 30 s). The
+    process that runs the job coordinates it and renews its lease: it keeps at most `window`
     shard tasks on the cluster at once (default: a few per worker thread) and writes the
-    manifest last. `progress`: show shards, bytes, rate and time left (or a `Progress` of
-    your own that receives every receipt). `dashboard`: whether a cluster started for the job
-    serves the Dask dashboard (default: when progress is shown and the source holds at least
-    4 GiB; smaller jobs end before anyone could open it, and its start costs about a second).
-    `wait_for_workers`: how long a cluster with no worker may keep the job waiting (None: as
-    long as it takes, said every 30 s).
+    manifest last.
     """
+    conversion, run_values = split_keywords(values)
+    settings = (run or RunOptions()).updated(run_values)
     the_plan: ConversionPlan | ObjectPlan
     if isinstance(source, ConversionPlan | ObjectPlan):
+        if conversion or options is not None:
+            raise TypeError("convert(plan, ...) takes run options only: the plan is decided")
         the_plan = source
     else:
         if dest is None:
             raise PlanError("convert needs a destination")
-        the_plan = plan(source, dest, _options(options, option_values))
+        the_plan = plan(source, dest, _options(options, conversion))
     gpu = the_plan.options.engine == "gpu"
-    if gpu and chosen_client(scheduler, client) is None and scheduler_address(scheduler) is None:
+    here = chosen_client(settings.scheduler, settings.client) is None
+    if gpu and here and scheduler_address(settings.scheduler) is None:
         cupy_module()  # this machine runs the GPU workers: it must have a GPU
-    job = check(
-        the_plan,
-        resume=resume,
-        overwrite=overwrite,
-        scheduler=scheduler,
-        client=client,
-        break_lease=break_lease,
-        lease_timeout=lease_timeout,
-        lease_wait=lease_wait,
-    )
-    settings = RunSettings(scheduler, workers, client, progress, dashboard, wait_for_workers)
-    pending = PendingConversion(job, resume=job.mode == "resume", window=window, run=settings)
+    pending = PendingConversion(check(the_plan, settings), window=window)
     return pending.compute() if compute else pending
-
-
-UNSET: Any = object()  # not given: the pending job's own setting applies
-
-
-@dataclasses.dataclass(frozen=True)
-class RunSettings:
-    """Where and how a checked job runs, as `convert(...)` was given them; `.compute()` and
-    `.submit()` override each one they are given. No scheduler and no client: a Dask client
-    the user made current (`distributed.Client(...)` in a notebook) runs the job, as
-    `dask.compute` would use it; without one, a local cluster started for the job."""
-
-    scheduler: str | None = None
-    workers: int | None = None
-    client: Any = None
-    progress: bool | Progress = True
-    dashboard: bool | None = None
-    wait_for_workers: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.workers is not None and (
-            isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1
-        ):
-            raise PlanError(f"--workers must be a whole number of at least 1, got {self.workers!r}")
-        if self.wait_for_workers is not None and not self.wait_for_workers >= 0:
-            raise PlanError(f"--wait-for-workers must be seconds, got {self.wait_for_workers!r}")
-
-    def overridden(self, **given: Any) -> RunSettings:
-        return dataclasses.replace(self, **{k: v for k, v in given.items() if v is not UNSET})
 
 
 class PendingConversion:
     """A checked conversion that has not run: nothing is written until it is started.
 
-    `compute()` runs it where `convert(...)` said (client, scheduler, workers, progress,
-    dashboard; each may be overridden here) and returns the manifest; `submit()` starts it in
-    the background and returns a future of the manifest. The process that runs it coordinates
-    the job and holds its leases until the end, so it is not a Dask collection:
-    `dask.compute(pending)` and `dask.persist(pending)` raise, pointing here.
+    `compute()` runs it with the run options `convert(...)` was given (client, scheduler,
+    workers, progress, dashboard, ...; each may be overridden here, by name) and returns the
+    manifest; `submit()` starts it in the background and returns a future of the manifest.
+    The process that runs it coordinates the job and holds its leases until the end, so it is
+    not a Dask collection: `dask.compute(pending)` and `dask.persist(pending)` raise, pointing
+    here.
     """
 
-    def __init__(
-        self, job: Job, *, resume: bool, window: int | None, run: RunSettings | None = None
-    ) -> None:
+    def __init__(self, job: Job, *, window: int | None = None) -> None:
         check_window(window)  # before anything is written
         self.job = job
-        self.resume = resume
         self.window = window
-        self.run = run or RunSettings()
         # The checks' requests, counted in the volume's manifest (its store is the job's).
         self.preflight_requests = job.datasets[0].store.requests.snapshot()
+
+    @property
+    def run(self) -> RunOptions:
+        return self.job.run
 
     @property
     def plan(self) -> ConversionPlan | ObjectPlan:
@@ -176,41 +134,33 @@ class PendingConversion:
         list is big)."""
         return [n for d in self.job.datasets for n in shard_nodes(d.plan, "inspect")]
 
-    def compute(
-        self,
-        *,
-        scheduler: Any = UNSET,
-        workers: Any = UNSET,
-        client: Any = UNSET,
-        progress: Any = UNSET,
-        dashboard: Any = UNSET,
-    ) -> dict[str, Any]:
-        """Run the job and return its manifest; what is given overrides `convert`'s."""
-        settings = self.run.overridden(scheduler=scheduler, workers=workers, client=client,
-                                       progress=progress, dashboard=dashboard)  # fmt: skip
+    def compute(self, **overrides: Any) -> dict[str, Any]:
+        """Run the job and return its manifest; the run options given override convert's
+        (where the job runs and what it shows; not what it does to DEST, checked already)."""
+        settings = self._settings(overrides)
         return self._run(settings, _progress(settings.progress))
 
-    def submit(
-        self,
-        *,
-        scheduler: Any = UNSET,
-        workers: Any = UNSET,
-        client: Any = UNSET,
-        progress: Any = UNSET,
-        dashboard: Any = UNSET,
-    ) -> concurrent.futures.Future[dict[str, Any]]:
+    def submit(self, **overrides: Any) -> concurrent.futures.Future[dict[str, Any]]:
         """Start the job in a background thread of this process (which coordinates it);
         returns a future of its manifest. In a notebook the progress bar shows in the cell
         that called this."""
-        settings = self.run.overridden(scheduler=scheduler, workers=workers, client=client,
-                                       progress=progress, dashboard=dashboard)  # fmt: skip
+        settings = self._settings(overrides)
         shown = _progress(settings.progress)  # made here: the widget shows in this cell
         runs = concurrent.futures.ThreadPoolExecutor(1, "shardwright-job")
         future = runs.submit(self._run, settings, shown)
         runs.shutdown(wait=False)
         return future
 
-    def _run(self, settings: RunSettings, progress: Progress) -> dict[str, Any]:
+    def _settings(self, overrides: dict[str, Any]) -> RunOptions:
+        checked = {"resume", "overwrite", "break_lease", "lease_timeout", "lease_wait"}
+        fixed = sorted(checked & set(overrides))
+        if fixed:
+            raise TypeError(
+                f"{', '.join(fixed)}: decided when the job was checked; give them to convert()"
+            )
+        return self.run.updated(overrides)
+
+    def _run(self, settings: RunOptions, progress: Progress) -> dict[str, Any]:
         gpu = self.plan.options.engine == "gpu"
         source_bytes = sum(d.plan.source_bytes for d in self.job.datasets)
         try:
@@ -227,7 +177,7 @@ class PendingConversion:
                     return run_job(
                         self.job,
                         tasks,
-                        resume=self.resume,
+                        resume=self.job.mode == "resume",
                         window=self.window,
                         progress=progress,
                         preflight_requests=self.preflight_requests,
@@ -272,33 +222,19 @@ def lost_workers(exc: Exception, plan: ConversionPlan | ObjectPlan, tasks: Any) 
 
 
 def check(
-    the_plan: ConversionPlan | ObjectPlan,
-    *,
-    resume: bool = False,
-    overwrite: bool = False,
-    scheduler: str | None = None,
-    client: Any = None,
-    break_lease: bool = False,
-    lease_timeout: float = DEFAULT_TIMEOUT,
-    lease_wait: float = 0.0,
+    the_plan: ConversionPlan | ObjectPlan, run: RunOptions | None = None, **values: Any
 ) -> Job:
     """Every refusal that needs no write: where each destination lies, whether another job
-    is writing it, what it holds and whether this job may resume it. `convert` calls it
-    first; the CLI calls it before it prints the plan, so a refused destination shows its one
-    error alone."""
+    is writing it, what it holds and whether this job may resume it (`run`, or run options by
+    name). `convert` calls it first, once; the CLI prints the plan only after it passed."""
+    settings = (run or RunOptions()).updated(values)
     store = Store(the_plan.dest, the_plan.options.storage_options)
-    if store.is_process_local and workers_elsewhere(scheduler, client):
+    if store.is_process_local and workers_elsewhere(settings.scheduler, settings.client):
         raise PlanError(
             f"{store.url} lives in this process; workers in other processes cannot write "
             "it: use --scheduler local, threads or sync with memory:// destinations"
         )
-    job = Job(
-        the_plan,
-        mode=mode_of(resume=resume, overwrite=overwrite),
-        lease_timeout=lease_timeout,
-        lease_wait=lease_wait,
-        break_lease=break_lease,
-    )
+    job = Job(the_plan, settings)
     job.check()
     return job
 

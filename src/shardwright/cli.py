@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Sequence
 
 from shardwright import logs, outcomes
-from shardwright.cli_parser import build_parser, options_from, subparser
+from shardwright.cli_parser import build_parser, options_from, run_options_from, subparser
 from shardwright.errors import ShardwrightWarning
 
 
@@ -144,34 +144,17 @@ def _convert(args: argparse.Namespace) -> int:
     from shardwright import api
     from shardwright.progress import Progress
 
+    run = run_options_from(args)
     plan = api.plan(args.source, args.dest, options_from(args))
-    # What is refused is refused before the plan is printed.
-    api.check(
-        plan,
-        resume=args.resume,
-        overwrite=args.overwrite,
-        scheduler=_scheduler(args),
-        break_lease=args.break_lease,
-        lease_wait=args.lease_wait,
-    )
+    # Checked once, before the plan is printed: what is refused prints its error alone.
+    args.progress = Progress(enabled=run.progress)  # its counts say how far an interrupt got
+    run = run.updated({"scheduler": _scheduler(args), "progress": args.progress})
+    pending = api.convert(plan, run=run, compute=False)
+    assert isinstance(pending, api.PendingConversion)
     args.warnings.say()
-    if not args.quiet:
+    if args.progress.enabled:
         print(plan.report(), file=sys.stderr)
-    args.progress = Progress(enabled=not args.quiet)  # its counts say how far an interrupt got
-    manifest = api.convert(
-        plan,
-        resume=args.resume,
-        overwrite=args.overwrite,
-        scheduler=_scheduler(args),
-        workers=args.workers,
-        progress=args.progress,
-        dashboard={"auto": None, "on": True, "off": False}[args.dashboard],
-        break_lease=args.break_lease,
-        lease_timeout=args.lease_timeout,
-        lease_wait=args.lease_wait,
-        wait_for_workers=args.wait_for_workers,
-    )
-    assert isinstance(manifest, dict)
+    manifest = pending.compute()
     totals = manifest["totals"]
     unit = "segments" if "object_type" in manifest["plan"] else "chunks"
     where = f" on {manifest['cluster']}" if manifest.get("cluster") else ""
@@ -193,7 +176,7 @@ def _convert(args: argparse.Namespace) -> int:
             f"{part['bytes']:,} bytes to {where} "
             f"({part['resumed_shards']} kept from an earlier run)"
         )
-    if not args.quiet and "://" not in args.dest.removeprefix("file://"):
+    if args.progress.enabled and "://" not in args.dest.removeprefix("file://"):
         print(f"view it: shardwright view {shlex.quote(args.dest)}", file=sys.stderr)
     return 0
 

@@ -1,16 +1,16 @@
 """The command line's parser: every command, its options with their defaults, and errors of
 three lines (a short usage, the problem with the option meant for a typo, where the full list
-is). The conversion options come from `ConvertOptions`' fields (options.py)."""
+is). The conversion options come from `ConvertOptions`' fields (options.py), `convert`'s run
+options from `RunOptions`' (run_options.py)."""
 
 from __future__ import annotations
 
 import argparse
 import difflib
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from shardwright.errors import PlanError
-from shardwright.options import (
-    ConvertOptions,
+from shardwright.flags import (
     command_line_fields,
     default_of,
     format_size,
@@ -19,9 +19,9 @@ from shardwright.options import (
     parse_size,
     parse_xyz,
 )
+from shardwright.options import ConvertOptions
+from shardwright.run_options import RunOptions
 from shardwright.version import __version__
-
-DEFAULT_LEASE_TIMEOUT = 120.0  # lifecycle/lease.py's default (not imported: keeps start-up lean)
 
 
 class _HelpWithDefaults(argparse.HelpFormatter):
@@ -91,11 +91,16 @@ def _add_conversion_options(p: argparse.ArgumentParser) -> None:
     """SOURCE, DEST and a flag for every ConvertOptions field the command line offers."""
     p.add_argument(
         "source",
-        help="a .npy file, zarr array, precomputed volume, TIFF file or "
-        "directory/glob of slices, or file.h5#/dataset",
+        help="a .npy file, zarr array or OME-Zarr group, N5, precomputed volume, TIFF file or "
+        "directory/glob of slices, file.h5#/dataset, or a TensorStore spec (.json)",
     )
     p.add_argument("dest", help="output directory or URL (path, file://, memory://, gs://, s3://)")
-    for f, flag in command_line_fields():
+    _add_flags(p, ConvertOptions)
+
+
+def _add_flags(p: argparse.ArgumentParser, cls: type) -> None:
+    """A flag for every field of options dataclass `cls` the command line offers."""
+    for f, flag in command_line_fields(cls):
         if flag.switch is not None:
             p.add_argument(
                 flag.name,
@@ -124,8 +129,17 @@ def _add_conversion_options(p: argparse.ArgumentParser) -> None:
 def options_from(args: argparse.Namespace) -> ConvertOptions:
     """The ConvertOptions a `plan` or `convert` command line asks for; a value none can take
     is a PlanError naming its flag."""
+    return _built(ConvertOptions, args)
+
+
+def run_options_from(args: argparse.Namespace) -> RunOptions:
+    """The RunOptions a `convert` command line asks for (PlanError as options_from)."""
+    return _built(RunOptions, args)
+
+
+def _built(cls: type, args: argparse.Namespace) -> Any:
     try:
-        return ConvertOptions(**{f.name: getattr(args, f.name) for f, _ in command_line_fields()})
+        return cls(**{f.name: getattr(args, f.name) for f, _ in command_line_fields(cls)})
     except ValueError as exc:
         raise PlanError(str(exc)) from None
 
@@ -155,67 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("convert", parents=[talk], help="convert SOURCE to sharded output at DEST")
     _add_conversion_options(c)
-    c.add_argument(
-        "--scheduler",
-        help="ADDRESS | local | processes | threads | sync (default: local, a distributed "
-        "cluster of worker threads in this process; processes: one worker process per "
-        "core; or $DASK_SCHEDULER_ADDRESS)",
-    )
-    c.add_argument(
-        "--workers",
-        type=parse_positive_int,
-        help="worker processes (threads) to start (default: one per core)",
-    )
-    c.add_argument(
-        "--wait-for-workers",
-        type=float,
-        metavar="SECONDS",
-        help="give up when the scheduler has had no worker for SECONDS (default: wait, saying "
-        "so every 30 s)",
-    )
-    c.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the job that wrote DEST: keep every shard its receipts prove intact",
-    )
-    c.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace the shardwright dataset in DEST (never anything else); its objects go "
-        "only once the new manifest is written",
-    )
-    c.add_argument(
-        "--lease-timeout",
-        type=float,
-        default=DEFAULT_LEASE_TIMEOUT,
-        metavar="SECONDS",
-        help="how long this job's lease on DEST may go unrenewed before another job may take "
-        "it over (default %(default)s)",
-    )
-    c.add_argument(
-        "--lease-wait",
-        type=float,
-        default=0.0,
-        metavar="SECONDS",
-        help="wait up to SECONDS for another job's lease on DEST to be released or to expire "
-        "(a retried pod whose predecessor was killed); default: refuse at once",
-    )
-    c.add_argument(
-        "--break-lease",
-        action="store_true",
-        help="take over DEST's lease even though its job seems alive (only when you know it "
-        "has stopped)",
-    )
+    _add_flags(c, RunOptions)
     c.add_argument("--dry-run", action="store_true", help="same as `plan`")
-    c.add_argument("--quiet", action="store_true", help="no progress bar, plan report or dashboard")
-    c.add_argument(
-        "--dashboard",
-        choices=("auto", "on", "off"),
-        default="auto",
-        help="serve the Dask dashboard from a cluster we start (default: auto, when the "
-        "source holds 4 GiB or more and progress is shown: a smaller job ends before it could "
-        "be opened, and it costs about a second to start)",
-    )
 
     v = sub.add_parser(
         "verify", parents=[talk], help="check DEST's shards (and voxels against a source)"

@@ -303,9 +303,3 @@ _REDUCERS: dict[str, Callable[[Any, Array], Array]] = {
     "min": _min,
     "max": _max,
 }
-
-
-def level_factor(factor: Factor, levels: int) -> tuple[int, int, int]:
-    """The factor between the base and level `levels`, per axis."""
-    x, y, z = (f**levels for f in factor)
-    return (x, y, z)

@@ -38,7 +38,7 @@ _VALUE = re.compile(r"[0-9][0-9.,]*|auto|[A-Z]")
 def api_wording(message: str) -> str:
     """`message` with every flag of ours replaced by the API parameter it sets (flags of other
     programs, such as dask-cuda-worker's `--resources`, stay)."""
-    from shardwright.options import api_parameters
+    from shardwright.run_options import api_parameters
 
     parameters = api_parameters()
 

@@ -1,21 +1,25 @@
-"""What a user asks of a conversion: the options the CLI and the Python API share.
+"""What a user asks a conversion to write: the options the CLI and the Python API share.
 
-Each field of `ConvertOptions` that the command line offers says so in its metadata (`cli`:
-its flag, help, and how its text becomes the value); cli.py builds its parser and the
-options from those, so an option is added in this one place.
+Each field of `ConvertOptions` that the command line offers says so in its metadata (a
+`flags.Flag`: its flag, help, and how its text becomes the value); the CLI's parser is built
+from those, so an option is added in this one place. How a job runs (where, resumed or not,
+its lease) is `run_options.RunOptions`.
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import json
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shardwright.deadlines import DEFAULT_TIMEOUT
 from shardwright.downsample import METHODS as DOWNSAMPLE_METHODS
+from shardwright.flags import (
+    cli,
+    parse_json_object,
+    parse_mips,
+    parse_size,
+    parse_xyz,
+)
 
 GiB = 1024**3
 MiB = 1024**2
@@ -36,98 +40,6 @@ DEFAULT_INDEX_LOCATION = "end"
 DEFAULT_ZARR_LAYOUT = "ome"
 
 MAX_MINISHARD_BITS = 20  # a 16 MiB shard index, which readers fetch whole
-SIZE_SUFFIXES = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-
-
-# -- how option values are written on the command line -------------------------------------------
-# Each raises argparse's ArgumentTypeError, whose message argparse shows after the flag.
-def parse_xyz(kind: type) -> Callable[[str], tuple[Any, ...]]:
-    """A parser of 'x,y,z' into a triple of `kind`."""
-
-    def parse(text: str) -> tuple[Any, ...]:
-        parts = text.split(",")
-        if len(parts) != 3:
-            raise argparse.ArgumentTypeError(f"expected three values x,y,z, got {text!r}")
-        try:
-            return tuple(kind(p) for p in parts)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"bad x,y,z value {text!r}: {exc}") from exc
-
-    return parse
-
-
-def parse_mips(text: str) -> int | str:
-    """'auto' or a number of levels above the base."""
-    if text.strip().lower() == "auto":
-        return "auto"
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of levels or 'auto', got {text!r}")
-    return value
-
-
-def format_size(size: int) -> str:
-    """The shortest exact form `parse_size` reads back: 1G, 512M, 1000."""
-    for suffix, scale in sorted(SIZE_SUFFIXES.items(), key=lambda item: -item[1]):
-        if size and size % scale == 0:
-            return f"{size // scale}{suffix.upper()}"
-    return str(size)
-
-
-def parse_json_object(text: str) -> dict[str, Any]:
-    """A JSON object (fsspec options): `{"anon": true}`, not a list or a string."""
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON ({exc}): {text!r}") from exc
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(
-            f"expected a JSON object such as '{{\"anon\": true}}', got {type(value).__name__}"
-        )
-    return value
-
-
-def parse_positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
-    return value
-
-
-def parse_size(text: str) -> int:
-    """'512M', '2G', '1.5GiB' or a plain number of bytes."""
-    value = text.strip().lower().removesuffix("ib").removesuffix("b")
-    scale = SIZE_SUFFIXES.get(value[-1:], 1)
-    number = value[:-1] if value[-1:] in SIZE_SUFFIXES else value
-    try:
-        return int(float(number) * scale)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"bad size {text!r} (e.g. 512M, 2G)") from exc
-
-
-@dataclass(frozen=True)
-class Flag:
-    """How a ConvertOptions field is given on the command line: its flag and help, and either
-    how its text becomes the value (`parse`, argparse's `type`; `choices`) or, for a flag
-    without a value, the value it sets (`switch`)."""
-
-    name: str
-    help: str | None = None
-    parse: Callable[[str], Any] | None = None
-    choices: tuple[str, ...] | None = None
-    metavar: str | None = None
-    switch: Any = None  # None: the flag takes a value
-
-
-def cli(name: str, help: str | None = None, **how: Any) -> dict[str, Flag]:
-    """A field's metadata naming its command-line flag (see Flag)."""
-    return {"cli": Flag(name, help, **how)}
 
 
 XYZ = "X,Y,Z"
@@ -136,7 +48,7 @@ _AUTOMATIC_SHARDING = "precomputed sharding (default: from --target-shard-bytes)
 
 @dataclass(frozen=True)
 class ConvertOptions:
-    """Every size is written x, y, z; None means "choose for me" (see plan.py). The fields are
+    """Every size is written x, y, z; None means "choose for me" (planning/). The fields are
     in the order `--help` lists them."""
 
     format: str = field(
@@ -461,39 +373,3 @@ class ConvertOptions:
                 f"unknown downsampling method {self.downsample!r}; choose one of "
                 f"{DOWNSAMPLE_METHODS}"
             )
-
-
-def command_line_fields() -> Iterator[tuple[dataclasses.Field[Any], Flag]]:
-    """The fields the command line offers, with their flags, in `--help` order."""
-    for f in dataclasses.fields(ConvertOptions):
-        if "cli" in f.metadata:
-            yield f, f.metadata["cli"]
-
-
-def default_of(f: dataclasses.Field[Any]) -> Any:
-    """A field's default value (a fresh one where it has a factory)."""
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return f.default
-
-
-# Flags of `shardwright convert` that are parameters of `api.convert`, not ConvertOptions fields.
-_CONVERT_PARAMETERS: dict[str, tuple[str, Any, tuple[str, ...]]] = {
-    "--resume": ("resume", True, ()),
-    "--overwrite": ("overwrite", True, ()),
-    "--break-lease": ("break_lease", True, ()),
-    "--scheduler": ("scheduler", None, ()),
-    "--workers": ("workers", None, ()),
-    "--lease-timeout": ("lease_timeout", None, ()),
-    "--lease-wait": ("lease_wait", None, ()),
-    "--wait-for-workers": ("wait_for_workers", None, ()),
-}
-
-
-def api_parameters() -> dict[str, tuple[str, Any, tuple[str, ...]]]:
-    """Each command-line flag -> (the API parameter it sets, the value a switch sets or None,
-    its choices): how errors word an option for Python callers (`errors.api_wording`)."""
-    table = dict(_CONVERT_PARAMETERS)
-    for f, flag in command_line_fields():
-        table[flag.name] = (f.name, flag.switch, flag.choices or ())
-    return table

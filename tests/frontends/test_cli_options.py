@@ -1,5 +1,5 @@
-"""The command line's conversion options are ConvertOptions' fields: every field has its flag,
-and what a flag parses to is exactly what the Python API gets for the same option."""
+"""The command line's options are ConvertOptions' and RunOptions' fields: every field has its
+flag, and what a flag parses to is exactly what the Python API gets for the same option."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
-from shardwright.cli import build_parser, options_from
-from shardwright.options import ConvertOptions, command_line_fields, default_of
+from shardwright.cli_parser import build_parser, options_from, run_options_from
+from shardwright.flags import command_line_fields, default_of
+from shardwright.options import ConvertOptions
+from shardwright.run_options import RunOptions
 from shardwright.version import __version__
 
 # Fields deliberately offered to the Python API alone (none today).
@@ -66,7 +68,7 @@ def _parse(command: str, *words: str) -> ConvertOptions:
 
 def test_every_option_has_a_flag() -> None:
     fields = {f.name for f in dataclasses.fields(ConvertOptions)}
-    offered = [f.name for f, _ in command_line_fields()]
+    offered = [f.name for f, _ in command_line_fields(ConvertOptions)]
     assert len(offered) == len(set(offered))
     assert set(offered) == fields - set(API_ONLY)
     assert set(SAMPLES) == set(offered), "each flag needs a sample here"
@@ -76,7 +78,7 @@ def test_every_option_has_a_flag() -> None:
 @pytest.mark.parametrize("name", sorted(SAMPLES))
 def test_a_flag_gives_the_api_value(command: str, name: str) -> None:
     words, value = SAMPLES[name]
-    field = next(f for f, _ in command_line_fields() if f.name == name)
+    field = next(f for f, _ in command_line_fields(ConvertOptions) if f.name == name)
     assert value != default_of(field)
     got = _parse(command, *words)
     assert got == ConvertOptions(**{name: value})
@@ -127,11 +129,48 @@ def test_bad_values_are_refused_by_the_parser(
     assert message in capsys.readouterr().err
 
 
+RUN_SAMPLES: dict[str, tuple[list[str], Any]] = {
+    "resume": (["--resume"], True),
+    "overwrite": (["--overwrite"], True),
+    "scheduler": (["--scheduler", "tcp://10.0.0.1:8786"], "tcp://10.0.0.1:8786"),
+    "workers": (["--workers", "3"], 3),
+    "wait_for_workers": (["--wait-for-workers", "30"], 30.0),
+    "lease_timeout": (["--lease-timeout", "60"], 60.0),
+    "lease_wait": (["--lease-wait", "300"], 300.0),
+    "break_lease": (["--break-lease"], True),
+    "progress": (["--quiet"], False),
+    "dashboard": (["--dashboard", "on"], True),
+}
+
+
+def test_run_options_are_convert_flags_giving_the_api_values() -> None:
+    offered = {f.name for f, _ in command_line_fields(RunOptions)}
+    assert offered == {f.name for f in dataclasses.fields(RunOptions)} - {"client"}
+    assert set(RUN_SAMPLES) == offered, "each flag needs a sample here"
+    parse = build_parser().parse_args
+    assert run_options_from(parse(["convert", "in.npy", "out"])) == RunOptions()
+    for name, (words, value) in RUN_SAMPLES.items():
+        got = run_options_from(parse(["convert", "in.npy", "out", *words]))
+        assert got == RunOptions(**{name: value}) and repr(getattr(got, name)) == repr(value)
+    with pytest.raises(SystemExit):  # run options are convert's, not plan's
+        parse(["plan", "in.npy", "out", "--resume"])
+
+
+def test_contradicting_run_options_are_one_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from shardwright import cli
+
+    assert cli.main(["convert", "in.npy", "out", "--resume", "--overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (
+        "shardwright convert: error: --resume and --overwrite contradict each other; pass one"
+    )
+
+
 def test_help_lists_every_flag_in_field_order(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         build_parser().parse_args(["convert", "--help"])
     out = capsys.readouterr().out
-    places = [out.index(f"  {flag.name}") for _, flag in command_line_fields()]
+    places = [out.index(f"  {flag.name}") for _, flag in command_line_fields(ConvertOptions)]
     assert places == sorted(places)
 
 

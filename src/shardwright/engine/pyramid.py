@@ -6,9 +6,9 @@ so the source is read once for the whole pyramid. An upper-level task assembles 
 from the pieces its producers handed up (Dask results), encodes and writes its shard through
 the same producers, and reduces the region for the level above. Either is a shard task
 (`shard_task.run_task`) with the CPU or the batched producer; a shard kept on resume still has
-its voxels read and reduced. Shard and epoch boxes sit on
-whole downsampling blocks (plan.py), so every reduction is exact at task boundaries, and the
-pieces of a region tile it without overlap.
+its voxels read and reduced. Shard and epoch boxes sit on whole downsampling blocks
+(planning/pyramid.py), so every reduction is exact at task boundaries, and the pieces of a
+region tile it without overlap.
 
 Memory (the plan's model, `peak_task_bytes`): a base task holds an epoch, its encoded chunks
 (spooled to disk beyond a quarter of the budget) and its reduced output (at most a quarter);

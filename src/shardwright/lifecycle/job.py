@@ -24,7 +24,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from shardwright.errors import PlanError, StoreError
+from shardwright.errors import StoreError
 from shardwright.lifecycle import fingerprint as fingerprints
 from shardwright.lifecycle import journal
 from shardwright.lifecycle.destination import (
@@ -34,7 +34,6 @@ from shardwright.lifecycle.destination import (
     inspect,
 )
 from shardwright.lifecycle.lease import (
-    DEFAULT_TIMEOUT,
     Lease,
     LeaseHeld,
     Owner,
@@ -43,16 +42,10 @@ from shardwright.lifecycle.lease import (
     release_run,
 )
 from shardwright.planning import OBJECTS, Plan
+from shardwright.run_options import DEFAULT_LEASE_TIMEOUT, RunOptions
 from shardwright.store import JobRun, Store
 
-MODES = ("new", "resume", "overwrite")
 LEASE_POLL_SECONDS = 5.0  # how often a job waiting for a lease looks again
-
-
-def mode_of(*, resume: bool, overwrite: bool) -> str:
-    if resume and overwrite:
-        raise PlanError("--resume and --overwrite contradict each other; pass one")
-    return "overwrite" if overwrite else "resume" if resume else "new"
 
 
 @dataclass(frozen=True)
@@ -63,7 +56,7 @@ class Claim:
     fingerprint: fingerprints.Fingerprint
     run: str
     owner: Owner
-    timeout: float = DEFAULT_TIMEOUT
+    timeout: float = DEFAULT_LEASE_TIMEOUT
     wait: float = 0.0
     break_lease: bool = False
     shards: int = 0  # what the job writes, as `status` counts it
@@ -94,24 +87,14 @@ class Dataset:
 
 
 class Job:
-    def __init__(
-        self,
-        plan: Plan,
-        *,
-        mode: str,
-        lease_timeout: float = DEFAULT_TIMEOUT,
-        lease_wait: float = 0.0,
-        break_lease: bool = False,
-    ):
-        if mode not in MODES:
-            raise PlanError(f"unknown mode {mode!r}; one of {MODES}")
-        if not lease_timeout > 0 or lease_wait < 0:
-            raise PlanError(
-                f"lease timeout must be positive and lease wait not negative, got "
-                f"{lease_timeout} and {lease_wait}"
-            )
+    """A planned conversion with its run options (`run`: new, resume or overwrite; the lease's
+    timeout and wait), before anything is written: `check` refuses what it must."""
+
+    def __init__(self, plan: Plan, run: RunOptions):
         self.plan = plan
-        self.mode = mode
+        self.run = run
+        self.mode = mode = run.mode
+        lease_timeout, lease_wait, break_lease = run.lease_timeout, run.lease_wait, run.break_lease
         self.break_lease = break_lease
         owner = Owner.this_process()
         self.datasets = [

@@ -31,10 +31,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from shardwright.errors import LeaseHeld, PlanError
+from shardwright.run_options import DEFAULT_LEASE_TIMEOUT
 from shardwright.store import CONTROL_PREFIX, JobRun, Store
 from shardwright.version import __version__
 
-DEFAULT_TIMEOUT = 120.0  # seconds without a heartbeat before a lease may be taken over
 LEASE_NAME = re.compile(r"lease-(\d{6,})\.json")
 # Runs this process owns: a lease naming this pid but none of these runs was left by an
 # earlier process that had the same pid (a restarted container).
@@ -197,7 +197,7 @@ class Lease:
         self,
         store: Store,
         job: str,
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: float = DEFAULT_LEASE_TIMEOUT,
         run: str | None = None,
         owner: Owner | None = None,
     ):
@@ -329,7 +329,7 @@ class Renewer:
         for _, run, _ in self.runs:
             _LIVE_RUNS.add(run)
         self._stop = threading.Event()
-        interval = min((timeout for _, _, timeout in self.runs), default=DEFAULT_TIMEOUT) / 4
+        interval = min((timeout for _, _, timeout in self.runs), default=DEFAULT_LEASE_TIMEOUT) / 4
         self._thread = threading.Thread(
             target=self._loop, args=(interval,), name="shardwright-lease", daemon=True
         )

@@ -1,0 +1,119 @@
+"""How an option is written on the command line: each field of an options dataclass that the
+CLI offers carries a `Flag` in its metadata (its flag, help, and how the text becomes the
+value), so the parser is built from the dataclasses and an option is added in one place. The
+parsers raise argparse's ArgumentTypeError, whose message argparse shows after the flag."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+SIZE_SUFFIXES = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def parse_xyz(kind: type) -> Callable[[str], tuple[Any, ...]]:
+    """A parser of 'x,y,z' into a triple of `kind`."""
+
+    def parse(text: str) -> tuple[Any, ...]:
+        parts = text.split(",")
+        if len(parts) != 3:
+            raise argparse.ArgumentTypeError(f"expected three values x,y,z, got {text!r}")
+        try:
+            return tuple(kind(p) for p in parts)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"bad x,y,z value {text!r}: {exc}") from exc
+
+    return parse
+
+
+def parse_mips(text: str) -> int | str:
+    """'auto' or a number of levels above the base."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of levels or 'auto', got {text!r}")
+    return value
+
+
+def format_size(size: int) -> str:
+    """The shortest exact form `parse_size` reads back: 1G, 512M, 1000."""
+    for suffix, scale in sorted(SIZE_SUFFIXES.items(), key=lambda item: -item[1]):
+        if size and size % scale == 0:
+            return f"{size // scale}{suffix.upper()}"
+    return str(size)
+
+
+def parse_json_object(text: str) -> dict[str, Any]:
+    """A JSON object (fsspec options): `{"anon": true}`, not a list or a string."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({exc}): {text!r}") from exc
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(
+            f"expected a JSON object such as '{{\"anon\": true}}', got {type(value).__name__}"
+        )
+    return value
+
+
+def parse_positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
+def parse_size(text: str) -> int:
+    """'512M', '2G', '1.5GiB' or a plain number of bytes."""
+    value = text.strip().lower().removesuffix("ib").removesuffix("b")
+    scale = SIZE_SUFFIXES.get(value[-1:], 1)
+    number = value[:-1] if value[-1:] in SIZE_SUFFIXES else value
+    try:
+        return int(float(number) * scale)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"bad size {text!r} (e.g. 512M, 2G)") from exc
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How a ConvertOptions field is given on the command line: its flag and help, and either
+    how its text becomes the value (`parse`, argparse's `type`; `choices`) or, for a flag
+    without a value, the value it sets (`switch`)."""
+
+    name: str
+    help: str | None = None
+    parse: Callable[[str], Any] | None = None
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    switch: Any = None  # None: the flag takes a value
+
+
+def cli(name: str, help: str | None = None, **how: Any) -> dict[str, Flag]:
+    """A field's metadata naming its command-line flag (see Flag)."""
+    return {"cli": Flag(name, help, **how)}
+
+
+def command_line_fields(cls: type) -> Iterator[tuple[dataclasses.Field[Any], Flag]]:
+    """The fields of options dataclass `cls` the command line offers, with their flags, in
+    `--help` order."""
+    for f in dataclasses.fields(cls):
+        if "cli" in f.metadata:
+            yield f, f.metadata["cli"]
+
+
+def default_of(f: dataclasses.Field[Any]) -> Any:
+    """A field's default value (a fresh one where it has a factory)."""
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
