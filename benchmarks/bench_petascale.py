@@ -42,8 +42,8 @@ from distributed import Client
 from synthetic import SyntheticSource
 
 from shardwright import api
+from shardwright.jobs.progress import Progress
 from shardwright.manifest import Receipt, ReceiptTable, build_manifest
-from shardwright.progress import Progress
 
 HERE = pathlib.Path(__file__).parent
 PETABYTE_SIDE = 98 * 16 * 64  # voxels: 98^3 shards of 16^3 chunks of 64^3

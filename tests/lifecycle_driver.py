@@ -18,8 +18,8 @@ import sys
 import time
 from typing import Any
 
-import shardwright.coordinator as coordinator
-import shardwright.graph as graph
+import shardwright.jobs.coordinator as coordinator
+import shardwright.jobs.shard_stream as graph
 from shardwright.cli import main
 from shardwright.lifecycle import journal, lease
 

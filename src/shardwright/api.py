@@ -5,25 +5,25 @@ from __future__ import annotations
 import concurrent.futures
 from typing import Any
 
-from shardwright.cluster import (
+from shardwright.engine.gpu import cupy_module
+from shardwright.errors import JobFailed, LeaseHeld, PlanError
+from shardwright.jobs.cluster import (
     chosen_client,
     runner,
     scheduler_address,
     wants_dashboard,
     workers_elsewhere,
 )
-from shardwright.engine.gpu import cupy_module
-from shardwright.errors import JobFailed, LeaseHeld, PlanError
-from shardwright.graph import Node, shard_nodes
+from shardwright.jobs.progress import Progress
+from shardwright.jobs.shard_stream import Node, shard_nodes
+from shardwright.jobs.submission import check_window, run_job
 from shardwright.lifecycle.job import Job
 from shardwright.options import ConvertOptions
 from shardwright.planning import ConversionPlan, ObjectPlan, plan_conversion
 from shardwright.planning.text import human_bytes
-from shardwright.progress import Progress
 from shardwright.run_options import RunOptions, split_keywords
 from shardwright.sources import Source
 from shardwright.store import Store
-from shardwright.submission import check_window, run_job
 from shardwright.verification import verify
 from shardwright.viewer import View, open_view
 
@@ -207,7 +207,7 @@ def lost_workers(exc: Exception, plan: ConversionPlan | ObjectPlan, tasks: Any) 
     the workers may hold and what the plan needs, and what to change."""
     limit = tasks.memory_limit() if hasattr(tasks, "memory_limit") else None
     peak = getattr(plan, "peak_task_bytes", None)
-    key = str(getattr(exc, "task", "") or "")  # shard-<shard key>-<job token> (graph.py)
+    key = str(getattr(exc, "task", "") or "")  # shard-<shard key>-<job token> (shard_stream)
     shard = key.removeprefix("shard-").rsplit("-", 1)[0] or "of a shard"
     memory = f"each worker may hold {human_bytes(limit)}" if limit else "the workers' memory"
     needs = f"; the plan's peak per task is {human_bytes(peak)}" if peak else ""

@@ -142,7 +142,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _convert(args: argparse.Namespace) -> int:
     from shardwright import api
-    from shardwright.progress import Progress
+    from shardwright.jobs.progress import Progress
 
     run = run_options_from(args)
     plan = api.plan(args.source, args.dest, options_from(args))

@@ -37,7 +37,7 @@ SHARD_DELAY_S = 0.25
 # is run again.
 SLOW_SHARD_TASKS = f"""
 import time
-import shardwright.graph as graph
+import shardwright.jobs.shard_stream as graph
 
 if not getattr(graph, "_test_slowed", False):
     original = graph.run_shard

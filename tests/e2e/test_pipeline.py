@@ -22,8 +22,8 @@ from cloudvolume import CloudVolume
 
 from shardwright import api
 from shardwright.cli import main as cli_main
-from shardwright.cluster import DASHBOARD_MIN_BYTES, connect, wants_dashboard
 from shardwright.errors import PlanError
+from shardwright.jobs.cluster import DASHBOARD_MIN_BYTES, connect, wants_dashboard
 from shardwright.manifest import MANIFEST_KEY
 
 SIZE_XYZ = (45, 38, 21)  # not a multiple of any chunk size used below

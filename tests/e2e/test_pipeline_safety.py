@@ -26,7 +26,7 @@ from shardwright.store import Store
 
 SLOW_DRIVER = textwrap.dedent("""
     import sys, time
-    import shardwright.graph as graph
+    import shardwright.jobs.shard_stream as graph
     from shardwright import api
 
     original = graph.run_shard

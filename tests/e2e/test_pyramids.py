@@ -708,7 +708,7 @@ def test_resume_rewrites_only_a_missing_upper_level_shard(tmp_path: pathlib.Path
 # -- the GPU engine's pyramid path, run with NumPy as its array namespace ------------------------
 def _pyramid_in_process(plan: Any, dest: pathlib.Path, xp: Any, resume: bool = False) -> None:
     """Every level's shard tasks in graph order, each fed its producers' pieces."""
-    from shardwright.coordinator import write_metadata
+    from shardwright.jobs.coordinator import write_metadata
 
     store = Store(str(dest))
     write_metadata(plan, store)

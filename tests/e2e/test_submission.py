@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 import volumes
 
-import shardwright.graph as graph
+import shardwright.jobs.shard_stream as graph
 from shardwright import api
 from shardwright.errors import LeaseHeld, PlanError
-from shardwright.graph import Node
+from shardwright.jobs.progress import Progress, duration
+from shardwright.jobs.shard_stream import Node
+from shardwright.jobs.submission import ThreadRunner, Window
 from shardwright.manifest import Receipt, ReceiptTable
-from shardwright.progress import Progress, duration
-from shardwright.submission import ThreadRunner, Window
 
 TINY = dict(chunk_size=(8, 8, 8), target_shard_bytes=512)  # one 8^3 chunk per shard
 

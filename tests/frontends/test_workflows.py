@@ -234,8 +234,8 @@ def test_cli_converts_on_the_scheduler_named_by_option_or_environment(
 def test_importing_shardwright_starts_no_cluster() -> None:
     probe = (
         "import json, multiprocessing, sys, threading\n"
-        "import shardwright, shardwright.api, shardwright.cli, shardwright.cluster\n"
-        "import shardwright.graph\n"
+        "import shardwright, shardwright.api, shardwright.cli, shardwright.jobs.cluster\n"
+        "import shardwright.jobs.shard_stream\n"
         "client = None\n"
         "if 'distributed' in sys.modules:\n"
         "    from distributed.client import _get_global_client\n"

@@ -359,7 +359,7 @@ def test_two_jobs_on_one_multi_process_cluster(tmp_path: pathlib.Path) -> None:
     source, vol = _volume(tmp_path, "vol", 30)
     other, _ = _volume(tmp_path, "other", 31)
     dest = tmp_path / "out"
-    slow = "import time, shardwright.graph as g; r = g.run_shard\n"
+    slow = "import time, shardwright.jobs.shard_stream as g; r = g.run_shard\n"
     slow += "g.run_shard = lambda *a, **k: (time.sleep(0.2), r(*a, **k))[1]"
     with (
         LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,

@@ -20,8 +20,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import crc32c
+
 from shardwright.errors import ManifestError
-from shardwright.integrity import stream_crc32c
 from shardwright.lifecycle.fingerprint import Fingerprint
 from shardwright.manifest import MANIFEST_KEY, Manifest, Receipt, owned_keys
 from shardwright.store import CONTROL_PREFIX, Store
@@ -31,6 +32,17 @@ JOB_KEY = f"{CONTROL_PREFIX}job.json"
 RECEIPTS = f"{CONTROL_PREFIX}receipts/"
 RETIRED = f"{CONTROL_PREFIX}retired/"
 HEARTBEATS = f"{CONTROL_PREFIX}heartbeat-"
+
+
+CRC_BLOCK = 16 * 1024 * 1024  # bytes read at a time when a stored object's crc32c is checked
+
+
+def stream_crc32c(store: Store, key: str, size: int) -> int:
+    """The crc32c of a stored object of `size` bytes, read in blocks (never held whole)."""
+    crc = 0
+    for start in range(0, size, CRC_BLOCK):
+        crc = crc32c.crc32c(store.read_range(key, start, min(start + CRC_BLOCK, size)), crc)
+    return crc
 
 
 def receipt_key(key: str) -> str:

@@ -18,10 +18,10 @@ import numpy as np
 from shardwright.formats import meshes
 from shardwright.formats.sharded_reader import ShardedReader
 from shardwright.formats.sharding import ShardingSpec
-from shardwright.integrity import check_precomputed_shard
 from shardwright.manifest import Manifest
 from shardwright.planning.objects import LEGACY, MULTILOD, OBJECT_TYPES, SKELETONS, segment_id_of
 from shardwright.store import Store
+from shardwright.verification.integrity import check_precomputed_shard
 from shardwright.verification.report import VerifyReport
 from shardwright.verification.shards import check_shards
 

@@ -21,8 +21,8 @@ import dask
 
 from shardwright import deadlines, logs
 from shardwright.errors import PlanError
-from shardwright.submission import DistributedRunner, Runner, ThreadRunner
-from shardwright.workers import GPU_RESOURCE
+from shardwright.jobs.submission import DistributedRunner, Runner, ThreadRunner
+from shardwright.jobs.workers import GPU_RESOURCE
 
 # A local cluster's dashboard listens on loopback only (port chosen free): not on every
 # interface of a shared machine.

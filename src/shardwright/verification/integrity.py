@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import crc32c
 import numpy as np
 
 from shardwright.formats import zarr3_metadata, zarr3_sharding
@@ -21,21 +20,12 @@ from shardwright.formats.sharding import (
 )
 from shardwright.store import Store
 
-CRC_BLOCK = 16 * 1024 * 1024
-
 
 @dataclass(frozen=True)
 class ShardSummary:
     key: str
     size: int
     chunks: int
-
-
-def stream_crc32c(store: Store, key: str, size: int) -> int:
-    crc = 0
-    for start in range(0, size, CRC_BLOCK):
-        crc = crc32c.crc32c(store.read_range(key, start, min(start + CRC_BLOCK, size)), crc)
-    return crc
 
 
 def check_precomputed_shard(

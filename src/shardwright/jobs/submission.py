@@ -1,11 +1,11 @@
 """Running a job: its shard tasks fed to the cluster through a bounded window.
 
 The driving process (the CLI, a notebook) is the job's coordinator: it begins each dataset
-(coordinator.py), then walks the plans' shard streams (graph.py) and keeps at most a window
-of tasks on the cluster at once, a few per worker thread, submitting the next as earlier ones
-finish. However many shards the plan has, the scheduler holds a window of tasks, the client
-holds the window's futures and a compact table of receipts (manifest.ReceiptTable), and the
-first tasks run as soon as the first shards are enumerated. Receipts are journaled by the
+(coordinator.py), then walks the plans' shard streams (shard_stream.py) and keeps at most a
+window of tasks on the cluster at once, a few per worker thread, submitting the next as earlier
+ones finish. However many shards the plan has, the scheduler holds a window of tasks, the
+client holds the window's futures and a compact table of receipts (manifest.ReceiptTable), and
+the first tasks run as soon as the first shards are enumerated. Receipts are journaled by the
 shard tasks themselves as they store; here they are counted for progress and folded into the
 manifest, written once every task has returned.
 
@@ -22,14 +22,14 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
-from shardwright.coordinator import Begun, begin_dataset, finish_dataset
 from shardwright.errors import PlanError
-from shardwright.graph import Node, TaskContext, receipts_in, shard_nodes
+from shardwright.jobs.coordinator import Begun, begin_dataset, finish_dataset
+from shardwright.jobs.progress import Progress
+from shardwright.jobs.shard_stream import Node, TaskContext, receipts_in, shard_nodes
+from shardwright.jobs.workers import GPU_RESOURCE, await_workers, check_gpu_workers, check_reach
 from shardwright.lifecycle.job import Job
 from shardwright.logs import LOG
 from shardwright.manifest import CompanionTotals, ReceiptTable
-from shardwright.progress import Progress
-from shardwright.workers import GPU_RESOURCE, await_workers, check_gpu_workers, check_reach
 
 TASK_RETRIES = 3  # a shard lost with its worker is recomputed elsewhere
 WINDOW_PER_THREAD = 4  # tasks on the cluster per worker thread: enough to never idle
