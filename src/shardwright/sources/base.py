@@ -7,6 +7,7 @@ Sources are sent to Dask workers, so they hold paths, not open handles, when pic
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -64,6 +65,18 @@ class Source(Protocol):
     def read_native(self, start_xyz: Box, stop_xyz: Box) -> np.ndarray:
         """The box [start, stop) in the source's own axis order."""
         ...
+
+
+def json_object(text: str | bytes, where: str) -> dict[str, Any]:
+    """A metadata document (`info`, `zarr.json`, a TensorStore spec) as a JSON object, or one
+    SourceError naming `where` it came from."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise SourceError(f"{where}: not valid JSON ({exc})") from exc
+    if not isinstance(value, dict):
+        raise SourceError(f"{where}: expected a JSON object, found {type(value).__name__}")
+    return value
 
 
 def file_identity(path: str) -> dict[str, Any]:

@@ -14,7 +14,6 @@ travels as a hint, so an output keeps the source's placement.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from collections.abc import Callable
 from typing import Any
@@ -26,7 +25,7 @@ from shardwright.errors import FormatError, SourceError
 from shardwright.formats.precomputed_info import PrecomputedScale
 from shardwright.formats.sharded_reader import ShardedReader
 from shardwright.sources import missing
-from shardwright.sources.base import ArraySource, SourceHints
+from shardwright.sources.base import ArraySource, SourceHints, json_object
 from shardwright.sources.stored_forms import NotDecodable, StoredObjects, plain_bytes
 from shardwright.store import Store
 
@@ -55,12 +54,7 @@ def open_precomputed(
         raise SourceError(f"{url}: no precomputed info file") from None
     except OSError as exc:
         raise SourceError(f"{url}: cannot read its info ({exc})") from exc
-    try:
-        info = json.loads(text)
-    except ValueError as exc:
-        raise SourceError(f"{url}/info: not valid JSON ({exc})") from exc
-    if not isinstance(info, dict):
-        raise SourceError(f"{url}/info: expected a JSON object")
+    info = json_object(text, f"{url}/info")
     if info.get("type") not in ("image", "segmentation"):
         raise SourceError(
             f"{url}: info type {info.get('type')!r} is not a volume (image or segmentation)"

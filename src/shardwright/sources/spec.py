@@ -8,10 +8,10 @@ The array is read in its own axis order: the spec's dimension labels where they 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from shardwright.errors import SourceError
+from shardwright.sources.base import json_object
 from shardwright.sources.tensorstore_array import INLINE_SPEC, TensorStoreSource
 
 
@@ -39,11 +39,8 @@ def open_spec(
             raise SourceError(f"{name}: source does not exist") from None
         except OSError as exc:
             raise SourceError(f"{name}: cannot read ({exc})") from exc
-    try:
-        spec = json.loads(text)
-    except ValueError as exc:
-        raise SourceError(f"{name}: not valid JSON ({exc})") from exc
-    if not isinstance(spec, dict) or not isinstance(spec.get("driver"), str):
+    spec = json_object(text, name)
+    if not isinstance(spec.get("driver"), str):
         raise SourceError(
             f'{name}: not a TensorStore spec (a JSON object with a "driver", e.g. '
             '{"driver": "zarr3", "kvstore": "file:///data/volume.zarr/"})'

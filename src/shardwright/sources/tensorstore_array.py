@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import math
 import os
 from typing import Any
@@ -25,7 +24,7 @@ import numpy as np
 from shardwright import deadlines
 from shardwright.errors import SourceError, StoreError
 from shardwright.sources import missing
-from shardwright.sources.base import ArraySource, SourceHints, axes_from_names
+from shardwright.sources.base import ArraySource, SourceHints, axes_from_names, json_object
 from shardwright.urls import scheme_of
 
 deadlines.configure_tensorstore()  # before the first request of this process
@@ -98,13 +97,7 @@ def read_json(
         raise SourceError(f"{url}: cannot read {key} ({deadlines.tensorstore_cause(exc)})") from exc
     if result.state != "value":
         return None
-    try:
-        value = json.loads(bytes(result.value))
-    except ValueError as exc:
-        raise SourceError(f"{url}/{key}: not valid JSON ({exc})") from exc
-    if not isinstance(value, dict):
-        raise SourceError(f"{url}/{key}: expected a JSON object, found {type(value).__name__}")
-    return value
+    return json_object(bytes(result.value), f"{url}/{key}")
 
 
 def _within_deadline(future: Any, what: str, storage_options: dict[str, Any] | None) -> Any:
