@@ -9,7 +9,7 @@
 # CPython version with what the wheelhouse assumed present (benchmarks/gpu/target-has.txt or the
 # build's --have list: CuPy, NumPy, TensorStore, pytest, hypothesis, ...), and a C compiler for
 # the optional extensions. OUTDIR stays flat and small: install.log, environment.json,
-# tests.xml, tests.log, bench.log and the benchmark's JSON.
+# tests-gpu.xml/.log, tests.xml/.log, bench.log and the benchmark's JSON.
 set -euo pipefail
 
 die() { echo "run_offline.sh: $*" >&2; exit 1; }
@@ -210,14 +210,13 @@ TESTS=(tests/engine/test_gpu_engine.py tests/engine/test_batched*.py
   tests/frontends/test_serve_and_demo.py tests/e2e/test_pyramids.py
   tests/e2e/test_output_regression.py tests/package)
 shopt -u nullglob
-tests_rc=1 tests="not run: the install failed"
-if ((install_ok)); then
-  set +e
-  "$PY" -m pytest -p no:cacheprovider -ra --junitxml "$OUTDIR/tests.xml" "${TESTS[@]}" 2>&1 \
-    | tee "$OUTDIR/tests.log"
-  tests_rc=${PIPESTATUS[0]}
-  set -e
-  tests=$("$PY" - "$OUTDIR/tests.xml" <<'EOF' 2>/dev/null || echo "no tests.xml"
+
+# Three steps, most telling first, each bounded (a device lease is short): the tests that need
+# the GPU, the benchmark, then the rest of the list (on 8 cores where pytest-xdist is there).
+# GPU_TESTS_TIMEOUT, BENCH_TIMEOUT and TESTS_TIMEOUT (seconds) bound them; TESTS_TIMEOUT=0
+# leaves the rest out.
+summary() {  # "N passed, ..." of a junit file
+  "$PY" - "$1" <<'EOF' 2>/dev/null || echo "no $(basename "$1")"
 import sys, xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()
 suites = [root] if root.tag == "testsuite" else list(root)
@@ -225,14 +224,35 @@ n = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "er
 print(f"{n['tests'] - n['failures'] - n['errors'] - n['skipped']} passed, {n['failures']} failed, "
       f"{n['errors']} errors, {n['skipped']} skipped")
 EOF
-  )
-  tests="$tests (pytest exit $tests_rc; tests.log, tests.xml)"
+}
+run_pytest() {  # NAME TIMEOUT PYTEST-ARGS...: NAME.xml and NAME.log; the log's end, then a summary
+  local name=$1 limit=$2 rc
+  shift 2
+  set +e
+  timeout --kill-after 10 "$limit" "$PY" -m pytest -p no:cacheprovider -ra --tb=short \
+    -o timeout=300 --junitxml "$OUTDIR/$name.xml" "$@" >"$OUTDIR/$name.log" 2>&1
+  rc=$?
+  set -e
+  tail -n 60 "$OUTDIR/$name.log"
+  local stopped=""
+  ((rc == 124)) && stopped=", stopped at $limit s"
+  echo "$(summary "$OUTDIR/$name.xml") (pytest exit $rc$stopped; $name.log, $name.xml)"
+  return $rc
+}
+gpu_tests="not run: the install failed" tests="not run: the install failed"
+gpu_rc=1 tests_rc=1
+((${TESTS_TIMEOUT:-1800} > 0)) || { tests="left out (TESTS_TIMEOUT=0)"; tests_rc=0; }
+if ((install_ok)); then
+  gpu_tests=$(run_pytest tests-gpu "${GPU_TESTS_TIMEOUT:-900}" -m gpu "${TESTS[@]}") && gpu_rc=0
+  echo "$gpu_tests"
+  gpu_tests=$(tail -n 1 <<<"$gpu_tests")
 fi
 
 bench="not run: the install failed"
 if ((install_ok)) && [[ -f benchmarks/bench_gpu.py ]]; then
   set +e
-  "$PY" benchmarks/bench_gpu.py --xp cupy --out "$OUTDIR" "$@" 2>&1 | tee "$OUTDIR/bench.log"
+  timeout --kill-after 10 "${BENCH_TIMEOUT:-1800}" \
+    "$PY" benchmarks/bench_gpu.py --xp cupy --out "$OUTDIR" "$@" 2>&1 | tee "$OUTDIR/bench.log"
   bench_rc=${PIPESTATUS[0]}
   set -e
   bench="$( ((bench_rc)) && echo "FAILED, exit $bench_rc" || echo ok) (bench.log)"
@@ -241,10 +261,20 @@ elif ((install_ok)); then
   echo "note: $bench" | tee "$OUTDIR/bench.log"
 fi
 
+if ((install_ok)) && ((${TESTS_TIMEOUT:-1800} > 0)); then  # 0: leave them out
+  parallel=()
+  "$PY" -c 'import xdist' 2>/dev/null && parallel=(-n 8)
+  tests=$(run_pytest tests "${TESTS_TIMEOUT:-1800}" "${parallel[@]}" -m "not gpu" "${TESTS[@]}") \
+    && tests_rc=0
+  echo "$tests"
+  tests=$(tail -n 1 <<<"$tests")
+fi
+
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
 echo "== shardwright GPU verification on $(hostname) (${gpu:-no GPU seen}), $EXTRA"
 echo "install: $( ((install_ok)) && echo ok || echo FAILED) (install.log)"
-echo "tests: $tests"
+echo "GPU tests: $gpu_tests"
+echo "other tests: $tests"
 echo "benchmark: $bench"
 echo "results in $OUTDIR: $(cd "$OUTDIR" && echo *)"
-((install_ok)) && ((tests_rc == 0))
+((install_ok)) && ((gpu_rc == 0)) && ((tests_rc == 0))

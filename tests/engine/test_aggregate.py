@@ -4,10 +4,17 @@ beyond the host's), and the device never holds more than the budget plus one epo
 
 from __future__ import annotations
 
+import sys
+import threading
+import types
+from typing import Any
+
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shardwright import arrays
 from shardwright.arrays import exclusive_scan, gather_segments
 from shardwright.engine.aggregate import EncodedChunks, arrange_precomputed, arrange_zarr3
 from shardwright.formats import zarr3_sharding
@@ -142,3 +149,40 @@ def test_a_shard_many_times_the_budget_holds_the_budget_plus_one_epoch() -> None
     assert held.device_peak <= 2_500 + 1_000
     assert shard.to_bytes() == builder.finish().to_bytes()
     shard.close()
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 7), (257, 300, 260), (1, 64 << 20), (0, 9)])
+def test_the_staging_copy_splits_large_arrays_and_keeps_every_byte(shape: tuple[int, ...]) -> None:
+    """`upload`'s host copy into the pinned staging buffer: large arrays are copied by slabs in
+    several threads; a strided source comes out whole and in place."""
+    source = np.random.default_rng(1).integers(0, 255, shape, dtype=np.uint8)
+    view = source[:, ::-1] if source.ndim == 2 else source.transpose(1, 0, 2)
+    out = np.full(view.shape, 7, dtype=np.uint8)
+    arrays._parallel_copy(out, view)
+    np.testing.assert_array_equal(out, view)
+
+
+def test_pinned_buffers_are_reused_by_their_thread_and_kept_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The buffer pool behind `upload` and the host landing of `EncodedChunks` (pinned under
+    CuPy; plain host arrays stand in for `cupyx.empty_pinned` here)."""
+    made: list[int] = []
+
+    def empty_pinned(size: int, dtype: Any) -> np.ndarray:
+        made.append(size)
+        return np.empty(size, dtype=dtype)
+
+    monkeypatch.setitem(sys.modules, "cupyx", types.SimpleNamespace(empty_pinned=empty_pinned))
+    monkeypatch.setattr(arrays, "_PINNED", threading.local())
+    first = arrays.take_pinned(10)
+    second = arrays.take_pinned(100 << 20)
+    assert first.nbytes == 64 << 20 and second.nbytes == 128 << 20  # rounded to 64 MiB
+    arrays.release_pinned(first)
+    arrays.release_pinned(second)
+    assert arrays.take_pinned(70 << 20) is second  # the smallest that fits
+    assert arrays.take_pinned(1) is first
+    assert len(made) == 2
+    for _ in range(6):
+        arrays.release_pinned(np.empty(64 << 20, dtype=np.uint8))
+    assert len(arrays._PINNED.free) == arrays._PINNED_KEPT

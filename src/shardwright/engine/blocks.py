@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from shardwright.arrays import Array, Namespace
+from shardwright.arrays import Array, Namespace, upload
 from shardwright.engine.scatter import precomputed_regions
 from shardwright.engine.stages import Stages, timer
 from shardwright.planning import ConversionPlan, ShardTask
@@ -45,7 +45,7 @@ def epoch_blocks(
         with stage("read"):
             voxels = plan.source.read(vstart, vstop)
         with stage("h2d"):
-            block = xp.asarray(voxels)
+            block = upload(xp, voxels)
         del voxels
         if on_epoch is not None:
             on_epoch(vstart, block)
