@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 from typing import Any
 
+from shardwright.engine.engines import engine_for
 from shardwright.engine.gpu import cupy_module
 from shardwright.errors import JobFailed, LeaseHeld, PlanError
 from shardwright.jobs.cluster import (
@@ -93,7 +94,7 @@ def convert(
         if dest is None:
             raise PlanError("convert needs a destination")
         the_plan = plan(source, dest, _options(options, conversion))
-    gpu = the_plan.options.engine == "gpu"
+    gpu = isinstance(the_plan, ConversionPlan) and engine_for(the_plan).gpu
     here = chosen_client(settings.scheduler, settings.client) is None
     if gpu and here and scheduler_address(settings.scheduler) is None:
         cupy_module()  # this machine runs the GPU workers: it must have a GPU
@@ -161,7 +162,7 @@ class PendingConversion:
         return self.run.updated(overrides)
 
     def _run(self, settings: RunOptions, progress: Progress) -> dict[str, Any]:
-        gpu = self.plan.options.engine == "gpu"
+        gpu = isinstance(self.plan, ConversionPlan) and engine_for(self.plan).gpu
         source_bytes = sum(d.plan.source_bytes for d in self.job.datasets)
         try:
             with runner(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -166,3 +167,20 @@ def test_import_shardwright_is_a_plain_package_with_its_api() -> None:
     assert out.pop("class") is True
     functions = {"plan", "convert", "verify", "open_source"}
     assert out == {n: [True, True, n not in functions] for n in out}
+
+
+def test_shard_tasks_take_decisions_from_the_plan_not_the_options() -> None:
+    """What a shard task does is decided at plan time: the engine and job modules read the
+    plan's resolved choices (encoder, level, budgets); only `engine_for` reads the engine's
+    name, once per dataset."""
+    readers = {}
+    for folder in ("engine", "jobs"):
+        for path in sorted((SRC / folder).glob("*.py")):
+            lines = [
+                line.strip()
+                for line in path.read_text().splitlines()
+                if re.search(r"\boptions\.[a-z_]+", line) and not line.lstrip().startswith("#")
+            ]
+            if lines:
+                readers[f"{folder}/{path.name}"] = lines
+    assert readers == {"engine/engines.py": ["return ENGINES[plan.options.engine]"]}

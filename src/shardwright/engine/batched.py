@@ -68,7 +68,7 @@ class ByteStage:
 def byte_stage(plan: ConversionPlan) -> ByteStage:
     """The plan's byte stage: the one choice both the host and the device compressors follow."""
     if plan.info is not None:
-        level = plan.options.compression_level
+        level = plan.compression_level
         codec = byte_codec(plan.sharding.data_encoding, level=level)
         if codec is None:
             return ByteStage(None, None, False, None)
@@ -173,7 +173,7 @@ class BatchedProducer:
 
     def _precomputed(self, blocks: Iterable[Block], held: EncodedChunks) -> ShardFile:
         plan, xp, stage = self.plan, self.xp, self.stage
-        encoding = plan.scale.chunk_encoding(plan.options.jpeg_quality)
+        encoding = plan.chunk_encoding
         coords: list[np.ndarray] = []
         for cstart, _, block in blocks:
             with stage("scatter"):

@@ -67,12 +67,12 @@ class CpuProducer:
 
     def _precomputed(self) -> ShardFile:
         plan, task = self.plan, self.task
-        encoding = plan.scale.chunk_encoding(plan.options.jpeg_quality)
+        encoding = plan.chunk_encoding
         builder = plan.sharding.builder(
             task.shard_number,
             memory_budget=plan.spool_budget,
             spool_dir=self.spool_dir,
-            level=plan.options.compression_level,
+            level=plan.compression_level,
         )
         encode: Callable[[np.ndarray], Buffer] = encoding.encode
         try:

@@ -39,7 +39,7 @@ def run_object_shard(
 ) -> Receipt:
     """Produce one mesh or skeleton shard (or keep a proven one, when resuming); the receipt
     counts the reads of the source too."""
-    source = Store(plan.source, plan.options.source_storage_options)
+    source = Store(plan.source, plan.source_storage_options)
     producer = ObjectProducer(plan, task, source, spool_dir)
     return run_task(task.key, store, producer, resume=resume, also_counted=[source])
 
@@ -58,7 +58,7 @@ class ObjectProducer:
             self.task.shard_number,
             memory_budget=self.plan.spool_budget,
             spool_dir=self.spool_dir,
-            level=self.plan.options.compression_level,
+            level=self.plan.compression_level,
         )
         try:
             for segment_id, manifest, prefix in _entries(self.plan, self.task, self.source):
@@ -119,7 +119,7 @@ def _required(blobs: dict[str, bytes | None], key: str, segment: int, plan: Obje
 def _batches(plan: ObjectPlan, ids: np.ndarray) -> Iterator[list[int]]:
     """Segment ids in batches whose objects fit an eighth of the budget (by average size)."""
     average = max(1, plan.source_bytes // max(1, plan.object_count))
-    size = max(1, min(MAX_BATCH, plan.options.memory_budget // 8 // average))
+    size = max(1, min(MAX_BATCH, plan.memory_budget // 8 // average))
     values = ids.tolist()
     for start in range(0, len(values), size):
         yield values[start : start + size]

@@ -21,10 +21,9 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from shardwright.engine import run_shard
-from shardwright.engine.gpu import cupy_module, run_shard_gpu  # CuPy itself only on GPU workers
+from shardwright.engine.engines import Engine, engine_for
 from shardwright.engine.objects import run_object_shard
-from shardwright.engine.pyramid import Handoff, Piece, run_pyramid_shard
+from shardwright.engine.pyramid import Handoff, Piece
 from shardwright.lifecycle import journal
 from shardwright.manifest import Receipt
 from shardwright.planning import OBJECTS, VOLUME, ConversionPlan, Plan, ShardTask
@@ -35,12 +34,20 @@ from shardwright.store import Store
 @dataclasses.dataclass(frozen=True)
 class TaskContext:
     """What every shard task of one dataset takes besides its shard: the plan (without what
-    no task needs), the store its writes go through (carrying the job's run) and whether the
-    job resumes. Sent to the cluster once per dataset, not once per task."""
+    no task needs), the store its writes go through (carrying the job's run), whether the
+    job resumes, and for a volume the engine that runs its shards. Sent to the cluster once
+    per dataset, not once per task."""
 
     plan: Plan
     store: Store
     resume: bool
+    engine: Engine | None = None
+
+    @classmethod
+    def of(cls, plan: Plan, store: Store, resume: bool) -> TaskContext:
+        """The context of `plan`'s shard tasks, its engine decided here, once."""
+        engine = engine_for(plan) if isinstance(plan, ConversionPlan) else None
+        return cls(plan.for_shard_tasks(), store, resume, engine)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,12 +84,9 @@ def receipts_in(result: Receipt | LevelResult | list[Receipt]) -> list[Receipt]:
 
 
 def _shard(context: TaskContext, task: ShardTask) -> Receipt:
-    plan = context.plan
-    assert isinstance(plan, ConversionPlan)
-    if plan.options.engine == "gpu":
-        receipt = run_shard_gpu(plan, task, context.store, resume=context.resume)
-    else:
-        receipt = run_shard(plan, task, context.store, resume=context.resume)
+    plan, engine = context.plan, context.engine
+    assert isinstance(plan, ConversionPlan) and engine is not None
+    receipt = engine.run_shard(plan, task, context.store, resume=context.resume)
     return journal.record(context.store, receipt)
 
 
@@ -96,8 +100,8 @@ def _object_shard(context: TaskContext, task: ObjectShardTask) -> Receipt:
 def _pyramid_shard(
     context: TaskContext, task: ShardTask, *inputs: LevelResult | Piece
 ) -> LevelResult:
-    plan = context.plan
-    assert isinstance(plan, ConversionPlan)
+    plan, engine = context.plan, context.engine
+    assert isinstance(plan, ConversionPlan) and engine is not None
     pieces: list[Piece] = []
     receipts: list[Receipt] = []
     for item in inputs:
@@ -106,9 +110,8 @@ def _pyramid_shard(
             receipts.extend(item.receipts)
         else:
             pieces.append(item)
-    xp = cupy_module() if plan.options.engine == "gpu" else None
-    receipt, handoff = run_pyramid_shard(
-        plan, task, context.store, pieces, resume=context.resume, xp=xp
+    receipt, handoff = engine.run_level_shard(
+        plan, task, context.store, pieces, resume=context.resume
     )
     return LevelResult([journal.record(context.store, receipt), *receipts], handoff)
 
@@ -127,7 +130,7 @@ def _volume_nodes(plan: ConversionPlan, token: str) -> Iterator[Node]:
     if plan.pyramid is not None:
         yield from _pyramid_nodes(plan, token)
         return
-    gpu = plan.options.engine == "gpu"
+    gpu = engine_for(plan).gpu
     for task in plan.shards():
         yield Node(f"shard-{task.key}-{token}", _shard, task, gpu=gpu)
 
@@ -140,7 +143,7 @@ def _pyramid_nodes(plan: ConversionPlan, token: str) -> Iterator[Node]:
     are remembered (until their last consumer), so the stream keeps a frontier, not the
     pyramid.
     """
-    gpu = plan.options.engine == "gpu"
+    gpu = engine_for(plan).gpu
     shared_left: dict[str, int] = {}  # shared producers emitted, by key: consumers to come
 
     def visit(task: ShardTask) -> Iterator[Node]:

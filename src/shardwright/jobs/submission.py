@@ -314,7 +314,7 @@ def run_job(
             (
                 runner.put(
                     f"context-{i}-{token}",
-                    TaskContext(b.plan.for_shard_tasks(), b.store, resume),
+                    TaskContext.of(b.plan, b.store, resume),
                 ),
                 shard_nodes(b.plan, f"{i}-{token}"),
                 table,

@@ -86,6 +86,21 @@ class ObjectPlan:
         return self.options.memory_budget // 2
 
     @property
+    def memory_budget(self) -> int:
+        """Bytes a shard task may hold (its batches of source objects take an eighth)."""
+        return self.options.memory_budget
+
+    @property
+    def compression_level(self) -> int | None:
+        """The shard's gzip level for its minishard indexes and data (None: the default)."""
+        return self.options.compression_level
+
+    @property
+    def source_storage_options(self) -> dict[str, Any]:
+        """How shard tasks reach the source's store (credentials, endpoint)."""
+        return dict(self.options.source_storage_options)
+
+    @property
     def attributes(self) -> list[tuple[str, np.dtype, int]]:
         return skeletons.vertex_attributes(self.info) if self.kind == SKELETONS else []
 

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from shardwright import downsample
+from shardwright.codecs import ChunkEncoding
 from shardwright.formats import ome_zarr
 from shardwright.formats.morton import compressed_morton_code
 from shardwright.formats.precomputed_info import PrecomputedInfo, PrecomputedScale
@@ -126,6 +127,17 @@ class ConversionPlan(Geometry):
     def spool_budget(self) -> int:
         """Encoded bytes a shard task keeps in memory before spilling to local disk."""
         return self.options.memory_budget // (2 if self.pyramid is None else 4)
+
+    # -- what shard tasks encode with, resolved from the options ---------------------------
+    @property
+    def chunk_encoding(self) -> ChunkEncoding:
+        """This level's precomputed chunk encoder, its options (jpeg quality) applied."""
+        return self.scale.chunk_encoding(self.options.jpeg_quality)
+
+    @property
+    def compression_level(self) -> int | None:
+        """The byte codec's level (None: the codec's default)."""
+        return self.options.compression_level
 
     @property
     def peak_task_bytes(self) -> int:
