@@ -58,16 +58,16 @@ def main() -> None:
             started = time.perf_counter()
             manifest = api.convert(source, dest, **common, **extra)
             seconds = time.perf_counter() - started
-            assert isinstance(manifest, dict)
+            assert isinstance(manifest, api.Manifest)
             figures[name] = {
                 "seconds": seconds,
                 "mb_per_s": nbytes / seconds / 1e6,
-                "shards": manifest["totals"]["shards"],
-                "requests": manifest["totals"]["requests"],
+                "shards": manifest.totals.shards,
+                "requests": manifest.totals.requests,
             }
             print(
                 f"{name:12s} {seconds:6.2f} s  {nbytes / seconds / 1e6:7.1f} MB/s  "
-                f"{manifest['totals']['requests']}"
+                f"{manifest.totals.requests}"
             )
         local_s = figures["local"]["seconds"]  # type: ignore[index]
         figures["ratio_s3_over_local_time"] = figures["s3_emulator"]["seconds"] / local_s  # type: ignore[index]

@@ -165,8 +165,8 @@ def scale(address: str, procs: dict[str, Any], side: int, folder: pathlib.Path) 
         begun = time.monotonic()
         manifest = api.convert(plan, client=client, progress=timeline)
         wall = time.monotonic() - begun
-    assert isinstance(manifest, dict) and timeline.first is not None
-    shards = manifest["totals"]["shards"]
+    assert isinstance(manifest, api.Manifest) and timeline.first is not None
+    shards = manifest.totals.shards
     return {
         "shards": shards,
         "plan_seconds": round(planned, 3),

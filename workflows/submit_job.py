@@ -88,7 +88,7 @@ def _coordinate_on_the_cluster(plan: Any, options: dict[str, Any]) -> dict[str, 
     job's starter, renews DEST's lease until the manifest is written."""
     with worker_client() as client:
         manifest = api.convert(plan, client=client, progress=False, **options)
-    assert isinstance(manifest, dict)
+    assert isinstance(manifest, api.Manifest)
     return manifest
 
 
@@ -109,11 +109,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"submitted {future.key}; {args.dest} is complete once it holds its manifest")
             return 0
         manifest = api.convert(plan, client=client, **job)
-        assert isinstance(manifest, dict)
-    totals = manifest["totals"]
+        assert isinstance(manifest, api.Manifest)
+    totals = manifest.totals
     print(
-        f"wrote {totals['shards']} shards, {totals['chunks']} chunks, {totals['bytes']:,} bytes "
-        f"to {args.dest} in {totals['seconds']} s ({totals['resumed_shards']} kept)"
+        f"wrote {totals.shards} shards, {totals.chunks} chunks, {totals.bytes:,} bytes "
+        f"to {args.dest} in {totals.seconds} s ({totals.resumed_shards} kept)"
     )
     if args.verify:
         report = api.verify(args.dest, against=args.source)

@@ -3,7 +3,7 @@
 The API a notebook uses, the same the command line calls:
 
 - `plan(source, dest, **options)`: decide a conversion and print nothing, write nothing.
-- `convert(source_or_plan, dest, **options)`: run it as one Dask job; returns the manifest.
+- `convert(source_or_plan, dest, **options)`: run it as one Dask job; returns its `Manifest`.
 - `verify(dest, against=None)`: check a converted dataset, trusting nothing it holds.
 - `open_source(url)`: a volume source as shardwright reads it.
 - `view(*datasets)`: serve datasets with the Neuroglancer client; `.url` shows them all.
@@ -12,12 +12,13 @@ The API a notebook uses, the same the command line calls:
 """
 
 from shardwright import errors, precomputed, zarr3
-from shardwright.api import ConvertOptions, convert, plan, verify, view
+from shardwright.api import ConvertOptions, Manifest, convert, plan, verify, view
 from shardwright.sources import open_source
 from shardwright.version import __version__
 
 __all__ = [
     "ConvertOptions",
+    "Manifest",
     "__version__",
     "convert",
     "errors",

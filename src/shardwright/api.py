@@ -19,6 +19,7 @@ from shardwright.jobs.progress import Progress
 from shardwright.jobs.shard_stream import Node, shard_nodes
 from shardwright.jobs.submission import check_window, run_job
 from shardwright.lifecycle.job import Job
+from shardwright.manifest import Manifest
 from shardwright.options import ConvertOptions
 from shardwright.planning import ConversionPlan, ObjectPlan, plan_conversion
 from shardwright.planning.text import human_bytes
@@ -31,6 +32,7 @@ from shardwright.viewer import View, open_view
 __all__ = [
     "ConvertOptions",
     "LeaseHeld",
+    "Manifest",
     "PendingConversion",
     "PlanError",
     "RunOptions",
@@ -62,7 +64,7 @@ def convert(
     compute: bool = True,
     window: int | None = None,
     **values: Any,
-) -> dict[str, Any] | PendingConversion:
+) -> Manifest | PendingConversion:
     """Convert a volume to sharded output; returns the manifest (or, with `compute=False`, a
     `PendingConversion` whose `.compute()` runs the job).
 
@@ -135,13 +137,13 @@ class PendingConversion:
         list is big)."""
         return [n for d in self.job.datasets for n in shard_nodes(d.plan, "inspect")]
 
-    def compute(self, **overrides: Any) -> dict[str, Any]:
+    def compute(self, **overrides: Any) -> Manifest:
         """Run the job and return its manifest; the run options given override convert's
         (where the job runs and what it shows; not what it does to DEST, checked already)."""
         settings = self._settings(overrides)
         return self._run(settings, _progress(settings.progress))
 
-    def submit(self, **overrides: Any) -> concurrent.futures.Future[dict[str, Any]]:
+    def submit(self, **overrides: Any) -> concurrent.futures.Future[Manifest]:
         """Start the job in a background thread of this process (which coordinates it);
         returns a future of its manifest. In a notebook the progress bar shows in the cell
         that called this."""
@@ -161,7 +163,7 @@ class PendingConversion:
             )
         return self.run.updated(overrides)
 
-    def _run(self, settings: RunOptions, progress: Progress) -> dict[str, Any]:
+    def _run(self, settings: RunOptions, progress: Progress) -> Manifest:
         gpu = isinstance(self.plan, ConversionPlan) and engine_for(self.plan).gpu
         source_bytes = sum(d.plan.source_bytes for d in self.job.datasets)
         try:

@@ -143,6 +143,7 @@ def _plan(args: argparse.Namespace) -> int:
 def _convert(args: argparse.Namespace) -> int:
     from shardwright import api
     from shardwright.jobs.progress import Progress
+    from shardwright.manifest import OBJECTS
 
     run = run_options_from(args)
     plan = api.plan(args.source, args.dest, options_from(args))
@@ -155,26 +156,24 @@ def _convert(args: argparse.Namespace) -> int:
     if args.progress.enabled:
         print(plan.report(), file=sys.stderr)
     manifest = pending.compute()
-    totals = manifest["totals"]
-    unit = "segments" if "object_type" in manifest["plan"] else "chunks"
-    where = f" on {manifest['cluster']}" if manifest.get("cluster") else ""
+    totals = manifest.totals
+    unit = "segments" if manifest.dataset == OBJECTS else "chunks"
+    where = f" on {manifest.cluster}" if manifest.cluster else ""
     print(
-        f"wrote {totals['shards']} shards, {totals['chunks']} {unit}, "
-        f"{totals['bytes']:,} bytes to {args.dest} in {totals['seconds']} s "
-        f"({totals['resumed_shards']} kept from an earlier run){where}"
+        f"wrote {totals.shards} shards, {totals.chunks} {unit}, "
+        f"{totals.bytes:,} bytes to {args.dest} in {totals.seconds} s "
+        f"({totals.resumed_shards} kept from an earlier run){where}"
     )
-    absent = totals.get("source_chunks_missing", 0)
-    if absent:
-        examples = ", ".join(totals.get("source_chunks_missing_examples", []))
+    if totals.source_chunks_missing:
         print(
-            f"{absent} source chunk(s) were not stored and were written as the fill value (0) "
-            f"(first: {examples})"
+            f"{totals.source_chunks_missing} source chunk(s) were not stored and were written "
+            f"as the fill value (0) (first: {', '.join(totals.source_chunks_missing_examples)})"
         )
-    for where, part in manifest.get("companions", {}).items():
+    for where, part in manifest.companions.items():
         print(
-            f"wrote {part['shards']} shards, {part['chunks']} segments, "
-            f"{part['bytes']:,} bytes to {where} "
-            f"({part['resumed_shards']} kept from an earlier run)"
+            f"wrote {part.shards} shards, {part.chunks} segments, "
+            f"{part.bytes:,} bytes to {where} "
+            f"({part.resumed_shards} kept from an earlier run)"
         )
     if args.progress.enabled and "://" not in args.dest.removeprefix("file://"):
         print(f"view it: shardwright view {shlex.quote(args.dest)}", file=sys.stderr)

@@ -158,10 +158,10 @@ def run_demo(
         print(f"\n== {name}\n{plan.report()}", file=sys.stderr)
         started = time.perf_counter()
         manifest = api.convert(plan, overwrite=True, scheduler=scheduler, workers=workers)
-        assert isinstance(manifest, dict)
-        totals = manifest["totals"]
+        assert isinstance(manifest, api.Manifest)
+        totals = manifest.totals
         print(
-            f"{name}: {totals['shards']} shards, {totals['bytes']:,} bytes in "
+            f"{name}: {totals.shards} shards, {totals.bytes:,} bytes in "
             f"{time.perf_counter() - started:.1f} s"
         )
         report = api.verify(dest, source, full=True)

@@ -27,6 +27,8 @@ from shardwright.errors import ManifestError
 from shardwright.store import Store
 from shardwright.version import __version__
 
+VOLUME, OBJECTS = "volume", "objects"  # the kinds of dataset a job writes (`Plan.dataset`)
+
 MANIFEST_KEY = "shardwright-manifest.json"
 MISSING_EXAMPLES = 5  # absent source chunks a manifest names
 FORMATS = ("precomputed", "zarr3")
@@ -116,45 +118,127 @@ class Receipt:
 
 
 @dataclass(frozen=True)
+class LevelTotals:
+    """What one pyramid level wrote."""
+
+    level: int
+    shards: int
+    bytes: int
+    chunks: int
+
+    def to_json(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Totals:
+    """A job's sums for one dataset: shards stored (and kept from an earlier run, and left
+    out as empty), their bytes and chunks (segments for meshes and skeletons), the seconds it
+    took, the store requests made (`puts`, `gets`, ..., `retries`), source chunks that were
+    not stored (written as the fill value) with the first few keys, and per level in a
+    pyramid."""
+
+    shards: int
+    bytes: int
+    chunks: int
+    resumed_shards: int = 0
+    empty_shards_skipped: int = 0
+    seconds: float | None = None
+    requests: dict[str, int] = field(default_factory=dict)
+    source_chunks_missing: int = 0
+    source_chunks_missing_examples: tuple[str, ...] = ()
+    levels: tuple[LevelTotals, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "shards": self.shards,
+            "bytes": self.bytes,
+            "chunks": self.chunks,
+            "resumed_shards": self.resumed_shards,
+            "empty_shards_skipped": self.empty_shards_skipped,
+            "seconds": self.seconds,
+            "requests": dict(self.requests),
+            "source_chunks_missing": self.source_chunks_missing,
+        }
+        if self.source_chunks_missing_examples:
+            out["source_chunks_missing_examples"] = list(self.source_chunks_missing_examples)
+        if self.levels:
+            out["levels"] = [level.to_json() for level in self.levels]
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any], where: str = MANIFEST_KEY) -> Totals:
+        """Totals as a manifest stores them (members a manifest of an earlier version lacks
+        take their defaults)."""
+        try:
+            return cls(
+                shards=int(obj["shards"]),
+                bytes=int(obj["bytes"]),
+                chunks=int(obj["chunks"]),
+                resumed_shards=int(obj.get("resumed_shards", 0)),
+                empty_shards_skipped=int(obj.get("empty_shards_skipped", 0)),
+                seconds=None if obj.get("seconds") is None else float(obj["seconds"]),
+                requests={str(k): int(v) for k, v in obj.get("requests", {}).items()},
+                source_chunks_missing=int(obj.get("source_chunks_missing", 0)),
+                source_chunks_missing_examples=tuple(
+                    str(k) for k in obj.get("source_chunks_missing_examples", ())
+                ),
+                levels=tuple(
+                    LevelTotals(
+                        int(r["level"]), int(r["shards"]), int(r["bytes"]), int(r["chunks"])
+                    )
+                    for r in obj.get("levels", ())
+                ),  # fmt: skip
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ManifestError(
+                f"{where}: 'totals' is not what this project writes ({exc!r})"
+            ) from None
+
+
+@dataclass(frozen=True)
 class CompanionTotals:
     """A companion dataset of the job (its meshes or skeletons): where it lies and its totals,
     which the volume's manifest repeats."""
 
     dest: str
-    totals: dict[str, Any]
+    totals: Totals
 
 
 @dataclass(frozen=True)
 class Manifest:
-    """A dataset's completion record. `plan` is the plan's description and `totals` the
-    job's sums (shards, bytes, chunks, resumed and empty shards, seconds, requests; per level
-    in a pyramid), both as they are stored; `metadata` the sha256 of each metadata object."""
+    """A dataset's completion record, what `convert` returns. `dataset`: "volume" or
+    "objects" (meshes or skeletons); `plan` the plan's description as stored; `totals` the
+    job's sums; `metadata` the sha256 of each metadata object; `companions` the totals of the
+    meshes and skeletons written by the same job, by where they lie."""
 
     format: str
     plan: dict[str, Any]
-    totals: dict[str, Any]
+    totals: Totals
     shards: tuple[ShardEntry, ...]
+    dataset: str = VOLUME
     job: str | None = None
     metadata: dict[str, str] = field(default_factory=dict)
     created: str | None = None
     shardwright_version: str | None = None
-    companions: dict[str, dict[str, Any]] | None = None
+    companions: dict[str, Totals] = field(default_factory=dict)
     cluster: str | None = None  # where the shard tasks ran, in words
 
     def to_json(self) -> dict[str, Any]:
         out = {
             "shardwright_version": self.shardwright_version,
             "format": self.format,
+            "dataset": self.dataset,
             "created": self.created,
             "cluster": self.cluster,
             "job": self.job,
             "metadata": dict(self.metadata),
             "plan": self.plan,
-            "totals": self.totals,
+            "totals": self.totals.to_json(),
             "shards": [entry.to_json() for entry in self.shards],
         }
         if self.companions:
-            out["companions"] = self.companions
+            out["companions"] = {where: t.to_json() for where, t in self.companions.items()}
         return out
 
     @classmethod
@@ -182,17 +266,25 @@ class Manifest:
                 raise ManifestError(f"{where}: metadata[{key!r}] is not a sha256 string")
         if manifest.get("job") is not None and not isinstance(manifest["job"], str):
             raise ManifestError(f"{where}: 'job' is not a string")
+        # Manifests before the `dataset` member: an objects plan names its object type.
+        dataset = manifest.get("dataset", OBJECTS if "object_type" in manifest["plan"] else VOLUME)
+        if dataset not in (VOLUME, OBJECTS):
+            raise ManifestError(f"{where}: dataset {dataset!r} is not {VOLUME!r} or {OBJECTS!r}")
+        companions = manifest.get("companions") or {}
+        if not isinstance(companions, dict):
+            raise ManifestError(f"{where}: 'companions' is not an object")
         return cls(
             format=manifest["format"],
             plan=manifest["plan"],
-            totals=manifest["totals"],
+            totals=Totals.from_json(manifest["totals"], where),
             shards=shards,
+            dataset=dataset,
             job=manifest.get("job"),
             metadata=metadata,
             created=manifest.get("created"),
             cluster=manifest.get("cluster"),
             shardwright_version=manifest.get("shardwright_version"),
-            companions=manifest.get("companions"),
+            companions={w: Totals.from_json(t, where) for w, t in companions.items()},
         )
 
 
@@ -274,29 +366,29 @@ class ReceiptTable:
         size, crc, chunks = (rows[name].tolist() for name in ("size", "crc32c", "chunks"))
         return [ShardEntry(keys[i], size[i], crc[i], chunks[i]) for i in order]
 
-    def totals(self, seconds: float | None, others: Iterable[Mapping[str, int]]) -> dict[str, Any]:
+    def totals(self, seconds: float | None, others: Iterable[Mapping[str, int]]) -> Totals:
         """The manifest's totals; `others`: requests made besides the shard tasks'."""
         rows = self.rows()
         stored = rows[(rows["flags"] & self.EMPTY) == 0]
-        totals: dict[str, Any] = {
-            "shards": len(stored),
-            "bytes": int(stored["size"].sum()),
-            "chunks": int(stored["chunks"].sum()),
-            "resumed_shards": int(np.count_nonzero(stored["flags"] & self.RESUMED)),
-            "empty_shards_skipped": len(rows) - len(stored),
-            "seconds": None if seconds is None else round(seconds, 3),
-            "requests": sum_requests([self.requests, *others]),
-            "source_chunks_missing": self.missing,
-        }
-        if self.missing:
-            totals["source_chunks_missing_examples"] = list(self.missing_examples)
+        levels: tuple[LevelTotals, ...] = ()
         if self.leveled:  # a pyramid: what each level wrote
             stored_levels = stored["level"].clip(0)
-            totals["levels"] = [
+            levels = tuple(
                 _level_totals(int(level), stored[stored_levels == level])
                 for level in np.unique(rows["level"].clip(0))
-            ]
-        return totals
+            )
+        return Totals(
+            shards=len(stored),
+            bytes=int(stored["size"].sum()),
+            chunks=int(stored["chunks"].sum()),
+            resumed_shards=int(np.count_nonzero(stored["flags"] & self.RESUMED)),
+            empty_shards_skipped=len(rows) - len(stored),
+            seconds=None if seconds is None else round(seconds, 3),
+            requests=sum_requests([self.requests, *others]),
+            source_chunks_missing=self.missing,
+            source_chunks_missing_examples=tuple(self.missing_examples),
+            levels=levels,
+        )
 
 
 def build_manifest(
@@ -309,6 +401,7 @@ def build_manifest(
     job: str | None = None,
     metadata: dict[str, str] | None = None,
     cluster: str | None = None,
+    dataset: str = VOLUME,
 ) -> Manifest:
     """The manifest from the shard receipts; request totals also count the coordinator's
     (preflight probe, metadata), all but the manifest's own single PUT."""
@@ -318,22 +411,18 @@ def build_manifest(
         plan=plan_description,
         totals=table.totals(seconds, coordinator_requests),
         shards=tuple(table.entries()),
+        dataset=dataset,
         job=job,
         metadata=metadata or {},
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         cluster=cluster,
         shardwright_version=__version__,
-        companions={c.dest: c.totals for c in companions} or None,
+        companions={c.dest: c.totals for c in companions},
     )
 
 
-def _level_totals(level: int, stored: np.ndarray) -> dict[str, int]:
-    return {
-        "level": level,
-        "shards": len(stored),
-        "bytes": int(stored["size"].sum()),
-        "chunks": int(stored["chunks"].sum()),
-    }
+def _level_totals(level: int, stored: np.ndarray) -> LevelTotals:
+    return LevelTotals(level, len(stored), int(stored["size"].sum()), int(stored["chunks"].sum()))
 
 
 def sum_requests(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:

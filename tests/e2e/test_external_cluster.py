@@ -180,7 +180,7 @@ def test_workers_that_keep_dying_end_in_one_paragraph_then_resume(tmp_path: path
         )
     # Whether the first run finished other shards before it stopped depends on timing; that
     # the resumed job writes every shard exactly does not.
-    assert isinstance(manifest, dict) and manifest["totals"]["shards"] == 8
+    assert isinstance(manifest, api.Manifest) and manifest.totals.shards == 8
     spec = {"driver": "neuroglancer_precomputed", "kvstore": f"file://{tmp_path}/out/"}
     got = np.asarray(ts.open(spec).result().read().result())[..., 0].transpose(2, 1, 0)
     np.testing.assert_array_equal(got, zyx)

@@ -37,17 +37,17 @@ SHARD_DELAY_S = 0.25
 # is run again.
 SLOW_SHARD_TASKS = f"""
 import time
-import shardwright.jobs.shard_stream as graph
+import shardwright.engine.engines as engines
 
-if not getattr(graph, "_test_slowed", False):
-    original = graph.run_shard
+if not getattr(engines, "_test_slowed", False):
+    original = engines.run_cpu_shard
 
     def slow(*args, **kwargs):
         time.sleep({SHARD_DELAY_S})
         return original(*args, **kwargs)
 
-    graph.run_shard = slow
-    graph._test_slowed = True
+    engines.run_cpu_shard = slow
+    engines._test_slowed = True
 """
 
 
@@ -147,7 +147,7 @@ def test_shard_tasks_lost_with_a_killed_worker_are_recomputed_elsewhere(
     lost_shards = {k for k in lost if k.startswith("shard-")}
     assert lost_shards, f"the killed worker held no shard task: {lost}"
     assert pids[victim] not in client.run(os.getpid).values()
-    assert isinstance(manifest, dict) and manifest["totals"]["resumed_shards"] == 0
+    assert isinstance(manifest, api.Manifest) and manifest.totals.resumed_shards == 0
     _assert_complete_and_exact(plan, dest, vol)
     assert not list(dest.rglob(f"{TMP_MARKER}*")), "the lost write's temporary was left"
     assert api.verify(str(dest), source, full=True).ok

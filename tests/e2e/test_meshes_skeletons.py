@@ -221,22 +221,23 @@ def test_resume_rewrites_only_missing_shards(
     root, _ = source
     dest = tmp_path / "skeletons"
     first = api.convert(str(root / "skeletons"), str(dest), scheduler="threads", progress=False)
-    assert isinstance(first, dict)
+    assert isinstance(first, api.Manifest)
     lost = sorted(dest.glob("*.shard"))[1]
     lost.unlink()
     (dest / MANIFEST_KEY).unlink()
     again = api.convert(
         str(root / "skeletons"), str(dest), scheduler="threads", progress=False, resume=True
     )
-    assert isinstance(again, dict)
-    assert again["totals"]["resumed_shards"] == first["totals"]["shards"] - 1
-    assert again["totals"]["requests"]["gets"] < SEGMENTS // 4  # only the lost shard's reads
+    assert isinstance(again, api.Manifest)
+    assert again.dataset == "objects"
+    assert again.totals.resumed_shards == first.totals.shards - 1
+    assert again.totals.requests["gets"] < SEGMENTS // 4  # only the lost shard's reads
     # The kept shards are untouched; the rewritten one holds every segment exactly (its gzip
     # bytes may differ: ISA-L's output for the same input can vary when threads compress at
     # once, always decoding to the same data).
-    kept = [(e["key"], e["crc32c"]) for e in first["shards"] if e["key"] != lost.name]
-    assert [(e["key"], e["crc32c"]) for e in again["shards"] if e["key"] != lost.name] == kept
-    assert {e["key"] for e in again["shards"]} == {e["key"] for e in first["shards"]}
+    kept = [(e.key, e.crc32c) for e in first.shards if e.key != lost.name]
+    assert [(e.key, e.crc32c) for e in again.shards if e.key != lost.name] == kept
+    assert {e.key for e in again.shards} == {e.key for e in first.shards}
     assert api.verify(str(dest), str(root / "skeletons"), full=True).ok
 
 
@@ -255,7 +256,7 @@ def test_legacy_meshes_are_refused_unless_re_encoded(tmp_path: pathlib.Path) -> 
         scheduler="threads",
         progress=False,
     )
-    assert isinstance(manifest, dict)
+    assert isinstance(manifest, api.Manifest)
     info = json.loads((dest / "mesh" / "info").read_text())
     assert info["@type"] == "neuroglancer_multilod_draco"
     assert info["vertex_quantization_bits"] == 16

@@ -55,12 +55,12 @@ def test_local_source_to_s3_precomputed(tmp_path: pathlib.Path, s3: S3Server) ->
     manifest = api.convert(
         str(tmp_path / "vol.npy"), dest, progress=False, storage_options=s3.options(), **SMALL
     )
-    assert isinstance(manifest, dict)
-    shards = manifest["totals"]["shards"]
+    assert isinstance(manifest, api.Manifest)
+    shards = manifest.totals.shards
     assert shards > 1
     # Two PUTs per shard (the shard, its receipt), the lease and its first heartbeat, the job
     # record and `info` (the manifest's own is not in it).
-    assert manifest["totals"]["requests"]["puts"] == 2 * shards + 4
+    assert manifest.totals.requests["puts"] == 2 * shards + 4
     got = _ts_read("neuroglancer_precomputed", _s3_kv(s3, "out-pc", "em"))
     np.testing.assert_array_equal(got[..., 0], vol.T)
     report = api.verify(dest, str(tmp_path / "vol.npy"), full=True, storage_options=s3.options())
@@ -93,7 +93,7 @@ def test_s3_zarr_source_to_gcs_zarr3_and_back(s3: S3Server, gcs: GcsServer) -> N
         storage_options=gcs.options(),
         **SMALL,
     )
-    assert isinstance(manifest, dict) and manifest["totals"]["shards"] > 1
+    assert isinstance(manifest, api.Manifest) and manifest.totals.shards > 1
     # TensorStore reads the shard indexes at the shards' ends with suffix ranges; the level
     # array is 0/ under the OME-Zarr group at the destination.
     got = _ts_read("zarr3", {"driver": "gcs", "bucket": "out-zarr", "path": "em.zarr/0/"})
@@ -194,13 +194,13 @@ def test_conversion_through_a_faulty_endpoint_is_exact(
         )
     finally:
         proxy.stop()
-    assert isinstance(manifest, dict)
+    assert isinstance(manifest, api.Manifest)
     faults = proxy.counts["503"] + proxy.counts["reset"] + proxy.counts["stall"]
     assert faults >= 0.1 * proxy.counts["requests"], proxy.counts  # at least 10% misbehave
     # Failures reach shardwright's own retry layer (botocore's and s3fs' are off) and each
     # costs one counted retry; only aiohttp may silently resend a request whose reused
     # connection was reset, so resets are counted at most once each.
-    retries = manifest["totals"]["requests"].get("retries", 0)
+    retries = manifest.totals.requests.get("retries", 0)
     assert proxy.counts["503"] <= retries <= proxy.counts["503"] + proxy.counts["reset"]
     got = _ts_read("neuroglancer_precomputed", _s3_kv(s3, "faulty", "em"))
     np.testing.assert_array_equal(got[..., 0], vol.T)
@@ -209,7 +209,7 @@ def test_conversion_through_a_faulty_endpoint_is_exact(
     )
     assert report.ok, report.summary()
     stored = json.loads(Store("s3://faulty/em", s3.options()).read(MANIFEST_KEY))
-    assert stored["shards"] == manifest["shards"]
+    assert stored["shards"] == [e.to_json() for e in manifest.shards]
 
 
 @pytest.mark.parametrize("scheme", ["s3", "gs"])
@@ -253,7 +253,7 @@ def test_large_shards_upload_in_parts_streamed_from_the_spool(
         )
     finally:
         proxy.stop()
-    assert isinstance(manifest, dict) and manifest["totals"]["shards"] == 1
+    assert isinstance(manifest, api.Manifest) and manifest.totals.shards == 1
     uploads = [r for r in proxy.log if "uploadId=" in r and r.startswith("PUT")]
     assert len(uploads) >= 3, proxy.log  # >= 16 MiB / 5 MiB parts
     assert any(r.startswith("POST") and "uploads" in r for r in proxy.log)
@@ -283,7 +283,7 @@ def test_large_gcs_shards_go_up_as_resumable_uploads(
         )
     finally:
         proxy.stop()
-    assert isinstance(manifest, dict) and manifest["totals"]["shards"] == 1
+    assert isinstance(manifest, api.Manifest) and manifest.totals.shards == 1
     shard = [r for r in proxy.log if "name=em/1_1_1/" in r and r.startswith("POST")]
     starts = [r for r in shard if "upload_id=" not in r]
     assert len(starts) == 1 and len(shard) - 1 >= 4, shard  # one session, 16 MiB in 5 MiB
@@ -401,7 +401,7 @@ def test_credentials_never_appear_in_errors(
         **SMALL,
     )
     text = Store("s3://with-keys/em", s3.options()).read(MANIFEST_KEY).decode()
-    assert isinstance(manifest, dict) and json.loads(text)["totals"]["shards"] > 1
+    assert isinstance(manifest, api.Manifest) and json.loads(text)["totals"]["shards"] > 1
     assert secret not in text and "AKIDEXAMPLE" not in text
 
 
@@ -460,7 +460,7 @@ def test_gcs_conversion_through_a_faulty_endpoint_is_exact(
         )
     finally:
         proxy.stop()
-    assert isinstance(manifest, dict)
+    assert isinstance(manifest, api.Manifest)
     assert proxy.counts["503"] + proxy.counts["reset"] >= 1, proxy.counts
     report = api.verify(
         "gs://faulty-gcs/em", str(tmp_path / "vol.npy"), full=True, storage_options=gcs.options()
@@ -497,8 +497,8 @@ def test_meshes_and_skeletons_from_a_faulty_s3_bucket_to_gcs(
                 storage_options=gcs.options(),
                 target_shard_bytes=32 * 1024,
             )
-            assert isinstance(manifest, dict) and manifest["totals"]["chunks"] == ids.size
-            assert manifest["totals"]["requests"].get("retries", 0) > 0
+            assert isinstance(manifest, api.Manifest) and manifest.totals.chunks == ids.size
+            assert manifest.totals.requests.get("retries", 0) > 0
             info = json.loads(Store(f"gs://objects-out/seg/{kind}", gcs.options()).read("info"))
             kv = ts.KvStore.open(
                 {

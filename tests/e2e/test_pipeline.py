@@ -163,8 +163,8 @@ def test_every_source_kind_converts_to_both_formats(
     source = _write_source(kind, tmp_path, vol)
     dest = tmp_path / "out"
     manifest = api.convert(source, str(dest), client=client, progress=False, format=fmt, **SMALL)
-    assert isinstance(manifest, dict)
-    assert manifest["totals"]["shards"] > 1
+    assert isinstance(manifest, api.Manifest)
+    assert manifest.totals.shards > 1
     if fmt == "precomputed":
         for got in _read_precomputed(dest):
             np.testing.assert_array_equal(got, _as_xyzc(vol))
@@ -262,9 +262,9 @@ def test_zarr3_omits_all_fill_chunks_and_shards(tmp_path: pathlib.Path) -> None:
         format="zarr3",
         **SMALL,
     )
-    assert isinstance(manifest, dict)
-    assert manifest["totals"]["shards"] == 1 and manifest["totals"]["chunks"] == 1
-    assert manifest["totals"]["empty_shards_skipped"] > 0
+    assert isinstance(manifest, api.Manifest)
+    assert manifest.totals.shards == 1 and manifest.totals.chunks == 1
+    assert manifest.totals.empty_shards_skipped > 0
     for got in _read_zarr3(dest):
         np.testing.assert_array_equal(got, vol)
 
@@ -473,7 +473,7 @@ def test_memory_destination_with_threads(tmp_path: pathlib.Path) -> None:
         progress=False,
         **SMALL,
     )
-    assert isinstance(manifest, dict) and manifest["totals"]["shards"] > 1
+    assert isinstance(manifest, api.Manifest) and manifest.totals.shards > 1
     report = api.verify("memory://sw-test/out", str(tmp_path / "vol.npy"), full=True)
     assert report.ok, report.summary()
 
@@ -487,7 +487,7 @@ def test_compute_false_returns_a_pending_conversion(tmp_path: pathlib.Path, clie
     assert not dest.exists()  # nothing written until computed, not even the lease
     manifest = lazy.compute(client=client, progress=False)
     assert (dest / MANIFEST_KEY).exists()
-    assert manifest["totals"]["chunks"] == 3 * 3 * 3
+    assert manifest.totals.chunks == 3 * 3 * 3
     assert not list(dest.glob(".shardwright/lease-*"))  # the coordinator released it
 
 

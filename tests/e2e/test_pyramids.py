@@ -524,7 +524,7 @@ def test_every_level_equals_the_reference_downsample(
     plan = api.plan(str(tmp_path / "vol.npy"), str(dest), format=fmt, **{**SMALL, **options})
     assert plan.pyramid is not None
     manifest = api.convert(plan, client=client, progress=False)
-    assert isinstance(manifest, dict)
+    assert isinstance(manifest, api.Manifest)
     levels = plan.pyramid.levels
     want = reference_pyramid(_xyzc(vol), plan.pyramid.factor, plan.pyramid.method, levels)
     if fmt == "precomputed":
@@ -541,11 +541,11 @@ def test_every_level_equals_the_reference_downsample(
         for k, readers in enumerate(_levels_zarr3(dest, levels)):
             for got in readers:
                 np.testing.assert_array_equal(_xyzc(got), want[k], err_msg=f"level {k}")
-    assert {row["level"] for row in manifest["totals"]["levels"]} == set(range(levels))
+    assert {row.level for row in manifest.totals.levels} == set(range(levels))
     assert (
-        manifest["totals"]["shards"]
+        manifest.totals.shards
         == sum(1 for k in range(levels) for _ in plan.level_plan(k).shards())
-        - manifest["totals"]["empty_shards_skipped"]
+        - manifest.totals.empty_shards_skipped
     )
     report = api.verify(str(dest), str(tmp_path / "vol.npy"), full=True)
     assert report.ok, report.summary()
@@ -697,8 +697,8 @@ def test_resume_rewrites_only_a_missing_upper_level_shard(tmp_path: pathlib.Path
         resume=True,
         **options,
     )
-    assert isinstance(manifest, dict)
-    assert manifest["totals"]["resumed_shards"] == manifest["totals"]["shards"] - 1
+    assert isinstance(manifest, api.Manifest)
+    assert manifest.totals.resumed_shards == manifest.totals.shards - 1
     assert victim.exists()
     assert all(p.stat().st_mtime_ns == t for p, t in kept.items())
     report = api.verify(str(dest), str(tmp_path / "vol.npy"), full=True)

@@ -33,8 +33,8 @@ def test_the_users_client_runs_a_pending_job_with_its_settings(
     capsys.readouterr()
     with get_task_stream(client) as stream:
         manifest = pending.compute()  # nothing given here: convert's client and progress
-    assert len({task["key"] for task in stream.data}) >= manifest["totals"]["shards"] >= 4
-    assert client.scheduler.address in manifest["cluster"]
+    assert len({task["key"] for task in stream.data}) >= manifest.totals.shards >= 4
+    assert client.scheduler.address in manifest.cluster
     assert capsys.readouterr().err == ""  # progress=False was kept
 
 
@@ -45,7 +45,7 @@ def test_compute_overrides_what_convert_was_given(
                           progress=False, **OPTIONS)  # fmt: skip
     assert isinstance(pending, api.PendingConversion)
     manifest = pending.compute(client=None, scheduler="sync", progress=True)
-    assert manifest["cluster"] == "this process, one task at a time (no Dask cluster)"
+    assert manifest.cluster == "this process, one task at a time (no Dask cluster)"
     assert "shards" in capsys.readouterr().err  # the progress line asked for here
 
 
@@ -57,13 +57,13 @@ def test_the_current_client_runs_the_job_when_none_is_named(
     assert default_client() is client  # the fixture's client is the current one
     with get_task_stream(client) as stream:
         manifest = api.convert(source, str(tmp_path / "out"), progress=False, **OPTIONS)
-    assert isinstance(manifest, dict)
-    assert manifest["cluster"].startswith(f"the Dask cluster at {client.scheduler.address}")
+    assert isinstance(manifest, api.Manifest)
+    assert manifest.cluster.startswith(f"the Dask cluster at {client.scheduler.address}")
     assert stream.data
     # Named otherwise, the job runs elsewhere: here in threads of this process.
     again = api.convert(source, str(tmp_path / "again"), scheduler="threads", progress=False,
                         **OPTIONS)  # fmt: skip
-    assert isinstance(again, dict) and "threads of this process" in again["cluster"]
+    assert isinstance(again, api.Manifest) and "threads of this process" in str(again.cluster)
 
 
 def test_dask_compute_and_persist_point_at_compute(source: str, tmp_path: pathlib.Path) -> None:
@@ -73,4 +73,4 @@ def test_dask_compute_and_persist_point_at_compute(source: str, tmp_path: pathli
         with pytest.raises(PlanError, match=r"not a Dask collection.*call \.compute\(\)"):
             call(pending)
     assert not (tmp_path / "out").exists()  # nothing was written
-    assert pending.compute()["totals"]["shards"] >= 4
+    assert pending.compute().totals.shards >= 4

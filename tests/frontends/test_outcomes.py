@@ -36,6 +36,10 @@ def volume(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     return path
 
 
+def _sigint_as_from_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize(
     "signum, status, said",
     [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "stopped (SIGTERM)")],
@@ -49,6 +53,9 @@ def test_a_signal_stops_the_job_releases_its_lease_and_says_how_to_continue(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # As from a terminal: a test run started in the background (`cmd &` in a script)
+        # passes SIGINT on ignored, and Python then leaves Ctrl-C ignored too.
+        preexec_fn=_sigint_as_from_a_terminal,
     )
     shards = out / "1_1_1"
     while job.poll() is None and not (shards.is_dir() and len(os.listdir(shards)) >= 8):

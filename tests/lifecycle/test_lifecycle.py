@@ -204,7 +204,7 @@ def test_overwrite_replaces_our_dataset_and_nothing_else(tmp_path: pathlib.Path)
     (dest / "README.txt").write_text("the user's notes, added later")
     (dest / "1_1_1" / "extra.txt").write_text("and more")
     manifest = api.convert(b, str(dest), scheduler="sync", progress=False, overwrite=True, **B_KW)
-    assert isinstance(manifest, dict)
+    assert isinstance(manifest, api.Manifest)
     new = _manifest_keys(dest)
     assert old - new and old & new  # some keys replaced one by one, others stale
     assert _stored_shards(dest) == new  # the stale ones are gone
@@ -359,8 +359,8 @@ def test_two_jobs_on_one_multi_process_cluster(tmp_path: pathlib.Path) -> None:
     source, vol = _volume(tmp_path, "vol", 30)
     other, _ = _volume(tmp_path, "other", 31)
     dest = tmp_path / "out"
-    slow = "import time, shardwright.jobs.shard_stream as g; r = g.run_shard\n"
-    slow += "g.run_shard = lambda *a, **k: (time.sleep(0.2), r(*a, **k))[1]"
+    slow = "import time, shardwright.engine.engines as g; r = g.run_cpu_shard\n"
+    slow += "g.run_cpu_shard = lambda *a, **k: (time.sleep(0.2), r(*a, **k))[1]"
     with (
         LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
                      silence_logs=50) as cluster,
@@ -378,7 +378,7 @@ def test_two_jobs_on_one_multi_process_cluster(tmp_path: pathlib.Path) -> None:
             with pytest.raises(LeaseHeld, match="is being written by another job"):
                 api.convert(other, str(dest), client=client, overwrite=True, **A_KW)
             manifest = running.result()
-    assert manifest["totals"]["shards"] == len(_stored_shards(dest))
+    assert manifest.totals.shards == len(_stored_shards(dest))
     np.testing.assert_array_equal(_read(dest), vol)
     _clean(dest)  # the coordinator released the lease
 
@@ -524,8 +524,8 @@ def test_resume_rewrites_shards_it_cannot_prove(tmp_path: pathlib.Path) -> None:
     (dest / MANIFEST_KEY).unlink()
     stamps = {k: (dest / k).stat().st_mtime_ns for k in keys}
     manifest = api.convert(source, str(dest), scheduler="sync", progress=False, resume=True, **A_KW)
-    assert isinstance(manifest, dict)
-    assert manifest["totals"]["resumed_shards"] == len(keys) - 3
+    assert isinstance(manifest, api.Manifest)
+    assert manifest.totals.resumed_shards == len(keys) - 3
     rewritten = {k for k in keys if (dest / k).stat().st_mtime_ns != stamps[k]}
     assert rewritten == {flipped, unreceipted, foreign}
     np.testing.assert_array_equal(_read(dest), vol)

@@ -86,7 +86,7 @@ def test_destinations_around_an_object_store_source_are_refused(
     sibling = f"{root}/raw.zarr2"
     manifest = api.convert(source, sibling, progress=False, storage_options=options,
                            source_storage_options=options, **SMALL)  # fmt: skip
-    assert isinstance(manifest, dict) and manifest["totals"]["shards"] > 1
+    assert isinstance(manifest, api.Manifest) and manifest.totals.shards > 1
     assert api.verify(sibling, source, full=True, storage_options=options,
                       source_storage_options=options).ok  # fmt: skip
 
@@ -116,8 +116,8 @@ def test_overwrite_on_an_object_store_replaces_only_our_dataset(
     store.write_text("notes.txt", "the user's")
     manifest = api.convert(str(tmp_path / "b.npy"), dest, progress=False, overwrite=True,
                            storage_options=options, **SMALL)  # fmt: skip
-    assert isinstance(manifest, dict)
-    new = {s["key"] for s in manifest["shards"]}
+    assert isinstance(manifest, api.Manifest)
+    new = {s.key for s in manifest.shards}
     assert old - new
     keys = set(store.list_keys())
     assert not (old - new) & keys  # the old dataset's stale shards are gone

@@ -15,6 +15,7 @@ from shardwright.manifest import (
     Manifest,
     Receipt,
     ShardEntry,
+    Totals,
     build_manifest,
     parse_manifest,
 )
@@ -38,7 +39,7 @@ def test_a_manifest_lists_what_was_stored_in_key_order_with_the_totals() -> None
         _receipts(),
         2.0,
         [{"puts": 1}],
-        companions=[CompanionTotals("out/mesh", {"shards": 1})],
+        companions=[CompanionTotals("out/mesh", Totals(shards=1, bytes=9, chunks=4))],
         job="abc",
         metadata={"zarr.json": "0" * 64},
         cluster="the Dask cluster at tcp://10.0.0.1:8786 (2 worker(s), 4 thread(s))",
@@ -46,8 +47,8 @@ def test_a_manifest_lists_what_was_stored_in_key_order_with_the_totals() -> None
     document = manifest.to_json()
     assert document["cluster"].startswith("the Dask cluster at tcp://10.0.0.1:8786")
     assert list(document) == [
-        "shardwright_version", "format", "created", "cluster", "job", "metadata", "plan",
-        "totals", "shards", "companions",
+        "shardwright_version", "format", "dataset", "created", "cluster", "job", "metadata",
+        "plan", "totals", "shards", "companions",
     ]  # fmt: skip
     assert [s["key"] for s in document["shards"]] == ["0/c/0", "0/c/1", "1/c/0"]
     assert document["shards"][0] == {"key": "0/c/0", "size": 10, "crc32c": 5, "chunks": 2}
@@ -66,7 +67,9 @@ def test_a_manifest_lists_what_was_stored_in_key_order_with_the_totals() -> None
             {"level": 1, "shards": 1, "bytes": 8, "chunks": 1},
         ],
     }
-    assert document["companions"] == {"out/mesh": {"shards": 1}}
+    assert document["companions"]["out/mesh"]["chunks"] == 4
+    assert manifest.companions["out/mesh"].shards == 1
+    assert manifest.dataset == "volume" and manifest.totals.levels[1].bytes == 8
     text = json.dumps(document, indent=1)
     assert json.dumps(parse_manifest(text).to_json(), indent=1) == text  # read back: same JSON
 
@@ -109,3 +112,39 @@ def test_journal_entries_keep_their_json_and_refuse_what_we_did_not_write() -> N
     assert journaled.receipt() == Receipt("c/0", 5, 6, 1, resumed=True)
     for broken in ({**entry, "size": "5"}, {**entry, "empty": None}, {**entry, "job": 1}, []):
         assert Journaled.from_json(broken) is None
+
+
+def test_a_manifest_of_an_earlier_version_reads_with_its_dataset_inferred() -> None:
+    """Before the `dataset` member and the typed totals: a mesh manifest names its object type
+    in its plan; totals members added since take their defaults."""
+    document = {
+        "format": "precomputed",
+        "plan": {"object_type": "meshes"},
+        "totals": {"shards": 1, "bytes": 5, "chunks": 2, "seconds": 1.5},
+        "shards": [{"key": "0.shard", "size": 5, "crc32c": 1, "chunks": 2}],
+    }
+    manifest = Manifest.from_json(document)
+    assert manifest.dataset == "objects"
+    assert manifest.totals == Totals(shards=1, bytes=5, chunks=2, seconds=1.5)
+    assert Manifest.from_json({**document, "plan": {}}).dataset == "volume"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"totals": {"shards": 1}}, "'totals' is not what this project writes"),
+        ({"totals": {"shards": "x", "bytes": 1, "chunks": 1}}, "'totals' is not what"),
+        ({"dataset": "tables"}, "dataset 'tables' is not 'volume' or 'objects'"),
+        ({"companions": [1]}, "'companions' is not an object"),
+    ],
+)
+def test_malformed_totals_and_kinds_are_refused(change: dict[str, Any], message: str) -> None:
+    document = {
+        "format": "zarr3",
+        "plan": {},
+        "totals": {"shards": 0, "bytes": 0, "chunks": 0},
+        "shards": [],
+        **change,
+    }
+    with pytest.raises(ManifestError, match=message):
+        Manifest.from_json(document)

@@ -117,8 +117,8 @@ def test_cloudvolume_volumes_convert_exactly(
         str(tmp_path / "src"), str(tmp_path / "out"), format=fmt, scheduler="sync",
         progress=False,
     )  # fmt: skip
-    assert isinstance(manifest, dict)
-    assert manifest["totals"]["source_chunks_missing"] == 0
+    assert isinstance(manifest, api.Manifest)
+    assert manifest.totals.source_chunks_missing == 0
     np.testing.assert_array_equal(_read_output(tmp_path / "out", fmt), expected)
     report = api.verify(str(tmp_path / "out"), str(tmp_path / "src"), full=True)
     assert report.ok, report.summary()

@@ -152,7 +152,7 @@ def test_arrays_in_memory(tmp_path: pathlib.Path, kind: str) -> None:
     assert plan.layer_type == "segmentation"
     manifest = api.convert(array, str(tmp_path / "out"), resolution=(4, 4, 40),
                            **RUN)  # fmt: skip
-    assert isinstance(manifest, dict)
+    assert isinstance(manifest, api.Manifest)
     np.testing.assert_array_equal(_output_zyx(tmp_path / "out"), zyx)
     report = api.verify(str(tmp_path / "out"), array, full=True)
     assert report.ok, report.summary()
@@ -164,8 +164,8 @@ def test_arrays_in_memory(tmp_path: pathlib.Path, kind: str) -> None:
     else:
         again = api.convert(array, str(tmp_path / "out"), resolution=(4, 4, 40), resume=True,
                             **RUN)  # fmt: skip
-        assert isinstance(again, dict)
-        assert again["totals"]["resumed_shards"] == again["totals"]["shards"] > 1
+        assert isinstance(again, api.Manifest)
+        assert again.totals.resumed_shards == again.totals.shards > 1
 
 
 def test_what_is_not_an_array_is_refused() -> None:

@@ -89,6 +89,7 @@ def finish_dataset(
         job=store.run.job if store.run is not None else None,
         metadata=metadata,
         cluster=cluster,
+        dataset=begun.plan.dataset,
     )
     found = None
     if store.run is not None:  # found (reads only) before the manifest marks the job done

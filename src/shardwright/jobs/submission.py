@@ -29,7 +29,7 @@ from shardwright.jobs.shard_stream import Node, TaskContext, receipts_in, shard_
 from shardwright.jobs.workers import GPU_RESOURCE, await_workers, check_gpu_workers, check_reach
 from shardwright.lifecycle.job import Job
 from shardwright.logs import LOG
-from shardwright.manifest import CompanionTotals, ReceiptTable
+from shardwright.manifest import CompanionTotals, Manifest, ReceiptTable
 
 TASK_RETRIES = 3  # a shard lost with its worker is recomputed elsewhere
 WINDOW_PER_THREAD = 4  # tasks on the cluster per worker thread: enough to never idle
@@ -295,7 +295,7 @@ def run_job(
     window: int | None = None,
     progress: Progress | None = None,
     preflight_requests: dict[str, int] | None = None,
-) -> dict[str, Any]:
+) -> Manifest:
     """Run `job` on `runner` and return its manifest (the volume's; each companion's own is
     written in its destination). Its leases are renewed from this process while it runs."""
     token = uuid.uuid4().hex[:8]
@@ -331,4 +331,4 @@ def run_job(
             CompanionTotals(b.plan.dest, finish_dataset(b, table, cluster=cluster).totals)
             for b, table in zip(begun[1:], tables[1:], strict=True)
         ]
-        return finish_dataset(begun[0], tables[0], companions, cluster).to_json()
+        return finish_dataset(begun[0], tables[0], companions, cluster)

@@ -117,7 +117,7 @@ def _dataset_status(store: Store) -> JobStatus:
     )  # fmt: skip
     if manifest is not None and not live:
         status.state = "finished"
-        status.shards_stored = int(manifest.totals.get("shards", status.shards_stored))
+        status.shards_stored = manifest.totals.shards
         status.shards_planned = status.shards_planned or status.shards_stored
         return status
     if live:

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from shardwright.manifest import OBJECTS, VOLUME
 from shardwright.options import ConvertOptions
 
-VOLUME, OBJECTS = "volume", "objects"
+__all__ = ["OBJECTS", "VOLUME", "Plan", "ShardOfPlan"]
 
 
 class ShardOfPlan(Protocol):

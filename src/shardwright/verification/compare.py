@@ -33,8 +33,8 @@ def judge_absent(
             f"{absent.missing} of the {absent.looked_at} source chunks read are not stored "
             f"in {source} (first: {shown})"
         )
-        if manifest.totals.get("source_chunks_missing"):
-            filled = manifest.totals["source_chunks_missing"]
+        if manifest.totals.source_chunks_missing:
+            filled = manifest.totals.source_chunks_missing
             report.notes.append(
                 f"{found}; the job wrote {filled} absent source chunk(s) as the fill value"
             )

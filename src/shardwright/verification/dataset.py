@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from shardwright import deadlines
+from shardwright.manifest import OBJECTS
 from shardwright.sources import Source, missing, open_source
 from shardwright.store import Store
 from shardwright.verification.compare import compare_levels, judge_absent
@@ -59,7 +60,7 @@ def verify(
     report.format = manifest.format
     check_state(report, store)
     documents = check_metadata(report, store, manifest)
-    if "object_type" in manifest.plan:  # meshes or skeletons
+    if manifest.dataset == OBJECTS:  # meshes or skeletons
         if against is not None and not isinstance(against, str):
             raise TypeError("meshes and skeletons verify against a source path or URL")
         verify_objects(

@@ -111,10 +111,9 @@ def check_inventory(
     recorded_set = set(recorded)
     if len(recorded_set) != len(recorded):
         report.problems.append("the manifest lists some shards more than once")
-    if manifest.totals.get("shards") != len(recorded):
+    if manifest.totals.shards != len(recorded):
         report.problems.append(
-            f"the manifest's totals say {manifest.totals.get('shards')} shards, it lists "
-            f"{len(recorded)}"
+            f"the manifest's totals say {manifest.totals.shards} shards, it lists {len(recorded)}"
         )
     for key in sorted(recorded_set - dataset.expected):
         report.problems.append(f"{key}: in the manifest, but no shard of this dataset's geometry")
@@ -126,7 +125,7 @@ def check_inventory(
         for key in sorted(unrecorded - dataset.listed):
             report.problems.append(f"{key}: missing (the geometry calls for it)")
         return
-    empty = manifest.totals.get("empty_shards_skipped", 0)
+    empty = manifest.totals.empty_shards_skipped
     if len(unrecorded) != empty:
         report.problems.append(
             f"the manifest accounts for {len(recorded_set & dataset.expected)} of the "
