@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from shardwright.errors import ManifestError
+from shardwright.formats.vocabulary import OutputFormat, names
 from shardwright.store import Store
 from shardwright.version import __version__
 
@@ -31,7 +32,7 @@ VOLUME, OBJECTS = "volume", "objects"  # the kinds of dataset a job writes (`Pla
 
 MANIFEST_KEY = "shardwright-manifest.json"
 MISSING_EXAMPLES = 5  # absent source chunks a manifest names
-FORMATS = ("precomputed", "zarr3")
+FORMATS = names(OutputFormat)
 
 
 @dataclass(frozen=True)

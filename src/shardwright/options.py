@@ -20,16 +20,17 @@ from shardwright.flags import (
     parse_size,
     parse_xyz,
 )
+from shardwright.formats.vocabulary import IndexLocation, OutputFormat, ShardHash, VolumeType, names
 
 GiB = 1024**3
 MiB = 1024**2
 
-FORMATS = ("precomputed", "zarr3")
-LAYER_TYPES = ("auto", "image", "segmentation")
+FORMATS = names(OutputFormat)
+LAYER_TYPES = ("auto", *names(VolumeType))  # auto: segmentation for integer labels
 ENCODINGS = ("raw", "jpeg", "png", "compressed_segmentation")
 COMPRESSIONS = ("none", "gzip", "zstd", "blosc")
-HASHES = ("identity", "murmurhash3_x86_128")
-INDEX_LOCATIONS = ("end", "start")
+HASHES = names(ShardHash)
+INDEX_LOCATIONS = names(IndexLocation)
 ZARR_LAYOUTS = ("ome", "array")
 ENGINES = ("cpu", "gpu")
 

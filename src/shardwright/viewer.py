@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from shardwright.errors import ShardwrightError
+from shardwright.formats.vocabulary import VolumeType, names
 from shardwright.manifest import read_manifest
 from shardwright.serve import DatasetServer, make_server, run_until_stopped
 from shardwright.sources import open_source
@@ -92,7 +93,7 @@ def describe(dest: str, index: int, server_url: str) -> DatasetLayer:
     source = open_source(dest)
     plan = manifest.plan
     layer_type = source.hints.layer_type or plan.get("layer_type") or "image"
-    if layer_type not in ("image", "segmentation"):
+    if layer_type not in names(VolumeType):
         layer_type = "image"
     scheme = "precomputed" if plan.get("format", "precomputed") == "precomputed" else "zarr3"
     sample = _centre_sample(source)

@@ -184,3 +184,27 @@ def test_shard_tasks_take_decisions_from_the_plan_not_the_options() -> None:
             if lines:
                 readers[f"{folder}/{path.name}"] = lines
     assert readers == {"engine/engines.py": ["return ENGINES[plan.options.engine]"]}
+
+
+def test_each_closed_set_of_names_is_written_once() -> None:
+    """Formats, hashes, index locations, volume types and blosc's names are `StrEnum`s of
+    `formats/vocabulary.py`; no module spells a whole set out again (in any order)."""
+    from itertools import permutations
+
+    from shardwright.formats import vocabulary
+
+    sets = [vocabulary.OutputFormat, vocabulary.ShardHash, vocabulary.IndexLocation,
+            vocabulary.VolumeType, vocabulary.BloscName, vocabulary.BloscShuffle]  # fmt: skip
+    spelled = {
+        ", ".join(f'"{name}"' for name in order)
+        for kind in sets
+        for order in permutations(vocabulary.names(kind))
+    }
+    again = [
+        f"{name}: ({literal})"
+        for name, path in MODULES.items()
+        if not name.endswith("formats.vocabulary")
+        for literal in spelled
+        if f"({literal})" in path.read_text()
+    ]
+    assert not again, again

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from numcodecs import Blosc
 
 from shardwright.codecs.base import Buffer
+from shardwright.formats.vocabulary import BloscName, names
 
 SHUFFLES = {"noshuffle": Blosc.NOSHUFFLE, "shuffle": Blosc.SHUFFLE, "bitshuffle": Blosc.BITSHUFFLE}
-CNAMES = ("blosclz", "lz4", "lz4hc", "zlib", "zstd")
+CNAMES = names(BloscName)
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,10 @@ from shardwright.codecs import ChunkEncoding, chunk_encoding
 from shardwright.errors import InfoError
 from shardwright.formats.morton import compressed_morton_code
 from shardwright.formats.sharding import ShardingSpec
+from shardwright.formats.vocabulary import VolumeType, names
 
 VOLUME_TYPE = "neuroglancer_multiscale_volume"
-LAYER_TYPES = ("image", "segmentation")
+LAYER_TYPES = names(VolumeType)
 DATA_TYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "float32")
 
 

@@ -17,10 +17,11 @@ import numpy as np
 
 from shardwright.codecs import ByteCodec, byte_codec
 from shardwright.errors import ZarrMetadataError
+from shardwright.formats.vocabulary import BloscName, BloscShuffle, names
 
 COMPRESSORS = ("gzip", "zstd", "blosc")
-BLOSC_CNAMES = ("blosclz", "lz4", "lz4hc", "zlib", "zstd")
-BLOSC_SHUFFLES = ("noshuffle", "shuffle", "bitshuffle")
+BLOSC_CNAMES = names(BloscName)
+BLOSC_SHUFFLES = names(BloscShuffle)
 
 
 @dataclass(frozen=True)

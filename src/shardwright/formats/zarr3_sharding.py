@@ -38,11 +38,12 @@ import numpy.typing as npt
 from shardwright.errors import ShardFormatError
 from shardwright.formats.shardfile import ShardFile
 from shardwright.formats.spool import DEFAULT_MEMORY_BUDGET, ChunkSpool
+from shardwright.formats.vocabulary import IndexLocation, names
 
 MISSING = 2**64 - 1
 """Index sentinel: an inner chunk whose offset and nbytes are both this is absent."""
 
-INDEX_LOCATIONS = ("start", "end")
+INDEX_LOCATIONS = names(IndexLocation)
 
 _U64 = np.dtype("<u8")
 _Coords = TypeVar("_Coords", bound=tuple[int, ...])

@@ -11,6 +11,7 @@ import numpy as np
 from shardwright.codecs import byte_codec
 from shardwright.errors import PlanError, ShardwrightWarning
 from shardwright.formats.precomputed_info import PrecomputedInfo, PrecomputedScale
+from shardwright.formats.vocabulary import VolumeType, names
 from shardwright.formats.zarr3_metadata import ZarrArrayMetadata
 from shardwright.options import ConvertOptions
 from shardwright.planning import capabilities, checks, geometry, pyramid, sharding
@@ -94,7 +95,7 @@ def _layer_type(options: ConvertOptions, hinted: str | None, dtype: np.dtype) ->
         layer_type = "segmentation"
     else:
         layer_type = "image"
-    if layer_type not in ("image", "segmentation"):
+    if layer_type not in names(VolumeType):
         raise PlanError(f"layer type must be image or segmentation, got {layer_type!r}")
     return layer_type
 

@@ -24,6 +24,7 @@ from shardwright.codecs.base import ChunkEncoding
 from shardwright.errors import FormatError, SourceError
 from shardwright.formats.precomputed_info import PrecomputedScale
 from shardwright.formats.sharded_reader import ShardedReader
+from shardwright.formats.vocabulary import VolumeType, names
 from shardwright.sources import missing
 from shardwright.sources.base import ArraySource, SourceHints, json_object
 from shardwright.sources.stored_forms import NotDecodable, StoredObjects, plain_bytes
@@ -55,7 +56,7 @@ def open_precomputed(
     except OSError as exc:
         raise SourceError(f"{url}: cannot read its info ({exc})") from exc
     info = json_object(text, f"{url}/info")
-    if info.get("type") not in ("image", "segmentation"):
+    if info.get("type") not in names(VolumeType):
         raise SourceError(
             f"{url}: info type {info.get('type')!r} is not a volume (image or segmentation)"
         )
