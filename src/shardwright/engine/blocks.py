@@ -19,6 +19,7 @@ from shardwright.arrays import Array, Namespace, upload
 from shardwright.engine.scatter import precomputed_regions
 from shardwright.engine.stages import Stages, timer
 from shardwright.planning import ConversionPlan, ShardTask
+from shardwright.planning.geometry import to_axes
 
 Triple = tuple[int, int, int]
 Block = tuple[Triple, Triple, Array]  # chunk box [start, stop), its voxels [x, y, z, c]
@@ -103,9 +104,8 @@ def grid_offset(axes: str, chunk: Sequence[int], origin: Sequence[int]) -> tuple
     """Chunk `chunk` (x, y, z) counted from chunk `origin`, in a zarr array's axis order (one
     chunk spans the channels): an inner chunk's position in its shard, or the shift of an
     epoch's chunk grid within it."""
-    steps = (int(a) - int(b) for a, b in zip(chunk, origin, strict=True))
-    offset = dict(zip("xyz", steps, strict=True), c=0)
-    return tuple(offset[a] for a in axes)
+    steps = [int(a) - int(b) for a, b in zip(chunk, origin, strict=True)]
+    return to_axes(steps, 0, axes)
 
 
 def _voxel(chunk_coord: Sequence[int], chunk: Triple) -> Triple:

@@ -15,7 +15,7 @@ from shardwright.formats.vocabulary import VolumeType, names
 from shardwright.formats.zarr3_metadata import ZarrArrayMetadata
 from shardwright.options import ConvertOptions
 from shardwright.planning import capabilities, checks, geometry, pyramid, sharding
-from shardwright.planning.geometry import Geometry, output_axes, to_zarr_order
+from shardwright.planning.geometry import Geometry, output_axes, to_axes, to_zarr_order
 from shardwright.planning.levels import add_levels
 from shardwright.planning.text import xyz
 from shardwright.planning.volume import ConversionPlan
@@ -224,15 +224,12 @@ def plan_zarr3(geo: Geometry) -> ConversionPlan:
         pyramid.check_aligned(0, box, geo.grid_shape, step)
     shard_voxels = tuple(b * c for b, c in zip(box, chunk, strict=True))
     channels = geo.num_channels
-    lookup_shape = dict(zip("xyz", geo.size, strict=True), c=channels)
-    lookup_chunk = dict(zip("xyz", chunk, strict=True), c=channels)
-    lookup_shard = dict(zip("xyz", shard_voxels, strict=True), c=channels)
     try:
         meta = ZarrArrayMetadata(
-            shape=tuple(lookup_shape[a] for a in axes),
+            shape=to_axes(geo.size, channels, axes),
             data_type=geo.dtype.name,
-            shard_shape=tuple(lookup_shard[a] for a in axes),
-            chunk_shape=tuple(lookup_chunk[a] for a in axes),
+            shard_shape=to_axes(shard_voxels, channels, axes),
+            chunk_shape=to_axes(chunk, channels, axes),
             fill_value=0,
             dimension_names=tuple(axes),
             compressor=compressor,

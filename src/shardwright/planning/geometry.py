@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -100,10 +101,15 @@ def output_axes(source_axes: str, num_channels: int) -> str:
     return source_axes
 
 
-def to_axes(values_xyz: Any, channel_value: int, axes: str) -> list[int]:
-    """x, y, z values (and one for c) in the order of `axes`."""
+T = TypeVar("T")
+
+
+def to_axes(values_xyz: Sequence[T], channel_value: T, axes: str) -> tuple[T, ...]:
+    """x, y, z values (and one for c) in the order of a zarr array's `axes` (`"zyx"`,
+    `"czyx"`, ...): a shape, a chunk shape, a chunk's position, a scale. The one place the
+    output's axis order is applied to values."""
     lookup = {"x": values_xyz[0], "y": values_xyz[1], "z": values_xyz[2], "c": channel_value}
-    return [lookup[a] for a in axes]
+    return tuple(lookup[a] for a in axes)
 
 
 def to_zarr_order(block_xyzc: np.ndarray, axes: str) -> np.ndarray:

@@ -14,6 +14,7 @@ from typing import Any
 
 from shardwright.errors import PlanError
 from shardwright.planning import pyramid, sharding
+from shardwright.planning.geometry import to_axes
 from shardwright.planning.pyramid import Triple
 from shardwright.planning.text import human_bytes, xyz
 from shardwright.planning.volume import ConversionPlan
@@ -74,16 +75,13 @@ def add_levels(base: ConversionPlan, sizes: list[Triple]) -> ConversionPlan:
         else:
             assert base.zarr is not None
             box = sharding.zarr_box(auto, grid, raw_chunk * base.encoded_ratio, max_chunks, step)
-            by_axis = dict(zip("xyz", size, strict=True), c=base.num_channels)
-            by_chunk = dict(zip("xyz", chunk, strict=True), c=base.num_channels)
-            by_shard = {a: b * c for a, b, c in zip("xyz", box, chunk, strict=True)}
-            by_shard["c"] = base.num_channels
-            axes = base.zarr_axes
+            shard = [b * c for b, c in zip(box, chunk, strict=True)]
+            axes, channels = base.zarr_axes, base.num_channels
             level["zarr"] = dataclasses.replace(
                 base.zarr,
-                shape=tuple(by_axis[a] for a in axes),
-                shard_shape=tuple(by_shard[a] for a in axes),
-                chunk_shape=tuple(by_chunk[a] for a in axes),
+                shape=to_axes(size, channels, axes),
+                shard_shape=to_axes(shard, channels, axes),
+                chunk_shape=to_axes(chunk, channels, axes),
             )
         pyramid.check_aligned(k, box, grid, step)
         if math.prod(box) * raw_chunk > budget // 2:

@@ -28,7 +28,7 @@ from shardwright.formats.sharding import ShardingSpec
 from shardwright.formats.zarr3_metadata import ZarrArrayMetadata
 from shardwright.planning import pyramid, report
 from shardwright.planning.base import VOLUME, Plan
-from shardwright.planning.geometry import Geometry, output_axes
+from shardwright.planning.geometry import Geometry, output_axes, to_axes
 from shardwright.planning.pyramid import REDUCE_SLAB_MAX, REDUCE_SLAB_SHARE, Box
 
 # Box shards made per batch by `ConversionPlan.shards()`: arrays of this many rows at a time.
@@ -269,17 +269,16 @@ class ConversionPlan(Geometry):
             level = self.level_plan(k)
             assert level.zarr is not None
             docs.append((f"{k}/zarr.json", level.zarr.to_json()))
-            scale = dict(zip("xyz", level.resolution, strict=True), c=1.0)
             # Voxel centres: level k's voxel 0 averages base voxels 0 .. f**k - 1.
-            shift = {
-                a: o * r0 + (rk - r0) / 2
-                for a, o, r0, rk in zip(
-                    "xyz", self.voxel_offset, self.resolution, level.resolution, strict=True
+            shift = [
+                o * r0 + (rk - r0) / 2
+                for o, r0, rk in zip(
+                    self.voxel_offset, self.resolution, level.resolution, strict=True
                 )
-            }
-            shift["c"] = 0.0
+            ]
             axes = self.zarr_axes
-            datasets.append((str(k), [scale[a] for a in axes], [shift[a] for a in axes]))
+            scale = to_axes([float(r) for r in level.resolution], 1.0, axes)
+            datasets.append((str(k), list(scale), list(to_axes(shift, 0.0, axes))))
         group = ome_zarr.multiscales_group(
             self.zarr_axes,
             datasets,

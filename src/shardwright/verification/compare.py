@@ -15,6 +15,7 @@ from shardwright.formats.sharded_reader import ShardedReader
 from shardwright.formats.zarr3_chunks import InnerChunkChain
 from shardwright.manifest import Manifest
 from shardwright.planning import pyramid, to_zarr_order
+from shardwright.planning.geometry import to_axes
 from shardwright.sources import Source, missing
 from shardwright.store import Store
 from shardwright.verification.report import JPEG_MEAN_ABS_TOLERANCE, VerifyReport
@@ -147,19 +148,19 @@ class ZarrComparer:
         self._readers: dict[str, zarr3_sharding.ShardReader | None] = {}
 
     def shard_of(self, coord: tuple[int, int, int]) -> str:
-        by_axis = dict(zip("xyz", coord, strict=True), c=0)
-        shard = tuple(by_axis[a] // self.per_shard[a] for a in self.axes)
+        at = to_axes(coord, 0, self.axes)
+        shard = tuple(i // self.per_shard[a] for i, a in zip(at, self.axes, strict=True))
         return self.prefix + self.meta.chunk_key(shard)
 
     def read_chunk(
         self, coord: tuple[int, int, int], shape_xyz: tuple[int, ...]
     ) -> np.ndarray | None:
-        by_axis = dict(zip("xyz", coord, strict=True), c=0)
-        inner = tuple(by_axis[a] % self.per_shard[a] for a in self.axes)
+        at = to_axes(coord, 0, self.axes)
+        inner = tuple(i % self.per_shard[a] for i, a in zip(at, self.axes, strict=True))
         reader = self._reader(self.shard_of(coord))
         block = self.chain.decode(reader.read_chunk(inner) if reader is not None else None)
-        lookup = dict(zip("xyz", shape_xyz, strict=True), c=self.lookup_chunk.get("c", 1))
-        return block[tuple(slice(0, lookup[a]) for a in self.axes)]
+        shape = to_axes(shape_xyz, self.lookup_chunk.get("c", 1), self.axes)
+        return block[tuple(slice(0, n) for n in shape)]
 
     def expected(self, voxels_xyzc: np.ndarray) -> np.ndarray:
         return to_zarr_order(voxels_xyzc, self.axes)
