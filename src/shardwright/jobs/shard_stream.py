@@ -58,8 +58,8 @@ class Node:
     `gpu`: it must run on a worker that declares a GPU."""
 
     key: str
-    run: Callable[..., Any]
-    shard: Any
+    run: Callable[..., NodeResult]
+    shard: NodeShard
     inputs: tuple[str, ...] = ()
     consumers: int = 0
     gpu: bool = False
@@ -72,6 +72,12 @@ class LevelResult:
 
     receipts: list[Receipt]
     handoff: Handoff
+
+
+# What a node takes besides its context (a volume's or pyramid's shard, a mesh or skeleton
+# shard, the key of the task a piece is for, or nothing), and what it returns.
+NodeShard = ShardTask | ObjectShardTask | str | None
+NodeResult = Receipt | LevelResult | Piece | list[Receipt]
 
 
 def receipts_in(result: Receipt | LevelResult | list[Receipt]) -> list[Receipt]:

@@ -4,7 +4,8 @@ the source reduced level by level, jpeg within a tolerance."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -20,10 +21,34 @@ from shardwright.sources import Source, missing
 from shardwright.store import Store
 from shardwright.verification.report import JPEG_MEAN_ABS_TOLERANCE, VerifyReport
 
+Corner = tuple[int, ...]
+BoxReader = Callable[[Corner, Corner], np.ndarray]  # voxels [x, y, z, c] of [start, stop)
+
+
+class ChunkComparer(Protocol):
+    """One stored level as verify reads it, whatever its format: its chunk shape (x, y, z),
+    where a chunk lies, a chunk decoded, and the source's voxels in the stored layout."""
+
+    @property
+    def chunk(self) -> tuple[int, ...]: ...
+
+    @property
+    def lossy(self) -> bool:
+        """Its chunks are compared within a tolerance (jpeg)."""
+        ...
+
+    def shard_of(self, coord: pyramid.Triple) -> str: ...
+
+    def read_chunk(self, coord: pyramid.Triple, shape_xyz: tuple[int, ...]) -> np.ndarray | None:
+        """The stored chunk at grid `coord`, cut to `shape_xyz`; None where none is stored."""
+        ...
+
+    def expected(self, voxels_xyzc: np.ndarray) -> np.ndarray: ...
+
 
 # -- voxels against the source ------------------------------------------------------------
 def judge_absent(
-    report: VerifyReport, manifest: Manifest, absent: missing.Tally, source: Any
+    report: VerifyReport, manifest: Manifest, absent: missing.Tally, source: object
 ) -> None:
     """What the source's absent chunks mean: expected where the job wrote absent chunks as
     the fill value (and said so in its manifest), a problem where it did not (the source
@@ -54,7 +79,7 @@ def judge_absent(
 def compare_levels(
     report: VerifyReport,
     manifest: Manifest,
-    comparers: list[Any],
+    comparers: list[ChunkComparer],
     source: Source,
     full: bool,
     sample: int,
@@ -82,7 +107,7 @@ def compare_levels(
         )
 
 
-def _reduced_reader(source: Source, plan: dict[str, Any], level: int) -> Any:
+def _reduced_reader(source: Source, plan: dict[str, Any], level: int) -> BoxReader:
     """Voxels of a box of pyramid level `level`, recomputed from the source level by level."""
     factor = pyramid.triple(plan["pyramid"]["factor_xyz"])
     method = plan["pyramid"]["method"]
@@ -185,10 +210,10 @@ class ZarrComparer:
 def _compare(
     report: VerifyReport,
     source: Source,
-    comparer: Any,
+    comparer: ChunkComparer,
     full: bool,
     sample: int,
-    expected: Any = None,
+    expected: BoxReader | None = None,
     size: tuple[int, ...] | None = None,
     label: str = "",
 ) -> None:
@@ -204,9 +229,9 @@ def _compare(
     else:
         flat = np.sort(np.random.default_rng(0).choice(total, size=sample, replace=False))
     for index in flat.tolist():
-        coord = tuple(int(v) for v in np.unravel_index(index, grid, order="F"))
-        start = tuple(g * c for g, c in zip(coord, chunk, strict=True))
-        stop = tuple(min(a + c, s) for a, c, s in zip(start, chunk, size, strict=True))
+        coord = pyramid.triple(int(v) for v in np.unravel_index(index, grid, order="F"))
+        start = pyramid.triple(g * c for g, c in zip(coord, chunk, strict=True))
+        stop = pyramid.triple(min(a + c, s) for a, c, s in zip(start, chunk, size, strict=True))
         shape = tuple(b - a for a, b in zip(start, stop, strict=True))
         want = comparer.expected(
             source.read(start, stop) if expected is None else expected(start, stop)

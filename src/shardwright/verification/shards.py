@@ -15,7 +15,7 @@ from shardwright.formats.precomputed_info import PrecomputedInfo
 from shardwright.lifecycle.journal import stream_crc32c
 from shardwright.manifest import Manifest
 from shardwright.store import Store
-from shardwright.verification.compare import PrecomputedComparer, ZarrComparer
+from shardwright.verification.compare import ChunkComparer, PrecomputedComparer, ZarrComparer
 from shardwright.verification.integrity import check_precomputed_shard, check_zarr3_shard
 from shardwright.verification.report import VerifyReport
 
@@ -28,7 +28,7 @@ class Dataset:
     expected: set[str]  # every shard key of the geometry (zarr3: empty ones included)
     listed: set[str]  # what the store holds where shards live
     check_shard: Callable[[str], Any]
-    comparers: list[Any]  # one per level, the base first
+    comparers: list[ChunkComparer]  # one per level, the base first
     may_skip_empty: bool  # zarr3 stores no all-fill shard
 
 
@@ -68,7 +68,9 @@ def _precomputed_dataset(store: Store, info_json: Any) -> Dataset:
             raise ShardFormatError(f"{key}: its scale is not sharded")
         return check_precomputed_shard(store, key, spec)
 
-    comparers = [PrecomputedComparer(store, info, s.key) for s in info.scales if s.sharding]
+    comparers: list[ChunkComparer] = [
+        PrecomputedComparer(store, info, s.key) for s in info.scales if s.sharding
+    ]
     return Dataset(expected, listed, check, comparers, may_skip_empty=False)
 
 
@@ -99,7 +101,9 @@ def _zarr_dataset(store: Store, documents: dict[str, Any]) -> Dataset:
     if not names or not all(isinstance(n, str) for n in names):
         raise ValueError("zarr.json records no dimension_names: its axes are unknown")
     axes = "".join(str(n) for n in names)
-    comparers = [ZarrComparer(store, meta, axes, prefix) for prefix, meta in metas.items()]
+    comparers: list[ChunkComparer] = [
+        ZarrComparer(store, meta, axes, prefix) for prefix, meta in metas.items()
+    ]
     return Dataset(expected, listed, check, comparers, may_skip_empty=True)
 
 
