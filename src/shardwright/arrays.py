@@ -23,7 +23,7 @@ Namespace: TypeAlias = Any
 
 
 _PINNED = threading.local()  # each worker thread's free pinned host buffers (CuPy only)
-_PINNED_KEPT = 4  # free buffers a thread keeps for reuse; more are let go
+_PINNED_KEPT = 2  # free buffers a thread keeps (a staging and a landing one); more are let go
 _PINNED_STEP = 64 << 20  # sizes rounded up to this, so that buffers fit the next request
 _COPY_THREADS = 8  # host threads filling a staging buffer (NumPy copies release the GIL)
 _COPY_SLAB = 16 << 20  # below this, one thread copies
