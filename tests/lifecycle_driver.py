@@ -18,10 +18,11 @@ import sys
 import time
 from typing import Any
 
+import shardwright.engine.engines as engines
 import shardwright.jobs.coordinator as coordinator
-import shardwright.jobs.shard_stream as graph
 from shardwright.cli import main
 from shardwright.lifecycle import journal, lease
+from shardwright.stores.local import LocalStore
 
 PAUSE, MARKER = sys.argv[1], pathlib.Path(sys.argv[2])
 
@@ -68,15 +69,15 @@ elif PAUSE == "cleanup":  # inside the removal of a replaced dataset's objects
         return remove(*args, **kwargs)
 
     journal.remove = flagged
-    after(journal.Store, "delete", lambda: removing["on"])
+    after(LocalStore, "delete", lambda: removing["on"])
 elif PAUSE == "slow":
-    original = graph.run_shard
+    original = engines.run_cpu_shard
 
     def slow(*args: Any, **kwargs: Any) -> Any:
         time.sleep(0.2)
         return original(*args, **kwargs)
 
-    graph.run_shard = slow
+    engines.run_cpu_shard = slow
 elif PAUSE != "none":
     raise SystemExit(f"unknown pause {PAUSE!r}")
 

@@ -29,6 +29,7 @@ import volumes
 from shardwright import api
 from shardwright.cli import main as cli_main
 from shardwright.errors import LeaseHeld, LeaseLost, PlanError
+from shardwright.lifecycle import fencing
 from shardwright.lifecycle.lease import Lease, Renewer, heartbeat_key, lease_key
 from shardwright.manifest import MANIFEST_KEY
 from shardwright.store import Store
@@ -359,8 +360,8 @@ def test_two_jobs_on_one_multi_process_cluster(tmp_path: pathlib.Path) -> None:
     source, vol = _volume(tmp_path, "vol", 30)
     other, _ = _volume(tmp_path, "other", 31)
     dest = tmp_path / "out"
-    slow = "import time, shardwright.jobs.shard_stream as g; r = g.run_shard\n"
-    slow += "g.run_shard = lambda *a, **k: (time.sleep(0.2), r(*a, **k))[1]"
+    slow = "import time, shardwright.engine.engines as g; r = g.run_cpu_shard\n"
+    slow += "g.run_cpu_shard = lambda *a, **k: (time.sleep(0.2), r(*a, **k))[1]"
     with (
         LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
                      silence_logs=50) as cluster,
@@ -439,7 +440,7 @@ def test_a_job_whose_lease_was_taken_over_stops_writing(tmp_path: pathlib.Path) 
     store = Store(str(tmp_path / "out"))
     first = Lease(store, job="a" * 32)
     first.acquire()
-    writer = store.with_run(first.job_run)
+    writer = store.with_run(fencing.fenced(first.job_run))
     writer.write_text("1_1_1/0.shard", "first")
     second = Lease(store, job="b" * 32)
     assert second.acquire(break_lease=True)
