@@ -37,17 +37,17 @@ SHARD_DELAY_S = 0.25
 # is run again.
 SLOW_SHARD_TASKS = f"""
 import time
-import shardwright.jobs.shard_stream as graph
+import shardwright.engine.engines as engines
 
-if not getattr(graph, "_test_slowed", False):
-    original = graph.run_shard
+if not getattr(engines, "_test_slowed", False):
+    original = engines.run_cpu_shard
 
     def slow(*args, **kwargs):
         time.sleep({SHARD_DELAY_S})
         return original(*args, **kwargs)
 
-    graph.run_shard = slow
-    graph._test_slowed = True
+    engines.run_cpu_shard = slow
+    engines._test_slowed = True
 """
 
 

@@ -26,16 +26,16 @@ from shardwright.store import Store
 
 SLOW_DRIVER = textwrap.dedent("""
     import sys, time
-    import shardwright.jobs.shard_stream as graph
+    import shardwright.engine.engines as engines
     from shardwright import api
 
-    original = graph.run_shard
+    original = engines.run_cpu_shard
 
     def slow(*args, **kwargs):
         time.sleep(0.15)
         return original(*args, **kwargs)
 
-    graph.run_shard = slow
+    engines.run_cpu_shard = slow
     api.convert(sys.argv[1], sys.argv[2], scheduler="sync", progress=False, resume="--resume"
                 in sys.argv, chunk_size=(8, 8, 8), target_shard_bytes=1024)
 """)

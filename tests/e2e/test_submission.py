@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import volumes
 
-import shardwright.jobs.shard_stream as graph
+import shardwright.engine.engines as engines
 from shardwright import api
 from shardwright.errors import LeaseHeld, PlanError
 from shardwright.jobs.progress import Progress, duration
@@ -70,7 +70,7 @@ def test_a_huge_plan_starts_writing_at_once(tmp_path: pathlib.Path) -> None:
     source, _ = _tiny_shards(tmp_path, (8, 8, 8 * 4))
     plan = api.plan(source, str(tmp_path / "out"), **TINY)
     seen: list[str] = []
-    original = graph.run_shard
+    original = engines.run_cpu_shard
 
     def fail_third(plan: Any, task: Any, *args: Any, **kwargs: Any) -> Receipt:
         seen.append(task.key)
@@ -78,12 +78,12 @@ def test_a_huge_plan_starts_writing_at_once(tmp_path: pathlib.Path) -> None:
             raise RuntimeError("disk on fire")
         return original(plan, task, *args, **kwargs)
 
-    graph.run_shard = fail_third
+    engines.run_cpu_shard = fail_third
     try:
         with pytest.raises(RuntimeError, match="disk on fire"):
             api.convert(plan, scheduler="sync", window=1, progress=False)
     finally:
-        graph.run_shard = original
+        engines.run_cpu_shard = original
     assert len(seen) == 3  # window 1: the fourth was never submitted
     assert not (tmp_path / "out" / "shardwright-manifest.json").exists()
     assert not list((tmp_path / "out").glob(".shardwright/lease-*"))  # given back
@@ -163,15 +163,15 @@ def test_progress_shows_shards_bytes_rate_and_time_left() -> None:
 
 @pytest.fixture
 def slow_shards() -> Iterator[None]:
-    original = graph.run_shard
+    original = engines.run_cpu_shard
 
     def slow(*args: Any, **kwargs: Any) -> Receipt:
         time.sleep(0.5)
         return original(*args, **kwargs)
 
-    graph.run_shard = slow
+    engines.run_cpu_shard = slow
     yield
-    graph.run_shard = original
+    engines.run_cpu_shard = original
 
 
 def test_a_job_longer_than_its_lease_timeout_keeps_its_lease(
