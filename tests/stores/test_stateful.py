@@ -22,6 +22,9 @@ FOLDERS = ["d0", "d1", "d0/d1"]
 KEYS = ["k0", "k1", *(f"{folder}/{leaf}" for folder in FOLDERS for leaf in ("k0", "k1", "k2"))]
 keys = st.sampled_from(KEYS)
 data = st.binary(max_size=48)
+# The GCS emulator's multipart parser drops a body's last byte when it is a CR (gcsfs's
+# `pipe_file`, how an exclusive create uploads); real GCS keeps it, and no lease ends so.
+created = data.map(lambda value: value + b"}" if value.endswith(b"\r") else value)
 # Many short runs where a backend is in this process; a few on the servers, whose every
 # step costs requests.
 BUDGETS = {
@@ -51,7 +54,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.store.write_object(key, lambda: iter(pieces))
         self.model[key] = b"".join(pieces)
 
-    @rule(key=keys, value=data)
+    @rule(key=keys, value=created)
     def create_exclusive(self, key: str, value: bytes) -> None:
         if key in self.model:
             with pytest.raises(FileExistsError):

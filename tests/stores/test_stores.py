@@ -72,6 +72,9 @@ class TestEveryBackend:
         assert store.read_range("a/b/c.bin", 10, 20) == data[10:20]
         assert store.read_range("a/b/c.bin", 1000, 5000) == data[1000:]
         assert store.read_range("a/b/c.bin", 7, 7) == b""
+        assert store.read_range("a/b/c.bin", len(data), len(data) + 9) == b""  # past the end
+        store.write_object("empty", b"")
+        assert store.read_range("empty", 0, 1) == b""
         assert store.size("a/b/c.bin") == len(data)
         assert store.exists("a/b/c.bin") and not store.exists("a/b/missing")
         assert store.size("a/b/missing") is None

@@ -143,13 +143,18 @@ class FsspecStore(Store, protocols=("*",)):
     def read_range(self, key: str, start: int, end: int) -> bytes:
         if end <= start:
             return b""
+        path = self.path(key)
+
+        def ranged(**limit: float) -> bytes:
+            try:
+                return bytes(self.filesystem().cat_file(path, start=start, end=end, **limit))
+            except OSError as exc:
+                if not _past_the_end(exc):
+                    raise
+                return b""  # as a file read past its end is, on every backend
+
         self.requests.add("gets")
-        return self._retry(
-            lambda **limit: bytes(
-                self.filesystem().cat_file(self.path(key), start=start, end=end, **limit)
-            ),
-            f"reading bytes {start}-{end} of {self._describe(key)}",
-        )
+        return self._retry(ranged, f"reading bytes {start}-{end} of {self._describe(key)}")
 
     def read_many(self, keys: Sequence[str]) -> dict[str, bytes | None]:
         """Fetched concurrently (one batch `cat` of gcsfs or s3fs). A fetch that fails in the
@@ -263,6 +268,15 @@ class FsspecStore(Store, protocols=("*",)):
         except FileNotFoundError:
             return False
         return found.get("type") == "file"
+
+
+def _past_the_end(exc: OSError) -> bool:
+    """S3 answers a range that starts at or past an object's end with 416 (not satisfiable),
+    where a file read gives the bytes there are: none. A missing object is a 404 first."""
+    status = getattr(exc, "code", None) or getattr(exc, "status", None)
+    return not isinstance(exc, FileNotFoundError) and (
+        status == 416 or "not satisfiable" in str(exc).lower()
+    )
 
 
 def _abandon(out: Any) -> None:
