@@ -22,6 +22,7 @@ import shardwright.engine.engines as engines
 import shardwright.jobs.coordinator as coordinator
 from shardwright.cli import main
 from shardwright.lifecycle import journal, lease
+from shardwright.stores.local import LocalStore
 
 PAUSE, MARKER = sys.argv[1], pathlib.Path(sys.argv[2])
 
@@ -68,7 +69,7 @@ elif PAUSE == "cleanup":  # inside the removal of a replaced dataset's objects
         return remove(*args, **kwargs)
 
     journal.remove = flagged
-    after(journal.Store, "delete", lambda: removing["on"])
+    after(LocalStore, "delete", lambda: removing["on"])
 elif PAUSE == "slow":
     original = engines.run_cpu_shard
 

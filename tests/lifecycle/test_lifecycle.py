@@ -29,6 +29,7 @@ import volumes
 from shardwright import api
 from shardwright.cli import main as cli_main
 from shardwright.errors import LeaseHeld, LeaseLost, PlanError
+from shardwright.lifecycle import fencing
 from shardwright.lifecycle.lease import Lease, Renewer, heartbeat_key, lease_key
 from shardwright.manifest import MANIFEST_KEY
 from shardwright.store import Store
@@ -439,7 +440,7 @@ def test_a_job_whose_lease_was_taken_over_stops_writing(tmp_path: pathlib.Path) 
     store = Store(str(tmp_path / "out"))
     first = Lease(store, job="a" * 32)
     first.acquire()
-    writer = store.with_run(first.job_run)
+    writer = store.with_run(fencing.fenced(first.job_run))
     writer.write_text("1_1_1/0.shard", "first")
     second = Lease(store, job="b" * 32)
     assert second.acquire(break_lease=True)

@@ -5,7 +5,7 @@
 - `destination`: which destinations a job may write (empty, or a dataset of ours; never the
   source, a folder around it, or the user's other files);
 - `lease`: one job per destination, taken exclusively, renewed, released, taken over only
-  from a job that stopped;
+  from a job that stopped; `fencing`: a job writes data only while its lease names it;
 - `journal`: what a job has proven it wrote (a receipt per shard, the job record), which
   objects an older dataset owned, and their removal once a new dataset replaces it.
 """

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from shardwright.errors import StoreError
+from shardwright.lifecycle import fencing, journal
 from shardwright.lifecycle import fingerprint as fingerprints
-from shardwright.lifecycle import journal
 from shardwright.lifecycle.destination import (
     Holding,
     check_holding,
@@ -138,14 +138,15 @@ class Job:
 
 def begin(store: Store, claim: Claim) -> tuple[JobRun, list[str]]:
     """The coordinator's first step for one destination (see the module's docstring); returns
-    the run the job's writes carry and the notices of a lease taken over."""
+    the run the job's writes carry (fenced by the lease) and the notices of a lease taken
+    over."""
     lease = Lease(store, claim.job, claim.timeout, run=claim.run, owner=claim.owner)
     notice = _acquire(lease, claim)
     try:
         holding = inspect(store)
         if (holding.job or {}).get("run") != claim.run:  # not begun yet (this is no retry)
             _check_holding(store, holding, claim)
-        run = lease.job_run
+        run = fencing.fenced(lease.job_run)
         journal.begin(
             store.with_run(run),
             claim.fingerprint,

@@ -10,8 +10,8 @@ process), may be taken over, as may any lease when the user says so (`--break-le
 
 Taking over never deletes first: the taker creates the next epoch's lease exclusively, so of
 several jobs racing for a stale lease exactly one wins, and only then removes the older
-epochs. A shard task writes only while the newest lease names its run (store.py checks before
-every data object), so a job whose lease was taken over stops writing.
+epochs. A shard task writes only while the newest lease names its run (fencing.py: checked
+before every data object), so a job whose lease was taken over stops writing.
 
 Clocks: expiry compares the holder's heartbeat time with this machine's clock; hosts whose
 clocks disagree by more than the timeout would take over early.
@@ -212,6 +212,7 @@ class Lease:
 
     @property
     def job_run(self) -> JobRun:
+        """The run this lease was taken for (unfenced: `fencing.fenced` adds the check)."""
         assert self.epoch is not None, "acquire the lease first"
         return JobRun(job=self.job, run=self.run, lease=lease_key(self.epoch))
 

@@ -1,0 +1,248 @@
+"""The Store protocol: a dataset root whose keys are '/'-separated paths, written whole.
+
+Every object is written once and whole (ARCHITECTURE invariant 1): a reader never finds a
+torn object at a key. How that is done differs per backend (local.py: a temporary renamed into
+place; memory.py: one assignment; fsspec_store.py: an upload that becomes visible complete),
+as does creating an object only if it is absent, the step a job's lease rests on. What all
+backends share is here: `Store(url)` picks the backend registered for the URL's protocol, a
+store pickles as its URL, options and run (a worker opens its own), and requests are counted
+and retried, the first one under the deadline (deadlines.py).
+
+A store that a job's run writes through carries that run (`JobRun`): its temporaries carry the
+run's id, and its fence (lifecycle/fencing.py) is asked before each data object is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, ClassVar, Self, TypeVar
+
+import fsspec
+
+from shardwright import deadlines
+from shardwright.errors import StoreError
+from shardwright.formats.shardfile import Piece
+from shardwright.retry import (
+    DEFAULT_POLICY,
+    GaveUp,
+    RequestCounter,
+    call_with_retries,
+    secret_strings,
+)
+
+FIRST_CONTACT_ATTEMPTS = 4  # tries of a store's first request, within the deadline
+CONTROL_PREFIX = ".shardwright/"  # a job's own objects in its destination (lifecycle/)
+TMP_MARKER = ".shardwright-tmp-"
+T = TypeVar("T")
+Data = bytes | bytearray | memoryview | Callable[[], Iterable[Piece]]
+Fence = Callable[["Store"], None]
+_BACKENDS: dict[str | None, type[Store]] = {}  # protocol (None: a plain path) -> backend
+
+
+@dataclasses.dataclass(frozen=True)
+class JobRun:
+    """One run of a job writing a destination: `job` is the job's fingerprint digest (what
+    its receipts name), `run` this attempt's id, `lease` the key of the lease it holds.
+    `fence`, when set, raises before a data object is written once the run may no longer
+    write (a module-level function, so it pickles with the store to every worker)."""
+
+    job: str
+    run: str
+    lease: str
+    fence: Fence | None = dataclasses.field(default=None, compare=False, repr=False)
+
+
+def backend_for(url: str) -> type[Store]:
+    """The backend registered for the URL's protocol (as fsspec reads it), else the
+    catch-all one."""
+    protocol = fsspec.core.split_protocol(url)[0]
+    backend = _BACKENDS.get(protocol) or _BACKENDS.get("*")
+    if backend is None:
+        raise StoreError(f"{url}: no store backend is registered (import shardwright.store)")
+    return backend
+
+
+class Store:
+    """A dataset root: keys are '/'-separated paths below it. `Store(url, ...)` gives the
+    backend for the URL; each backend implements the operations below."""
+
+    is_local: ClassVar[bool] = False  # plain files on this machine's disk
+    is_process_local: ClassVar[bool] = False  # other Dask worker processes cannot see it
+
+    def __init_subclass__(cls, protocols: tuple[str | None, ...] = (), **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for protocol in protocols:
+            _BACKENDS[protocol] = cls
+
+    def __new__(
+        cls,
+        url: str,
+        storage_options: dict[str, Any] | None = None,
+        run: JobRun | None = None,
+    ) -> Store:
+        return super().__new__(backend_for(url) if cls is Store else cls)
+
+    def __init__(
+        self,
+        url: str,
+        storage_options: dict[str, Any] | None = None,
+        run: JobRun | None = None,
+    ):
+        self.url = url.rstrip("/")
+        self.storage_options = dict(storage_options or {})
+        self.run = run
+        self._answered = False  # has the store answered a request yet (deadlines.py)
+        self.requests = RequestCounter()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its URL, options and run: a worker opens its own filesystem and counts
+        its own requests."""
+        return (type(self), (self.url, self.storage_options, self.run))
+
+    def with_run(self, run: JobRun | None) -> Self:
+        """The same destination, written by `run` (fenced by its fence, if any); its requests
+        are counted with this store's."""
+        other = type(self)(self.url, self.storage_options, run)
+        other.requests = self.requests
+        other._answered = self._answered
+        return other
+
+    def __repr__(self) -> str:
+        return f"Store({self.url!r})"
+
+    @property
+    def root(self) -> str:
+        """The root as the backend names it (a local path, `bucket/prefix`, ...)."""
+        raise NotImplementedError
+
+    def path(self, key: str) -> str:
+        return f"{self.root}/{key}" if key else self.root
+
+    # -- writes -----------------------------------------------------------------------------
+    def write_object(self, key: str, data: Data) -> tuple[int, int]:
+        """Write one whole object; returns (size, crc32c). Never leaves a partial object at key.
+
+        `data` is the bytes, or a function returning the pieces in order (called again if an
+        upload must be retried, so a spooled shard is streamed, never held whole in memory).
+        """
+        pieces = data if callable(data) else (lambda: [data])
+        run = self.run
+        if run is not None and run.fence is not None and not key.startswith(CONTROL_PREFIX):
+            run.fence(self)
+        return self._write_whole(key, pieces)
+
+    def _write_whole(self, key: str, pieces: Callable[[], Iterable[Piece]]) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def write_text(self, key: str, text: str) -> None:
+        self.write_object(key, text.encode())
+
+    def create_exclusive(self, key: str, data: bytes) -> None:
+        """Create an object that must not exist yet, whole, in one step; FileExistsError if
+        it does (another writer was first)."""
+        raise NotImplementedError
+
+    def delete(self, key: str) -> None:
+        """Remove one object this project wrote (nothing happens if it is gone already)."""
+        raise NotImplementedError
+
+    def _temporary_name(self) -> str:
+        """A temporary's name: the marker, the run that writes it, a unique part."""
+        owner = self.run.run if self.run is not None else "norun"
+        return f"{TMP_MARKER}{owner}-{uuid.uuid4().hex}"
+
+    def remove_stale_temporaries(self, keep_run: str | None = None) -> int:
+        """Delete temporaries that killed or lost runs left behind (all but `keep_run`'s);
+        returns how many. Only backends that write through temporaries have any."""
+        return 0
+
+    # -- reads ------------------------------------------------------------------------------
+    def read(self, key: str) -> bytes:
+        raise NotImplementedError
+
+    def read_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes [start, end) of an object; FileNotFoundError if it does not exist."""
+        raise NotImplementedError
+
+    def read_many(self, keys: Sequence[str]) -> dict[str, bytes | None]:
+        """Whole objects; None for an object that does not exist."""
+        raise NotImplementedError
+
+    def size(self, key: str) -> int | None:
+        raise NotImplementedError
+
+    def exists(self, key: str) -> bool:
+        raise NotImplementedError
+
+    def list_keys(self, prefix: str = "") -> list[str]:
+        """Every object key below `prefix` (recursive), relative to the root."""
+        return sorted(self.sizes_below(prefix))
+
+    def sizes_below(self, prefix: str = "") -> dict[str, int]:
+        """Every object below `prefix` (recursive) and its size, keyed relative to the root,
+        from one listing (temporaries left out)."""
+        raise NotImplementedError
+
+    def list_sizes(self, prefix: str = "") -> dict[str, int]:
+        """The objects directly below `prefix` (not recursive) and their sizes, from one
+        listing: names relative to `prefix`. Empty if `prefix` does not exist."""
+        raise NotImplementedError
+
+    def is_empty(self) -> bool:
+        return self.first_entry() is None
+
+    def first_entry(self) -> str | None:
+        """Some object (or, on object stores, folder) below the root, None when there is
+        nothing at all: stops at the first one found."""
+        raise NotImplementedError
+
+    def is_file(self) -> bool:
+        """The root itself is one file or object (not a directory or prefix)."""
+        raise NotImplementedError
+
+    # -- failure handling -------------------------------------------------------------------
+    def _describe(self, key: str) -> str:
+        return f"{self.url}/{key}" if key else self.url
+
+    def _accepts_timeout(self) -> bool:
+        """Whether a request function takes `timeout=` (an async fsspec filesystem's)."""
+        return False
+
+    def _retry(self, fn: Callable[..., T], what: str) -> T:
+        """`fn()` with retries of transient failures. Until this store has answered once,
+        within the deadline (deadlines.py): a request that takes a timeout is given the time
+        left (`fn(timeout=...)`), and a store that never answers is one clear error."""
+        secrets = secret_strings(self.storage_options)
+        if self._answered:
+            return call_with_retries(fn, what, counter=self.requests, secrets=secrets)
+        limit = deadlines.timeout()
+        deadline = time.monotonic() + limit
+        timed = self._accepts_timeout()
+
+        def attempt() -> T:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no answer yet")
+            # fsspec checks its timeout once a second and raises a second after it passes
+            return fn(timeout=max(left - 1.0, 0.01)) if timed else fn()
+
+        # A refused connection or an unknown host is retried a few times, not for the whole
+        # deadline: a store that never answered is more likely misnamed than restarting.
+        policy = dataclasses.replace(DEFAULT_POLICY, attempts=FIRST_CONTACT_ATTEMPTS,
+                                     total_seconds=limit)  # fmt: skip
+        try:
+            result = call_with_retries(
+                attempt, what, counter=self.requests, secrets=secrets, policy=policy
+            )
+        except FileNotFoundError:
+            self._answered = True  # a store that says "no such object" has answered
+            raise
+        except GaveUp as exc:
+            waited = time.monotonic() > deadline - 2  # else it refused, or is not found
+            message = deadlines.unanswered(self.url, self.storage_options, exc.cause, waited)
+            raise StoreError(message) from None
+        self._answered = True
+        return result

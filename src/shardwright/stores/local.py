@@ -1,0 +1,130 @@
+"""A store on this machine's disk: a plain path or file://.
+
+An object is written under a temporary name in its own folder (named after the run that
+writes it) and renamed into place, so a killed job never leaves a torn object at a key, and
+the next job's holder can tell whose temporaries are stale. Creating an object only if absent
+links a complete temporary into place (a link never replaces). Reads and listings go through
+fsspec's local filesystem, as the other backends' do, without retries: a disk has no
+transient failures worth waiting for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from shardwright.formats.shardfile import Piece, write_pieces
+from shardwright.stores.base import CONTROL_PREFIX, TMP_MARKER
+from shardwright.stores.fsspec_store import FsspecStore
+
+CREATING_MARKER = ".shardwright-creating-"  # an exclusive creation's content, linked into place
+T = TypeVar("T")
+
+
+class LocalStore(FsspecStore, protocols=(None, "file", "local")):
+    """A folder on local disk."""
+
+    is_local = True
+
+    def _retry(self, fn: Callable[..., T], what: str) -> T:
+        return fn()
+
+    def _write_whole(self, key: str, pieces: Callable[[], Iterable[Piece]]) -> tuple[int, int]:
+        path = self.path(key)
+        tmp = os.path.join(os.path.dirname(path), self._temporary_name())
+        try:
+            with _create(tmp) as out:
+                written = write_pieces(pieces(), out)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return written
+
+    def create_exclusive(self, key: str, data: bytes) -> None:
+        """A complete temporary linked into place: `link` never replaces an existing file."""
+        path = self.path(key)
+        # Not a run's temporary: no job's cleanup may remove it while it is linked.
+        tmp = os.path.join(os.path.dirname(path), f"{CREATING_MARKER}{uuid.uuid4().hex}")
+        with _create(tmp) as out:
+            out.write(data)
+        try:
+            os.link(tmp, path)
+        finally:
+            os.unlink(tmp)
+
+    def delete(self, key: str) -> None:
+        """Also removes the folders that removal left empty, up to the root."""
+        path = self.path(key)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        directory = os.path.dirname(path)
+        while len(directory) > len(self.root) and directory.startswith(self.root + os.sep):
+            try:
+                os.rmdir(directory)  # only ever an empty folder
+            except OSError:
+                break
+            directory = os.path.dirname(directory)
+
+    def remove_stale_temporaries(self, keep_run: str | None = None) -> int:
+        """Only the lease holder calls it: every other run writing this dataset is dead.
+        Datasets nested inside (a volume's meshes) have their own jobs: not entered."""
+        if not os.path.isdir(self.root):
+            return 0
+        keep = f"{TMP_MARKER}{keep_run}-" if keep_run else None
+        control = CONTROL_PREFIX.rstrip("/")
+        removed = 0
+        for directory, folders, files in os.walk(self.root):
+            folders[:] = [
+                f
+                for f in folders
+                if not os.path.isdir(os.path.join(directory, f, control)) or f == control
+            ]
+            for name in files:
+                if name.startswith(TMP_MARKER) and not (keep and name.startswith(keep)):
+                    try:
+                        os.unlink(os.path.join(directory, name))
+                    except FileNotFoundError:  # its own run finished or removed it meanwhile
+                        continue
+                    removed += 1
+        return removed
+
+    def read_many(self, keys: Sequence[str]) -> dict[str, bytes | None]:
+        """Plain reads: fsspec's per-call overhead dwarfs small objects."""
+        self.requests.add("gets", len(keys))
+        return {key: _read_file(self.path(key)) for key in keys}
+
+    def first_entry(self) -> str | None:
+        if not os.path.isdir(self.root):
+            return self.root if os.path.lexists(self.root) else None
+        for directory, _, files in os.walk(self.root):
+            if files:
+                return os.path.relpath(os.path.join(directory, files[0]), self.root)
+        return None
+
+    def is_file(self) -> bool:
+        return os.path.isfile(self.root)
+
+
+def _create(path: str) -> Any:
+    """A new file opened for writing, its folder made first. Another job's release may remove
+    the folder once it is empty, between the two steps: then it is made again."""
+    for _ in range(10):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:
+            return open(path, "xb")  # noqa: SIM115 - the caller closes it
+        except FileNotFoundError:
+            continue
+    return open(path, "xb")  # noqa: SIM115
+
+
+def _read_file(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None

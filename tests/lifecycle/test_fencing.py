@@ -1,0 +1,79 @@
+"""Lease fencing (lifecycle/fencing.py) on every backend: a store that a fenced run writes
+through stops writing data, in this process and in a worker's copy, once another run holds
+the destination's lease; its control objects still go through."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import pickle
+
+import pytest
+import volumes
+from store_backends import BACKENDS, open_backend
+
+from shardwright import api
+from shardwright.errors import LeaseLost
+from shardwright.jobs.coordinator import begin_dataset
+from shardwright.lifecycle import fencing
+from shardwright.lifecycle.job import Job
+from shardwright.lifecycle.lease import Lease, heartbeat_key, lease_key
+from shardwright.run_options import RunOptions
+from shardwright.store import Store
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_fenced_writer_stops_once_another_run_takes_the_lease(
+    backend: str, request: pytest.FixtureRequest, tmp_path: pathlib.Path
+) -> None:
+    url, options = open_backend(backend, request, tmp_path)
+    store = Store(url, options)
+    first = Lease(store, job="a" * 32)
+    first.acquire()
+    writer = store.with_run(fencing.fenced(first.job_run))
+    worker = pickle.loads(pickle.dumps(writer))  # what a shard task on a worker holds
+    writer.write_object("1_1_1/0.shard", b"first")
+    worker.write_object("1_1_1/1.shard", b"first, from a worker")
+    assert Lease(store, job="b" * 32).acquire(break_lease=True)
+    for late in (writer, worker):
+        with pytest.raises(LeaseLost, match=r"no longer holds the destination's lease \(.*1\.json"):
+            late.write_object("1_1_1/2.shard", b"late")
+    assert not store.exists("1_1_1/2.shard")
+    writer.write_text(heartbeat_key(first.run), "{}")  # control objects are not fenced
+    unfenced = store.with_run(first.job_run)  # the fence is what stops a run: none, no check
+    unfenced.write_object("1_1_1/3.shard", b"unchecked")
+    assert store.read("1_1_1/0.shard") == b"first"
+    if backend == "memory":
+        for key in store.list_keys():
+            store.delete(key)
+
+
+def test_an_unreadable_or_released_lease_stops_a_fenced_writer(tmp_path: pathlib.Path) -> None:
+    store = Store(str(tmp_path / "out"))
+    lease = Lease(store, job="a" * 32)
+    lease.acquire()
+    writer = store.with_run(fencing.fenced(lease.job_run))
+    held = store.read(lease_key(1))
+    for unusable in (b"{not json", json.dumps({"run": lease.run}).encode()):  # no holder
+        store.write_object(lease_key(1), unusable)
+        with pytest.raises(LeaseLost):
+            writer.write_text("info", "{}")
+    store.write_object(lease_key(1), held)
+    writer.write_text("info", "{}")
+    lease.release()
+    with pytest.raises(LeaseLost):
+        writer.write_text("info", "{}")
+
+
+def test_a_jobs_writer_is_fenced_from_its_first_step(tmp_path: pathlib.Path) -> None:
+    source = volumes.saved(tmp_path, "vol", volumes.noise((8, 16, 16), 3))
+    dest = str(tmp_path / "out")
+    plan = api.plan(source, dest, chunk_size=(8, 8, 8), target_shard_bytes=2048)
+    job = Job(plan, RunOptions())
+    dataset = job.datasets[0]
+    begun = begin_dataset(dataset.plan, dataset.store, dataset.claim)
+    assert begun.store.run is not None and begun.store.run.fence is fencing.check_lease
+    begun.store.write_object("1_1_1/extra.shard", b"while it holds the lease")
+    assert Lease(Store(dest), job="b" * 32).acquire(break_lease=True)
+    with pytest.raises(LeaseLost):
+        begun.store.write_object("1_1_1/other.shard", b"after")
