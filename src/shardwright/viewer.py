@@ -204,8 +204,7 @@ class View:
     def screenshot(self, path: str, size: tuple[int, int] = (1024, 768)) -> None:
         """Render the view headless and write it as a PNG (the data server must be serving:
         `start` first)."""
-        with open(path, "wb") as out:
-            out.write(render_png(self.viewer, size))
+        _write_png(path, render_png(self.viewer, size))
 
     def _repr_html_(self) -> str:  # what Jupyter shows
         link = html.escape(self.url, quote=True)
@@ -223,9 +222,7 @@ def write_screenshots(
         with headless_browser(view.viewer):
             for layer, (_, path) in zip(view.layers, shots, strict=True):
                 view.viewer.set_state(viewer_state([layer]))
-                png = capture_png(view.viewer, size)
-                with open(path, "wb") as out:
-                    out.write(png)
+                _write_png(path, capture_png(view.viewer, size))
     finally:
         view.close()
 
@@ -330,3 +327,11 @@ def open_view(
         data_server.server_close()
         raise
     return View(data_server, viewer, state, layers)
+
+
+def _write_png(path: str, png: bytes) -> None:
+    """A rendered view written to `path`, its folder made first (`--screenshot shots/a.png`)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    with open(path, "wb") as out:
+        out.write(png)

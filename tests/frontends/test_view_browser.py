@@ -291,3 +291,15 @@ def test_a_missing_dataset_and_a_truncated_shard_do_not_pass(
     # the view comes back once the data is whole again: the failures above were the data's
     again = render(state, "data/ours-image", "whole-again")
     assert np.array_equal(again, reference)
+
+
+def test_a_screenshot_into_a_folder_not_there_yet_makes_it(
+    volumes: dict[str, Any], tmp_path: pathlib.Path
+) -> None:
+    """`view --screenshot shots/deep/x.png`: the folders are made (it failed with a bare
+    errno), and the file is a PNG of the view."""
+    from shardwright.cli import main
+
+    target = tmp_path / "shots" / "deep" / "x.png"
+    assert main(["view", str(volumes["root"] / "ours-image"), "--screenshot", str(target)]) == 0
+    assert target.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
