@@ -1,6 +1,6 @@
 """The data server under parallel readers: requests/s and p50/p99 latency of small `info`
 reads and of shard range reads, against `python -m http.server` (the floor to beat) in the
-same run, on loopback. http.server ignores Range (it sends the whole 64 MiB shard, over
+same run, on loopback. http.server ignores Range (it sends the whole 4 MiB shard, over
 HTTP/1.0, a connection per request): its range figures are what a reader of it would get.
 
 Each round opens N reader threads; each reader makes its requests on a connection of its own
@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import importlib.util
 import pathlib
 import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -32,7 +30,7 @@ from _common import RESULTS, write_result  # noqa: E402
 
 from shardwright import serve  # noqa: E402
 
-SHARD_BYTES = 64 << 20
+SHARD_BYTES = 4 << 20  # http.server sends all of it for every range read
 RANGE_BYTES = 32 << 10  # a compressed chunk's size
 
 
@@ -88,18 +86,27 @@ def _readers(port: int, readers: int, requests: int, kind: str) -> dict[str, flo
     }
 
 
-def _ours(module: Any, root: pathlib.Path) -> tuple[int, Any]:
-    server = module.make_server(str(root), port=0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return int(server.server_address[1]), server
+_SERVE_FILE = (  # a version of serve.py, loaded from its file, serving in its own process
+    "import importlib.util, sys\n"
+    "spec = importlib.util.spec_from_file_location('measured_serve', sys.argv[1])\n"
+    "module = importlib.util.module_from_spec(spec)\n"
+    "spec.loader.exec_module(module)\n"
+    "module.serve(sys.argv[2], port=int(sys.argv[3]))\n"
+)
 
 
-def _stdlib(root: pathlib.Path) -> tuple[int, subprocess.Popen[bytes]]:
+def _start(root: pathlib.Path, serve_file: pathlib.Path | None) -> tuple[int, Any]:
+    """A server in a process of its own (as readers meet it: no GIL shared with them), of
+    `serve_file` or, without one, `python -m http.server`."""
     port = _free_port()
+    command = (
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"]
+        if serve_file is None
+        else [sys.executable, "-c", _SERVE_FILE, str(serve_file), str(root), str(port)]
+    )
     process = subprocess.Popen(
-        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
-        cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     for _ in range(100):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -119,21 +126,17 @@ def main() -> None:
     args = parser.parse_args()
     counts = [4] if args.quick else [int(n) for n in args.readers.split(",")]
     requests = 3 if args.quick else args.requests
-    servers: dict[str, Any] = {"shardwright": serve}
+    servers: dict[str, pathlib.Path | None] = {"shardwright": pathlib.Path(serve.__file__)}
     if args.module is not None:
-        spec = importlib.util.spec_from_file_location("other_serve", args.module)
-        assert spec is not None and spec.loader is not None
-        other = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(other)
-        servers[f"shardwright ({args.module.name})"] = other
+        servers[f"shardwright ({args.module.name})"] = args.module.resolve()
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
         root = pathlib.Path(tmp)
         (root / "ds" / "0").mkdir(parents=True)
         (root / "ds" / "info").write_text('{"type": "image", "scales": []}')
         (root / "ds" / "0" / "0.shard").write_bytes(np.random.default_rng(1).bytes(SHARD_BYTES))
-        for name, module in [*servers.items(), ("python -m http.server", None)]:
-            port, handle = _stdlib(root) if module is None else _ours(module, root)
+        for name, serve_file in [*servers.items(), ("python -m http.server", None)]:
+            port, process = _start(root, serve_file)
             try:
                 for kind in ("info", "range"):
                     for n in counts:
@@ -141,12 +144,8 @@ def main() -> None:
                         figures.setdefault(name, {})[f"{kind}/{n} readers"] = row
                         print(f"{name:<32} {kind:<6} {n:>4} readers: {row}", flush=True)
             finally:
-                if module is None:
-                    handle.terminate()
-                    handle.wait()
-                else:
-                    handle.shutdown()
-                    handle.server_close()
+                process.terminate()
+                process.wait()
     ours, floor = figures["shardwright"], figures["python -m http.server"]
     figures["ratios_vs_http_server"] = {
         key: {
