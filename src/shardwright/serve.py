@@ -77,7 +77,7 @@ class DatasetServer(HTTPServer):
         self._waiting: queue.SimpleQueue[tuple[Any, Any] | None] = queue.SimpleQueue()
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
-        self._threads = self._busy = 0
+        self._threads = self._busy = self._queued = 0
         super().__init__(address, DatasetRequestHandler)
 
     @property
@@ -87,19 +87,22 @@ class DatasetServer(HTTPServer):
         return f"http://{shown}:{port}"
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        """Queue the connection for the pool; a thread is added while all are busy, up to
-        MAX_THREADS (daemon threads: an unclosed server never holds its process up)."""
+        """Queue the connection for the pool; a thread is added unless one is free for it
+        (busy and queued counted: a connection is held by its thread while it stays open), up
+        to MAX_THREADS (daemon threads: an unclosed server never holds its process up)."""
         with self._lock:
             self._open.add(request)
-            if self._busy >= self._threads and self._threads < MAX_THREADS:
+            if self._busy + self._queued >= self._threads and self._threads < MAX_THREADS:
                 self._threads += 1
                 threading.Thread(target=self._work, name="shardwright-serve", daemon=True).start()
+            self._queued += 1
         self._waiting.put((request, client_address))
 
     def _work(self) -> None:
         while (item := self._waiting.get()) is not None:
             request, client_address = item
             with self._lock:
+                self._queued -= 1
                 self._busy += 1
             try:
                 self.finish_request(request, client_address)

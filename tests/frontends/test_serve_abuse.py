@@ -216,3 +216,23 @@ def test_many_readers_beside_idle_connections_are_served_promptly(
 def test_the_listen_queue_and_the_pool_are_sized_for_readers() -> None:
     assert serve.DatasetServer.request_queue_size >= 128
     assert serve.MAX_THREADS >= 128 and serve.IDLE_TIMEOUT_S <= 30
+
+
+def test_a_silent_connection_does_not_hold_up_the_one_after_it(
+    server: tuple[serve.DatasetServer, io.StringIO],
+) -> None:
+    """Connections that arrive together each get a thread: the first saying nothing (held by
+    its thread until the idle timeout) must not keep the second waiting."""
+    running, _ = server
+    host, port = str(running.server_address[0]), int(running.server_address[1])
+    for _ in range(5):
+        silent = socket.create_connection((host, port), timeout=10)
+        talking = socket.create_connection((host, port), timeout=10)
+        try:
+            started = time.monotonic()
+            talking.sendall(b"GET /data/0/info HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert talking.recv(4096).startswith(b"HTTP/1.1 200")
+            assert time.monotonic() - started < 2.0
+        finally:
+            silent.close()
+            talking.close()
