@@ -82,15 +82,12 @@ def _parallel_copy(out: np.ndarray, source: np.ndarray) -> None:
         return
     parts = min(_COPY_THREADS, out.shape[0], max(1, out.nbytes // _COPY_SLAB))
     bounds = np.linspace(0, out.shape[0], parts + 1).astype(int).tolist()
+
+    def copy_part(i: int) -> None:
+        np.copyto(out[bounds[i] : bounds[i + 1]], source[bounds[i] : bounds[i + 1]])
+
     with ThreadPoolExecutor(parts) as pool:
-        list(
-            pool.map(
-                lambda i: np.copyto(
-                    out[bounds[i] : bounds[i + 1]], source[bounds[i] : bounds[i + 1]]
-                ),
-                range(parts),
-            )
-        )
+        list(pool.map(copy_part, range(parts)))
 
 
 def exclusive_scan(xp: Namespace, sizes: Array) -> Array:

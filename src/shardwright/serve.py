@@ -198,7 +198,7 @@ class DatasetRequestHandler(BaseHTTPRequestHandler):
     def _get(self, body: bool) -> None:
         status, path = self.resolve(self.path)
         if status != HTTPStatus.OK:
-            self._empty(status)
+            self._empty(status, close=status == HTTPStatus.BAD_REQUEST)
             return
         try:
             source = open(path, "rb")  # noqa: SIM115 - closed below
@@ -248,10 +248,11 @@ class DatasetRequestHandler(BaseHTTPRequestHandler):
             return False  # an unreadable date is ignored
         return int(mtime) <= when
 
-    def _empty(self, status: HTTPStatus) -> None:
-        self.send_response(status)
+    def _empty(self, status: int, *, close: bool = False, message: str | None = None) -> None:
+        """A status with no body; `close`: the connection ends after it."""
+        self.send_response(status, message)
         self.send_header("Content-Length", "0")
-        if status == HTTPStatus.BAD_REQUEST:
+        if close:
             self.send_header("Connection", "close")
             self.close_connection = True
         self.end_headers()
@@ -262,10 +263,7 @@ class DatasetRequestHandler(BaseHTTPRequestHandler):
         self.close_connection = True
         self.request_version = self.protocol_version
         with contextlib.suppress(OSError):
-            self.send_response(code, message)
-            self.send_header("Content-Length", "0")
-            self.send_header("Connection", "close")
-            self.end_headers()
+            self._empty(code, close=True, message=message)
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002
         self.server.say(f"{self.address_string()} {format % args}")
