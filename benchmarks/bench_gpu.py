@@ -8,9 +8,13 @@ Per case (precomputed raw, gzip and compressed_segmentation; zarr3 zstd):
   the device memory the pool held at most. gzip and zstd run twice: compressed on the host (the
   engine's default today) and by nvCOMP on the device (`device_path_nvcomp`; its decoding is
   checked by the GPU tests);
+- **concurrent shard tasks**: the same device path with 2 and 4 tasks at once, each in its own
+  thread on its own CUDA stream (what a GPU worker's threads do: `GPU_TASKS_PER_DEVICE`), the
+  byte codecs on the device: input GB/s;
 - **end to end**: `shardwright.convert` of the same volume saved as .npy on local disk, GPU
   engine (its dask-cuda cluster) and CPU engine (a local cluster on every core): seconds and
-  their ratio;
+  their ratio; and the GPU engine on a dask-cuda cluster started beforehand with 1, 2 and 4
+  task threads per GPU (the job alone, no cluster start);
 - **parity**: the GPU output read back by TensorStore equals the source, and raw shards equal
   the CPU engine's byte for byte (gzip and zstd, compressed_segmentation's gzip included, are
   nvCOMP's bytes on the GPU engine).
@@ -29,8 +33,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -43,6 +50,7 @@ from shardwright import api  # noqa: E402
 from shardwright.engine.batched import BatchCompressor, run_shard_batched  # noqa: E402
 from shardwright.engine.stages import Stages  # noqa: E402
 from shardwright.formats.shardfile import write_pieces  # noqa: E402
+from shardwright.jobs.workers import GPU_RESOURCE  # noqa: E402
 from shardwright.retry import RequestCounter  # noqa: E402
 from shardwright.sources.base import ArraySource  # noqa: E402
 
@@ -85,10 +93,12 @@ class MeasuringSink:
     def __init__(self) -> None:
         self.requests = RequestCounter()
         self.bytes = 0
+        self._lock = threading.Lock()  # concurrent shard tasks write to one sink
 
     def write_object(self, key: str, pieces: Any) -> tuple[int, int]:
         size, crc = write_pieces(pieces(), None)
-        self.bytes += size
+        with self._lock:
+            self.bytes += size
         return size, crc
 
 
@@ -111,10 +121,16 @@ def volume(kind: str, nbytes: int) -> np.ndarray:
 
 
 def device_path(
-    case: dict[str, Any], array: np.ndarray, xp: Any, work: pathlib.Path, nvcomp: bool = False
+    case: dict[str, Any],
+    array: np.ndarray,
+    xp: Any,
+    work: pathlib.Path,
+    nvcomp: bool = False,
+    concurrency: int = 1,
 ) -> dict:
     """Every shard through the batched pipeline into the measuring sink (`nvcomp`: byte codecs
-    compressed on the device)."""
+    compressed on the device), `concurrency` tasks at once, each on its thread's own stream
+    (one at a time: each stage timed, and waited for)."""
     if xp is not np:  # pinned host memory: the copies to the device run at full speed
         import cupyx
 
@@ -131,39 +147,85 @@ def device_path(
         from shardwright.engine.gpu import device_compressor
 
         compressor = device_compressor(plan)
-    run_shard_batched(plan, tasks[0], MeasuringSink(), xp, compressor=compressor)  # warm-up
+    stages = Stages(xp) if concurrency == 1 else None
+
+    def run(task: Any, into: Any = sink, timed: Stages | None = stages) -> None:
+        with task_stream(xp):
+            run_shard_batched(plan, task, into, xp, compressor=compressor, stages=timed)
+
     pool = xp.get_default_memory_pool() if xp is not np else None
-    if pool is not None:
-        pool.free_all_blocks()
-    stages = Stages(xp)
-    started = time.perf_counter()
     peak = 0
-    for task in tasks:
-        run_shard_batched(plan, task, sink, xp, compressor=compressor, stages=stages)
+    with ThreadPoolExecutor(concurrency) as threads:  # each thread warmed up: buffers, codecs
+        list(threads.map(lambda t: run(t, MeasuringSink(), None), tasks[:concurrency]))
         if pool is not None:
-            peak = max(peak, pool.total_bytes())
-    seconds = time.perf_counter() - started
-    return {
+            pool.free_all_blocks()
+        started = time.perf_counter()
+        for _ in threads.map(run, tasks):
+            if pool is not None:
+                peak = max(peak, pool.total_bytes())
+        seconds = time.perf_counter() - started
+    out = {
         "shards": len(tasks),
+        "concurrency": concurrency,
         "input_bytes": int(array.nbytes),
         "output_bytes": sink.bytes,
         "seconds": round(seconds, 4),
         "input_GBps": round(array.nbytes / seconds / 1e9, 3),
-        "stages_seconds": {k: round(v, 4) for k, v in stages.seconds.items()},
         "device_pool_peak_bytes": peak,
         "memory_budget": plan.options.memory_budget,
     }
+    if stages is not None:
+        out["stages_seconds"] = {k: round(v, 4) for k, v in stages.seconds.items()}
+    return out
 
 
-def end_to_end(case: dict[str, Any], npy: pathlib.Path, dest: pathlib.Path, engine: str) -> float:
-    """Seconds of one whole conversion, cluster start included."""
+def task_stream(xp: Any) -> AbstractContextManager[None]:
+    """A shard task's device work on its thread's own stream, as a GPU worker runs it."""
+    if xp is np:
+        return nullcontext()
+    from shardwright.engine.gpu import own_stream
+
+    return own_stream(xp)
+
+
+def end_to_end(
+    case: dict[str, Any], npy: pathlib.Path, dest: pathlib.Path, engine: str, client: Any = None
+) -> float:
+    """Seconds of one whole conversion: cluster start included, unless on `client`'s."""
     if dest.exists():
         shutil.rmtree(dest)
     started = time.perf_counter()
     api.convert(
-        str(npy), str(dest), chunk_size=CHUNK, engine=engine, progress=False, **case["options"]
+        str(npy),
+        str(dest),
+        chunk_size=CHUNK,
+        engine=engine,
+        progress=False,
+        client=client,
+        **case["options"],
     )
     return time.perf_counter() - started
+
+
+def gpu_task_threads(case: dict[str, Any], npy: pathlib.Path, dest: pathlib.Path) -> dict:
+    """The GPU engine's job on a dask-cuda cluster started beforehand with 1, 2 and 4 shard
+    task threads per GPU: seconds of the job alone."""
+    from dask_cuda import LocalCUDACluster
+    from distributed import Client
+
+    seconds = {}
+    for threads in (1, 2, 4):
+        with (
+            LocalCUDACluster(
+                host="127.0.0.1",
+                threads_per_worker=threads,
+                resources={GPU_RESOURCE: threads},
+                dashboard_address=None,
+            ) as cluster,
+            Client(cluster) as client,
+        ):
+            seconds[str(threads)] = round(end_to_end(case, npy, dest, "gpu", client), 3)
+    return {"job_seconds_by_task_threads": seconds}
 
 
 def parity(name: str, array: np.ndarray, gpu_dest: pathlib.Path, cpu_dest: pathlib.Path) -> dict:
@@ -228,15 +290,19 @@ def main() -> None:
             shutil.rmtree(work / "gpu", ignore_errors=True)
     device = gpu_device(xp)
     path = write_result("gpu", figures, PACKAGES, device=device, directory=args.out)
-    print(f"\n{'case':<24}{'device GB/s':>12}{'nvCOMP':>8}{'target':>8}{'cpu s':>8}{'gpu s':>8}")
+    print(
+        f"\n{'case':<24}{'device GB/s':>12}{'nvCOMP':>8}{'x2':>7}{'x4':>7}{'target':>8}"
+        f"{'cpu s':>8}{'gpu s':>8}"
+    )
     for name, row in figures.items():
         if "error" in row:
             print(f"{name:<24}FAILED: {row['error'].strip().splitlines()[-1]}")
             continue
         dp, e2e = row["device_path"], row["end_to_end"]
         nv = row.get("device_path_nvcomp", {})
+        x2, x4 = (row["device_path_concurrent"][k].get("input_GBps", "-") for k in ("2", "4"))
         print(
-            f"{name:<24}{dp['input_GBps']:>12}{nv.get('input_GBps', '-'):>8}"
+            f"{name:<24}{dp['input_GBps']:>12}{nv.get('input_GBps', '-'):>8}{x2:>7}{x4:>7}"
             f"{dp['target_GBps']:>8}{e2e['cpu_engine_seconds']:>8}"
             f"{e2e.get('gpu_engine_seconds', '-'):>8}  {row.get('parity', '')}"
         )
@@ -254,13 +320,22 @@ def measure(name: str, nbytes: int, xp: Any, work: pathlib.Path) -> dict[str, An
     row: dict[str, Any] = {"device_path": device_path(case, array, xp, work)}
     row["device_path"]["target_GBps"] = TARGETS[name]
     row["device_path"]["meets_target"] = row["device_path"]["input_GBps"] >= TARGETS[name]
-    if xp is not np and name in ("gzip", "zstd", "compressed_segmentation"):
+    on_device = xp is not np and name in ("gzip", "zstd", "compressed_segmentation")
+    if on_device:
         try:
             nv = device_path(case, array, xp, work, nvcomp=True)
             nv["meets_target"] = nv["input_GBps"] >= TARGETS[name]
         except Exception as exc:  # a failed device codec is a result to report
             nv = {"error": "".join(traceback.format_exception(exc))[-4000:]}
         row["device_path_nvcomp"] = nv
+    concurrent = row["device_path_concurrent"] = {}
+    for tasks in (2, 4):
+        try:
+            together = device_path(case, array, xp, work, nvcomp=on_device, concurrency=tasks)
+            together["meets_target"] = together["input_GBps"] >= TARGETS[name]
+        except Exception as exc:
+            together = {"error": "".join(traceback.format_exception(exc))[-4000:]}
+        concurrent[str(tasks)] = together
     cpu_seconds = end_to_end(case, npy, work / "cpu", "cpu")
     row["end_to_end"] = {"cpu_engine_seconds": round(cpu_seconds, 3)}
     if xp is np:
@@ -274,6 +349,10 @@ def measure(name: str, nbytes: int, xp: Any, work: pathlib.Path) -> dict[str, An
         "cpu_over_gpu": round(cpu_seconds / gpu_seconds, 2),
     }
     row["parity"] = parity(name, array, work / "gpu", work / "cpu")
+    try:
+        row["end_to_end"] |= gpu_task_threads(case, npy, work / "gpu")
+    except Exception as exc:
+        row["end_to_end"]["task_threads_error"] = "".join(traceback.format_exception(exc))[-4000:]
     return row
 
 

@@ -68,6 +68,32 @@ def test_gather_segments_packs_in_order(blobs: list[bytes], seed: int) -> None:
     assert dense.tobytes() == b"".join(blobs[i] for i in order.tolist())
 
 
+@given(
+    st.integers(0, 40),
+    st.integers(1, 30),
+    st.integers(0, 2**32),
+    st.sampled_from([np.uint8, np.uint64]),
+)
+def test_gather_segments_of_one_size_are_gathered_as_rows(
+    size: int, count: int, seed: int, dtype: type
+) -> None:
+    """Equal-sized segments packed from the start (raw chunks) take the row gather; the same
+    sizes laid out otherwise take the per-byte one: both give the segments in order."""
+    rng = np.random.default_rng(seed)
+    blobs = [rng.integers(0, 256, size, dtype=np.uint8).tobytes() for _ in range(count)]
+    order = rng.permutation(count)
+    want = b"".join(blobs[i] for i in order.tolist())
+    packed = (
+        np.frombuffer(b"".join(blobs), dtype=np.uint8).view(dtype)
+        if size % 8 == 0
+        else (np.frombuffer(b"".join(blobs), dtype=np.uint8))
+    )
+    sizes = np.full(count, size)
+    assert gather_segments(np, packed, np.arange(count) * size, sizes, order).tobytes() == want
+    shuffled, offsets = _packed(blobs, rng)
+    assert gather_segments(np, shuffled, offsets, sizes, order).tobytes() == want
+
+
 specs = st.builds(
     ShardingSpec,
     preshift_bits=st.integers(0, 3),
@@ -178,11 +204,59 @@ def test_pinned_buffers_are_reused_by_their_thread_and_kept_bounded(
     first = arrays.take_pinned(10)
     second = arrays.take_pinned(100 << 20)
     assert first.nbytes == 64 << 20 and second.nbytes == 128 << 20  # rounded to 64 MiB
+    arrays.release_pinned(second)
+    assert arrays.take_pinned(70 << 20) is second  # one that fits
+    arrays.release_pinned(second)
+    assert arrays.take_pinned(200 << 20) is not second  # too small: a new one
     arrays.release_pinned(first)
     arrays.release_pinned(second)
-    assert arrays.take_pinned(70 << 20) is second  # the smallest that fits
-    assert arrays.take_pinned(1) is first
-    assert len(made) == 2
+    assert arrays._PINNED.free == [second]  # the largest kept
+    assert arrays.take_pinned(1) is second
+    assert made == [64 << 20, 128 << 20, 256 << 20]
     for _ in range(6):
         arrays.release_pinned(np.empty(64 << 20, dtype=np.uint8))
     assert len(arrays._PINNED.free) == arrays._PINNED_KEPT
+
+
+class _Copy:
+    """A stand-in CUDA event: records whether anyone waited for it."""
+
+    def __init__(self) -> None:
+        self.waited = False
+
+    def synchronize(self) -> None:
+        self.waited = True
+
+
+def test_the_staging_ring_refills_a_buffer_only_after_its_copy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Boxes are staged in two buffers in turn; a buffer is handed out again only once the
+    copy reading it is waited for, and grows (the smaller let go) when a box needs more."""
+    made: list[int] = []
+
+    def empty_pinned(size: int, dtype: Any) -> np.ndarray:
+        made.append(size)
+        return np.empty(size, dtype=dtype)
+
+    monkeypatch.setitem(sys.modules, "cupyx", types.SimpleNamespace(empty_pinned=empty_pinned))
+    ring = arrays.StagingRing()
+    first = ring.fill(10)
+    copies = [_Copy()]
+    ring.filled(copies[0])
+    second = ring.fill(10)
+    assert second is not first and not copies[0].waited  # staged while the first is copied
+    copies.append(_Copy())
+    ring.filled(copies[1])
+    assert ring.fill(10) is first and copies[0].waited and not copies[1].waited
+    copies.append(_Copy())
+    ring.filled(copies[2])
+    bigger = ring.fill(100 << 20)  # the second buffer's turn, too small: replaced
+    assert copies[1].waited and bigger is not second and bigger.nbytes == 128 << 20
+    assert made == [64 << 20, 64 << 20, 128 << 20]
+    assert arrays.staging_ring() is arrays.staging_ring()  # one per thread
+    other: list[arrays.StagingRing] = []
+    thread = threading.Thread(target=lambda: other.append(arrays.staging_ring()))
+    thread.start()
+    thread.join()
+    assert other[0] is not arrays.staging_ring()

@@ -88,6 +88,36 @@ def test_gpu_shards_equal_the_cpu_engines(
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("options", [
+    {"compression": "none"},
+    {"encoding": "compressed_segmentation", "layer_type": "segmentation"},
+])  # fmt: skip
+def test_concurrent_gpu_tasks_on_their_own_streams_write_what_one_at_a_time_does(
+    tmp_path: pathlib.Path, options: dict[str, Any]
+) -> None:
+    """Four threads run the shard tasks at once, as a GPU worker's threads do, each task on its
+    thread's stream, two boxes staged in turn: every shard equals the one a task alone wrote,
+    and the CPU engine's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    plan = dataclasses.replace(_plan(tmp_path, **options), epoch_shape_chunks=(1, 1, 1))
+    alone, together = Store(str(tmp_path / "alone")), Store(str(tmp_path / "together"))
+    tasks = list(plan.shards())
+    assert len(tasks) >= 2 and all(len(list(plan.epochs(t))) > 1 for t in tasks)  # boxes
+    for task in tasks:
+        gpu.run_shard_gpu(plan, task, alone)
+    with ThreadPoolExecutor(4) as threads:
+        for _ in range(3):  # again, reusing each thread's stream and staging ring
+            list(threads.map(lambda t: gpu.run_shard_gpu(plan, t, together), tasks))
+            for task in tasks:
+                assert together.read(task.key) == alone.read(task.key)
+    cpu = Store(str(tmp_path / "cpu"))
+    for task in tasks:
+        run_shard(plan, task, cpu)
+        assert cpu.read(task.key) == alone.read(task.key)
+
+
+@pytest.mark.gpu
 def test_a_shard_four_times_the_budget_holds_the_budget_plus_one_epoch_on_the_device() -> None:
     """Measured by CuPy's memory pool: 16 epochs of 2 MiB under an 8 MiB budget."""
     cupy = gpu.cupy_module()

@@ -21,19 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.arrays import Array, gather_segments, release_pinned, take_pinned
+from shardwright.arrays import Array, gather_segments, release_pinned, take_pinned, to_host
 from shardwright.formats import zarr3_sharding
 from shardwright.formats.shardfile import Piece, ShardFile
 from shardwright.formats.sharding import ShardingSpec, precomputed_layout
 from shardwright.formats.spool import ChunkSpool
 
 ShardPieces = Callable[[], Iterator[Piece]]  # a shard's bytes in order; may be called again
-
-
-def to_host(array: Array) -> np.ndarray:
-    """A device array's bytes on the host (numpy arrays as they are)."""
-    get = getattr(array, "get", None)  # cupy arrays copy to host with .get()
-    return get() if callable(get) else np.asarray(array)
 
 
 @dataclass

@@ -24,14 +24,9 @@ from typing import Protocol
 import numpy as np
 
 from shardwright import codecs
-from shardwright.arrays import Array, Namespace, exclusive_scan
+from shardwright.arrays import Array, Namespace, exclusive_scan, to_host
 from shardwright.codecs import ChunkEncoding, byte_codec, compressed_segmentation_batch
-from shardwright.engine.aggregate import (
-    EncodedChunks,
-    arrange_precomputed,
-    arrange_zarr3,
-    to_host,
-)
+from shardwright.engine.aggregate import EncodedChunks, arrange_precomputed, arrange_zarr3
 from shardwright.engine.blocks import Block, epoch_blocks, grid_offset
 from shardwright.engine.scatter import precomputed_regions, zarr3_epoch_chunks
 from shardwright.engine.shard_task import run_task

@@ -14,7 +14,11 @@ from typing import ClassVar
 
 from shardwright.arrays import Namespace
 from shardwright.engine.cpu import run_shard as run_cpu_shard
-from shardwright.engine.gpu import cupy_module, run_shard_gpu  # CuPy itself only on GPU workers
+from shardwright.engine.gpu import (  # CuPy itself only on GPU workers
+    cupy_module,
+    own_stream,
+    run_shard_gpu,
+)
 from shardwright.engine.pyramid import Handoff, Piece, run_pyramid_shard
 from shardwright.manifest import Receipt
 from shardwright.planning import ConversionPlan, ShardTask
@@ -73,6 +77,18 @@ class GpuEngine(Engine):
         self, plan: ConversionPlan, task: ShardTask, store: Store, *, resume: bool
     ) -> Receipt:
         return run_shard_gpu(plan, task, store, resume=resume)
+
+    def run_level_shard(
+        self,
+        plan: ConversionPlan,
+        task: ShardTask,
+        store: Store,
+        pieces: Sequence[Piece],
+        *,
+        resume: bool,
+    ) -> tuple[Receipt, Handoff]:
+        with own_stream(cupy_module()):
+            return super().run_level_shard(plan, task, store, pieces, resume=resume)
 
 
 ENGINES: dict[str, Engine] = {engine.name: engine for engine in (CpuEngine(), GpuEngine())}

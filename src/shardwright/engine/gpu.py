@@ -15,6 +15,9 @@ runs there: `HostLoopCompressor`).
 from __future__ import annotations
 
 import functools
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from shardwright.codecs.nvcomp import ALGORITHMS, NvcompCompressor
@@ -43,6 +46,23 @@ def cupy_module() -> Any:
     return cupy
 
 
+_STREAMS = threading.local()  # each worker thread's own CUDA stream
+
+
+@contextmanager
+def own_stream(cupy: Any) -> Iterator[None]:
+    """A task's device work on its thread's own non-blocking CUDA stream, waited for at the
+    end: the tasks of a worker's other threads overlap it (one's copies while another
+    computes or writes), and what a task hands on (a pyramid's reduced region) is complete
+    when it returns."""
+    stream = getattr(_STREAMS, "stream", None)
+    if stream is None:
+        stream = _STREAMS.stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        yield
+        stream.synchronize()
+
+
 def device_compressor(plan: ConversionPlan) -> BatchCompressor | None:
     """The nvCOMP compressor of the plan's byte stage, or None where the host compresses
     (no byte codec, blosc, or zarr3 inner chunks with a crc32c that is computed on the host)."""
@@ -63,4 +83,6 @@ def run_shard_gpu(
     """One shard on this worker's GPU: the CPU engine's object (raw, compressed_segmentation),
     or one that decodes to the same chunks (`device_codecs`: gzip and zstd by nvCOMP)."""
     compressor = device_compressor(plan) if device_codecs else None
-    return run_shard_batched(plan, task, store, cupy_module(), resume=resume, compressor=compressor)
+    cupy = cupy_module()
+    with own_stream(cupy):
+        return run_shard_batched(plan, task, store, cupy, resume=resume, compressor=compressor)

@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.arrays import Array
-from shardwright.engine.aggregate import to_host
+from shardwright.arrays import Array, to_host
 from shardwright.formats.zarr3_chunks import InnerChunkChain, pad
 
 

@@ -22,7 +22,7 @@ import dask
 from shardwright import deadlines, logs
 from shardwright.errors import PlanError
 from shardwright.jobs.submission import DistributedRunner, Runner, ThreadRunner
-from shardwright.jobs.workers import GPU_RESOURCE
+from shardwright.jobs.workers import GPU_RESOURCE, GPU_TASKS_PER_DEVICE
 
 # A local cluster's dashboard listens on loopback only (port chosen free): not on every
 # interface of a shared machine.
@@ -180,7 +180,8 @@ def local_dashboard_link(client: Any) -> str:
 
 
 def _local_cuda_cluster(workers: int | None, dashboard: bool) -> Any:
-    """One single-threaded worker per GPU (dask-cuda), each declaring the GPU resource."""
+    """One worker per GPU (dask-cuda), running GPU_TASKS_PER_DEVICE shard tasks at once: as
+    many threads, and as much of the GPU resource."""
     try:
         from dask_cuda import LocalCUDACluster
     except ImportError as exc:
@@ -191,8 +192,8 @@ def _local_cuda_cluster(workers: int | None, dashboard: bool) -> Any:
     return LocalCUDACluster(
         host="127.0.0.1",  # every server on loopback (workers' HTTP endpoints follow the host)
         n_workers=workers,
-        threads_per_worker=1,
-        resources={GPU_RESOURCE: 1},
+        threads_per_worker=GPU_TASKS_PER_DEVICE,
+        resources={GPU_RESOURCE: GPU_TASKS_PER_DEVICE},
         dashboard_address=LOCAL_DASHBOARD if dashboard else None,
         silence_logs=logs.cluster_level(),
     )

@@ -17,6 +17,10 @@ from shardwright.errors import PlanError
 from shardwright.urls import local_path, scheme_of
 
 GPU_RESOURCE = "GPU"  # what GPU workers declare (dask-cuda-worker ... --resources GPU=1)
+# Shard tasks one GPU runs at once, in as many worker threads (each task on its thread's own
+# CUDA stream): one task's host work (staging, the copy out, crc32c, the write) overlaps
+# another's transfers and kernels. Each holds its own memory budget. bench_gpu.py measures 1-4.
+GPU_TASKS_PER_DEVICE = 2
 WORKER_WAIT_NOTICE_S = 30.0  # how often a job waiting for workers says so
 
 
