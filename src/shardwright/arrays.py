@@ -146,7 +146,8 @@ def exclusive_scan(xp: Namespace, sizes: Array) -> Array:
 def gather_segments(
     xp: Namespace, buffer: Array, offsets: Array, sizes: Array, order: Array
 ) -> Array:
-    """Segments [offsets[i], offsets[i] + sizes[i]) of `buffer`, in `order`, packed densely.
+    """Byte segments [offsets[i], offsets[i] + sizes[i]) of `buffer` (of any dtype), in
+    `order`, packed densely.
 
     One vectorized gather, no loop over chunks: segments of one size packed back to back (raw
     chunks) are rows of the buffer, gathered whole; otherwise each output byte's source index
@@ -154,7 +155,7 @@ def gather_segments(
     int32 where the buffer allows, halving that temporary).
     """
     order = xp.asarray(order, dtype=xp.int64)
-    data = xp.asarray(buffer, dtype=xp.uint8).reshape(-1)
+    data = xp.ascontiguousarray(xp.asarray(buffer)).reshape(-1).view(xp.uint8)  # its bytes
     host_sizes = np.asarray(to_host(sizes), dtype=np.int64)
     host_offsets = np.asarray(to_host(offsets), dtype=np.int64)
     if len(host_sizes) and _rows(host_offsets, host_sizes):
