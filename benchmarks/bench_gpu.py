@@ -131,12 +131,6 @@ def device_path(
     """Every shard through the batched pipeline into the measuring sink (`nvcomp`: byte codecs
     compressed on the device), `concurrency` tasks at once, each on its thread's own stream
     (one at a time: each stage timed, and waited for)."""
-    if xp is not np:  # pinned host memory: the copies to the device run at full speed
-        import cupyx
-
-        pinned = cupyx.empty_pinned(array.shape, array.dtype)
-        pinned[...] = array
-        array = pinned
     plan = api.plan(
         HostArraySource(array), str(work / "unused"), chunk_size=CHUNK, **case["options"]
     )
@@ -177,6 +171,30 @@ def device_path(
     if stages is not None:
         out["stages_seconds"] = {k: round(v, 4) for k, v in stages.seconds.items()}
     return out
+
+
+def pinned(xp: Any, array: np.ndarray) -> np.ndarray:
+    """The volume in pinned host memory under CuPy (copies to the device at full speed)."""
+    if xp is np:
+        return array
+    import cupyx
+
+    held = cupyx.empty_pinned(array.shape, array.dtype)
+    held[...] = array
+    return held
+
+
+def steps(name: str) -> Any:
+    """Prints each finished step of a case with its seconds, so that a run stopped by its time
+    limit shows where it was."""
+    last = [time.perf_counter()]
+
+    def step(what: str) -> None:
+        now = time.perf_counter()
+        print(f"  {name}: {what} ({now - last[0]:.1f} s)", flush=True)
+        last[0] = now
+
+    return step
 
 
 def task_stream(xp: Any) -> AbstractContextManager[None]:
@@ -313,17 +331,21 @@ def measure(name: str, nbytes: int, xp: Any, work: pathlib.Path) -> dict[str, An
     """One case: the device path (and nvCOMP's for byte codecs), both engines end to end, and
     parity (under NumPy, the CPU output read back by TensorStore: the check itself checked)."""
     case = CASES[name]
+    step = steps(name)
     array = volume(case["kind"], nbytes)
     npy = work / f"{case['kind']}.npy"
     if not npy.exists():
         np.save(npy, array)
-    row: dict[str, Any] = {"device_path": device_path(case, array, xp, work)}
+    held = pinned(xp, array)  # once per case: pinning gigabytes takes seconds
+    step("volume made, saved and pinned")
+    row: dict[str, Any] = {"device_path": device_path(case, held, xp, work)}
+    step("device path")
     row["device_path"]["target_GBps"] = TARGETS[name]
     row["device_path"]["meets_target"] = row["device_path"]["input_GBps"] >= TARGETS[name]
     on_device = xp is not np and name in ("gzip", "zstd", "compressed_segmentation")
     if on_device:
         try:
-            nv = device_path(case, array, xp, work, nvcomp=True)
+            nv = device_path(case, held, xp, work, nvcomp=True)
             nv["meets_target"] = nv["input_GBps"] >= TARGETS[name]
         except Exception as exc:  # a failed device codec is a result to report
             nv = {"error": "".join(traceback.format_exception(exc))[-4000:]}
@@ -331,17 +353,21 @@ def measure(name: str, nbytes: int, xp: Any, work: pathlib.Path) -> dict[str, An
     concurrent = row["device_path_concurrent"] = {}
     for tasks in (2, 4):
         try:
-            together = device_path(case, array, xp, work, nvcomp=on_device, concurrency=tasks)
+            together = device_path(case, held, xp, work, nvcomp=on_device, concurrency=tasks)
             together["meets_target"] = together["input_GBps"] >= TARGETS[name]
         except Exception as exc:
             together = {"error": "".join(traceback.format_exception(exc))[-4000:]}
         concurrent[str(tasks)] = together
+    del held
+    step("device paths, concurrent")
     cpu_seconds = end_to_end(case, npy, work / "cpu", "cpu")
+    step("cpu engine end to end")
     row["end_to_end"] = {"cpu_engine_seconds": round(cpu_seconds, 3)}
     if xp is np:
         row["parity"] = parity(name, array, work / "cpu", work / "cpu")
         return row
     gpu_seconds = end_to_end(case, npy, work / "gpu", "gpu")
+    step("gpu engine end to end")
     row["end_to_end"] |= {
         "gpu_engine_seconds": round(gpu_seconds, 3),
         "gpu_GBps": round(array.nbytes / gpu_seconds / 1e9, 3),
@@ -349,6 +375,7 @@ def measure(name: str, nbytes: int, xp: Any, work: pathlib.Path) -> dict[str, An
         "cpu_over_gpu": round(cpu_seconds / gpu_seconds, 2),
     }
     row["parity"] = parity(name, array, work / "gpu", work / "cpu")
+    step("parity")
     try:
         row["end_to_end"] |= gpu_task_threads(case, npy, work / "gpu")
     except Exception as exc:
