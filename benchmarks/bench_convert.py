@@ -159,7 +159,8 @@ def run_case(
     data = np.load(source, mmap_mode="r")
     ours_dest = str(workdir / f"{name}-ours")
     plan = api.plan(source, ours_dest, **options)
-    driver = "neuroglancer_precomputed" if plan.info is not None else "zarr3"
+    precomputed = plan.format == "precomputed"
+    driver = "neuroglancer_precomputed" if precomputed else "zarr3"
     cmd = [
         sys.executable,
         "-m",
@@ -178,7 +179,7 @@ def run_case(
     for peer in peers:
         dest = str(workdir / f"{name}-{peer}")
         if peer == "tensorstore":
-            script = TENSORSTORE_PRECOMPUTED if plan.info is not None else TENSORSTORE_ZARR3
+            script = TENSORSTORE_PRECOMPUTED if precomputed else TENSORSTORE_ZARR3
             runs[peer] = [sys.executable, "-c", script, source, dest, json.dumps(metadata)]
         else:
             runs[peer] = [

@@ -537,7 +537,7 @@ def test_every_level_equals_the_reference_downsample(
         group = json.loads((dest / "zarr.json").read_text())
         multiscale = group["attributes"]["ome"]["multiscales"][0]
         assert [d["path"] for d in multiscale["datasets"]] == [str(k) for k in range(levels)]
-        assert [a["name"] for a in multiscale["axes"]] == list(plan.zarr_axes)
+        assert [a["name"] for a in multiscale["axes"]] == list(plan.layout.axes)
         for k, readers in enumerate(_levels_zarr3(dest, levels)):
             for got in readers:
                 np.testing.assert_array_equal(_xyzc(got), want[k], err_msg=f"level {k}")

@@ -208,3 +208,36 @@ def test_each_closed_set_of_names_is_written_once() -> None:
         if f"({literal})" in path.read_text()
     ]
     assert not again, again
+
+
+FORMAT_TESTS = re.compile(
+    r"isinstance\([^)]*Layout\b"  # which layout class a plan holds
+    r"|\b(plan|base|volume|level|self\.plan)\.format\s*(==|!=|\bin\b)"  # a plan's format name
+    r"|\.layout\.format\b"
+    r"|\.(info|zarr) is (not )?None"  # the two optional documents plans once carried
+)
+
+
+def test_only_the_layouts_test_which_format_a_plan_has() -> None:
+    """A volume's output format is its `layout` (`planning/layouts/`): other modules ask it
+    (methods, or a visitor with one method per format), never which format it is."""
+    found = [
+        f"{name}:{number}: {line.strip()}"
+        for name, path in MODULES.items()
+        if ".planning.layouts" not in name
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if FORMAT_TESTS.search(line)
+    ]
+    assert not found, found
+
+
+def test_the_format_test_pattern_finds_format_tests() -> None:
+    caught = [
+        "if plan.format == 'zarr3':",
+        "assert isinstance(layout, Zarr3Layout)",
+        "x = 1 if plan.info is not None else 2",
+        "if plan.layout.format in names:",
+    ]
+    assert all(FORMAT_TESTS.search(line) for line in caught)
+    assert not FORMAT_TESTS.search('if manifest.format == "zarr3":')
+    assert not FORMAT_TESTS.search('if options.format == "precomputed":')

@@ -20,6 +20,7 @@ from shardwright.errors import PlanError
 from shardwright.formats.morton import compressed_morton_code
 from shardwright.planning import OBJECTS, VOLUME, ConversionPlan, ObjectPlan, Plan, ShardTask
 from shardwright.planning.geometry import epoch_shape
+from shardwright.planning.layouts import PrecomputedLayout, Zarr3Layout
 from shardwright.planning.sharding import MAX_MINISHARD, MAX_PRESHIFT
 
 
@@ -156,8 +157,8 @@ def test_a_large_volume_gets_cheap_indexes_and_many_box_shards(tmp_path: pathlib
     big = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint8, shape=(512, 1024, 1024))
     del big
     plan = api.plan(str(path), str(tmp_path / "out"), chunk_size=(64, 64, 32))
-    assert isinstance(plan, ConversionPlan)
-    spec = plan.sharding
+    assert isinstance(plan, ConversionPlan) and isinstance(plan.layout, PrecomputedLayout)
+    spec = plan.layout.sharding
     assert spec.hash == "identity" and not plan.scattered
     assert spec.preshift_bits <= MAX_PRESHIFT and spec.minishard_bits <= MAX_MINISHARD
     described = plan.describe()
@@ -178,16 +179,18 @@ def _shards_one_by_one(plan: ConversionPlan) -> list[ShardTask]:
                 start = (x0, y0, z0)
                 x1, y1, z1 = (min(a + s, g) for a, s, g in zip(start, step, grid, strict=True))
                 number = None
-                if plan.info is not None:
-                    spec = plan.sharding
+                layout = plan.layout
+                if isinstance(layout, PrecomputedLayout):
+                    spec = layout.sharding
                     code = int(compressed_morton_code(np.array([start]), grid)[0])
                     number = code >> (spec.preshift_bits + spec.minishard_bits)
-                    key = plan.scale_prefix + spec.shard_filename(number)
+                    key = f"{layout.scale.key}/{spec.shard_filename(number)}"
                 else:
-                    assert plan.zarr is not None
+                    assert isinstance(layout, Zarr3Layout)
                     cell = {"x": x0 // step[0], "y": y0 // step[1], "z": z0 // step[2], "c": 0}
-                    coords = tuple(cell[a] for a in plan.zarr_axes)
-                    key = plan.zarr_prefix + plan.zarr.chunk_key(coords)
+                    coords = tuple(cell[a] for a in layout.axes)
+                    prefix = f"{plan.level}/" if layout.ome_group else ""
+                    key = prefix + layout.meta.chunk_key(coords)
                 out.append(ShardTask(key, start, (x1, y1, z1), number, level=plan.level))
     return out
 

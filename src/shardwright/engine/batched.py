@@ -18,14 +18,13 @@ form, loop on the host.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
 from shardwright import codecs
 from shardwright.arrays import Array, Namespace, exclusive_scan, to_host
-from shardwright.codecs import ChunkEncoding, byte_codec, compressed_segmentation_batch
+from shardwright.codecs import ChunkEncoding, compressed_segmentation_batch
 from shardwright.engine.aggregate import EncodedChunks, arrange_precomputed, arrange_zarr3
 from shardwright.engine.blocks import Block, epoch_blocks, grid_offset
 from shardwright.engine.scatter import precomputed_regions, zarr3_epoch_chunks
@@ -35,6 +34,7 @@ from shardwright.formats.shardfile import ShardFile
 from shardwright.formats.zarr3_chunks import InnerChunkChain
 from shardwright.manifest import Receipt
 from shardwright.planning import ConversionPlan, ShardTask, to_zarr_order
+from shardwright.planning.layouts import PrecomputedLayout, Zarr3Layout
 from shardwright.store import Store
 
 
@@ -46,36 +46,6 @@ class BatchCompressor(Protocol):
     ) -> tuple[Array, np.ndarray, np.ndarray]:
         """(buffer, offsets, sizes) of the compressed segments, in the same order."""
         ...
-
-
-@dataclass(frozen=True)
-class ByteStage:
-    """What the plan applies to a chunk's encoded bytes before they are stored: a byte codec
-    (precomputed `data_encoding`, zarr3 compressor; `codec` None for none) and, in zarr3, a
-    crc32c. `host` runs the whole stage on the host (None: the bytes are stored as encoded)."""
-
-    codec: str | None
-    level: int | None
-    checksum: bool
-    host: Callable[[bytes], bytes] | None
-
-
-def byte_stage(plan: ConversionPlan) -> ByteStage:
-    """The plan's byte stage: the one choice both the host and the device compressors follow."""
-    if plan.info is not None:
-        level = plan.compression_level
-        codec = byte_codec(plan.sharding.data_encoding, level=level)
-        if codec is None:
-            return ByteStage(None, None, False, None)
-        return ByteStage(plan.sharding.data_encoding, level, False, codec.compress)
-    assert plan.zarr is not None
-    chain, compressor = InnerChunkChain.of(plan.zarr), plan.zarr.compressor
-    return ByteStage(
-        None if compressor is None else compressor.name,
-        None if compressor is None else compressor.level,
-        chain.checksum,
-        chain.encode_bytes if chain.changes_bytes else None,
-    )
 
 
 class HostLoopCompressor:
@@ -123,7 +93,8 @@ def run_shard_batched(
 
 class BatchedProducer:
     """A volume shard from batches of chunks encoded in `xp`. `blocks` replaces the source
-    reads (a pyramid's upper levels encode the region handed up, already in `xp`)."""
+    reads (a pyramid's upper levels encode the region handed up, already in `xp`). While it
+    produces, the plan's layout calls the method of its format (a `LayoutVisitor`)."""
 
     def __init__(
         self,
@@ -138,7 +109,7 @@ class BatchedProducer:
     ):
         self.plan, self.task, self.xp, self.blocks, self.stages = plan, task, xp, blocks, stages
         self.device_budget = plan.spool_budget if device_budget is None else device_budget
-        if compressor is None and (host := byte_stage(plan).host) is not None:
+        if compressor is None and (host := plan.byte_stage.host) is not None:
             compressor = HostLoopCompressor(host)
         self.compressor = compressor
         self.stage = timer(stages)
@@ -154,11 +125,9 @@ class BatchedProducer:
         if blocks is None:
             blocks = epoch_blocks(plan, task, xp, stages=self.stages)
         held = EncodedChunks(xp, device_budget=self.device_budget, host_budget=plan.spool_budget)
+        self._blocks, self._held = blocks, held
         try:
-            if plan.info is not None:
-                shard: ShardFile | None = self._precomputed(blocks, held)
-            else:
-                shard = self._zarr3(blocks, held)
+            shard: ShardFile | None = plan.layout.accept(self)
         except BaseException:
             held.close()
             raise
@@ -166,9 +135,9 @@ class BatchedProducer:
             held.close()
         return shard
 
-    def _precomputed(self, blocks: Iterable[Block], held: EncodedChunks) -> ShardFile:
-        plan, xp, stage = self.plan, self.xp, self.stage
-        encoding = plan.chunk_encoding
+    def precomputed(self, layout: PrecomputedLayout) -> ShardFile:
+        plan, xp, stage, blocks, held = self.plan, self.xp, self.stage, self._blocks, self._held
+        encoding = layout.chunk_encoding
         coords: list[np.ndarray] = []
         for cstart, _, block in blocks:
             with stage("scatter"):
@@ -180,15 +149,13 @@ class BatchedProducer:
                 self._hold(held, buffer, sizes)
                 coords.append(local + np.asarray(cstart))
             del regions
-        ids = plan.scale.chunk_ids(np.concatenate(coords))
+        ids = layout.scale.chunk_ids(np.concatenate(coords))
         with stage("aggregate"):
-            return arrange_precomputed(plan.sharding, ids, held, self.task.shard_number)
+            return arrange_precomputed(layout.sharding, ids, held, self.task.shard_number)
 
-    def _zarr3(self, blocks: Iterable[Block], held: EncodedChunks) -> ShardFile | None:
-        plan, xp, stage = self.plan, self.xp, self.stage
-        meta = plan.zarr
-        assert meta is not None
-        axes = plan.zarr_axes
+    def zarr3(self, layout: Zarr3Layout) -> ShardFile | None:
+        xp, stage, blocks, held = self.xp, self.stage, self._blocks, self._held
+        meta, axes = layout.meta, layout.axes
         chain = InnerChunkChain.of(meta)
         positions: list[np.ndarray] = []
         for cstart, _, block in blocks:

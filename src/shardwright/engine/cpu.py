@@ -30,6 +30,7 @@ from shardwright.formats.shardfile import ShardFile
 from shardwright.formats.zarr3_chunks import InnerChunkChain
 from shardwright.manifest import Receipt
 from shardwright.planning import ConversionPlan, ShardTask, to_zarr_order
+from shardwright.planning.layouts import PrecomputedLayout, Zarr3Layout
 from shardwright.store import Store
 
 
@@ -46,7 +47,8 @@ def run_shard(
 
 
 class CpuProducer:
-    """A volume shard from chunks encoded one at a time into the streaming builders.
+    """A volume shard from chunks encoded one at a time into the streaming builders (a
+    `LayoutVisitor`: the plan's layout calls the method of its format).
 
     `blocks` replaces the source reads of a box shard (a pyramid's upper levels encode the
     region the level below handed up); it is not consumed unless the shard is produced.
@@ -63,12 +65,12 @@ class CpuProducer:
         self.plan, self.task, self.spool_dir, self.blocks = plan, task, spool_dir, blocks
 
     def produce(self) -> ShardFile | None:
-        return self._precomputed() if self.plan.info is not None else self._zarr3()
+        return self.plan.layout.accept(self)
 
-    def _precomputed(self) -> ShardFile:
+    def precomputed(self, layout: PrecomputedLayout) -> ShardFile:
         plan, task = self.plan, self.task
-        encoding = plan.chunk_encoding
-        builder = plan.sharding.builder(
+        encoding = layout.chunk_encoding
+        builder = layout.sharding.builder(
             task.shard_number,
             memory_budget=plan.spool_budget,
             spool_dir=self.spool_dir,
@@ -79,10 +81,10 @@ class CpuProducer:
             if task.scattered:
                 assert task.shard_number is not None
                 coords = plan.scattered_chunk_coords(task.shard_number)
-                chunk_id = _scattered_ids(plan, coords)
+                chunk_id = _scattered_ids(layout, coords)
                 chunks = scattered_cells(plan, coords)
             else:
-                chunk_id = _box_ids(plan, task)
+                chunk_id = _box_ids(layout, task)
                 if isinstance(encoding, RawEncoding):  # the scattered chunks are their bytes
                     chunks, encode = self._cells(scatter=True), encoding.encoded_view
                 else:  # read through their strides (cseg), or gathered by the encoder
@@ -94,11 +96,9 @@ class CpuProducer:
             builder.close()
             raise
 
-    def _zarr3(self) -> ShardFile | None:
+    def zarr3(self, layout: Zarr3Layout) -> ShardFile | None:
         plan, task = self.plan, self.task
-        meta = plan.zarr
-        assert meta is not None
-        axes = plan.zarr_axes
+        meta, axes = layout.meta, layout.axes
         chain = InnerChunkChain.of(meta)
         builder = zarr3_sharding.ShardBuilder(
             meta.chunks_per_shard,
@@ -127,16 +127,18 @@ class CpuProducer:
         return cells(blocks, self.plan.chunk_size, scatter=scatter)
 
 
-def _box_ids(plan: ConversionPlan, task: ShardTask) -> Callable[[tuple[int, ...]], int]:
+def _box_ids(layout: PrecomputedLayout, task: ShardTask) -> Callable[[tuple[int, ...]], int]:
     """Chunk id of a grid coordinate of a box shard, from ids computed once, vectorized."""
     axes = [np.arange(a, b) for a, b in zip(task.chunk_start, task.chunk_stop, strict=True)]
     coords = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
-    ids = plan.scale.chunk_ids(coords).reshape([len(a) for a in axes])
+    ids = layout.scale.chunk_ids(coords).reshape([len(a) for a in axes])
     x0, y0, z0 = task.chunk_start
     return lambda coord: int(ids[coord[0] - x0, coord[1] - y0, coord[2] - z0])
 
 
-def _scattered_ids(plan: ConversionPlan, coords: np.ndarray) -> Callable[[tuple[int, ...]], int]:
+def _scattered_ids(
+    layout: PrecomputedLayout, coords: np.ndarray
+) -> Callable[[tuple[int, ...]], int]:
     """Chunk id of each grid coordinate of a scattered shard, computed once, vectorized."""
-    ids = plan.scale.chunk_ids(coords).tolist()
+    ids = layout.scale.chunk_ids(coords).tolist()
     return dict(zip(map(tuple, coords.tolist()), ids, strict=True)).__getitem__

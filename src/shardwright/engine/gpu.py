@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from shardwright.codecs.nvcomp import ALGORITHMS, NvcompCompressor
-from shardwright.engine.batched import BatchCompressor, byte_stage, run_shard_batched
+from shardwright.engine.batched import BatchCompressor, run_shard_batched
 from shardwright.errors import GpuUnavailable
 from shardwright.manifest import Receipt
 from shardwright.planning import ConversionPlan, ShardTask
@@ -66,7 +66,7 @@ def own_stream(cupy: Any) -> Iterator[None]:
 def device_compressor(plan: ConversionPlan) -> BatchCompressor | None:
     """The nvCOMP compressor of the plan's byte stage, or None where the host compresses
     (no byte codec, blosc, or zarr3 inner chunks with a crc32c that is computed on the host)."""
-    stage = byte_stage(plan)
+    stage = plan.byte_stage
     if stage.checksum or stage.codec not in ALGORITHMS:
         return None
     return NvcompCompressor(stage.codec, stage.level)

@@ -51,7 +51,7 @@ def volume_fingerprint(plan: Any) -> Fingerprint:
     options = plan.options
     encoding = {
         "compression_level": options.compression_level,
-        "jpeg_quality": options.jpeg_quality if _encodes_jpeg(plan) else None,
+        "jpeg_quality": options.jpeg_quality if plan.layout.encodes_jpeg else None,
         "downsample": plan.pyramid.method if plan.pyramid is not None else None,
     }
     return {
@@ -117,7 +117,3 @@ def _short(value: Any) -> str:
 def _json(value: Any) -> Any:
     """As it reads back from JSON (tuples become lists), so recorded and fresh compare."""
     return json.loads(json.dumps(value))
-
-
-def _encodes_jpeg(plan: Any) -> bool:
-    return plan.info is not None and any(s.encoding == "jpeg" for s in plan.info.scales)

@@ -8,16 +8,13 @@ import warnings
 
 import numpy as np
 
-from shardwright.codecs import byte_codec
 from shardwright.errors import PlanError, ShardwrightWarning
-from shardwright.formats.precomputed_info import PrecomputedInfo, PrecomputedScale
 from shardwright.formats.vocabulary import VolumeType, names
-from shardwright.formats.zarr3_metadata import ZarrArrayMetadata
 from shardwright.options import ConvertOptions
-from shardwright.planning import capabilities, checks, geometry, pyramid, sharding
-from shardwright.planning.geometry import Geometry, output_axes, to_axes, to_zarr_order
+from shardwright.planning import capabilities, checks, geometry, pyramid
+from shardwright.planning.geometry import Geometry
+from shardwright.planning.layouts import PLANNERS
 from shardwright.planning.levels import add_levels
-from shardwright.planning.text import xyz
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source, open_source
 
@@ -73,7 +70,7 @@ def make_plan(
         resolution=(rx, ry, rz),
         pyramid=levels[0] if levels is not None else None,
     )
-    plan = plan_precomputed(geo) if options.format == "precomputed" else plan_zarr3(geo)
+    plan = PLANNERS[options.format](geo)
     if levels is not None:
         plan = add_levels(plan, levels[1])
     if options.engine == "gpu":
@@ -106,144 +103,3 @@ def _default_encoding(output_format: str, layer_type: str, dtype: np.dtype) -> s
     if output_format == "precomputed" and layer_type == "segmentation" and dtype in LABEL_DTYPES:
         return "compressed_segmentation"
     return "raw"
-
-
-def plan_precomputed(geo: Geometry) -> ConversionPlan:
-    """A precomputed volume's plan: its scale, chunk encoding and sharding spec."""
-    options = geo.options
-    compression = options.compression or ("none" if options.encoding in ("jpeg", "png") else "gzip")
-    if compression not in ("none", "gzip"):
-        raise PlanError(f"precomputed supports --compression none or gzip, not {compression!r}")
-    block = None
-    if options.encoding == "compressed_segmentation":
-        block = options.compressed_segmentation_block_size
-    try:
-        scale = PrecomputedScale(
-            key=sharding.scale_key(options, geo.resolution),
-            size=geo.size,
-            resolution=geo.resolution,
-            chunk_size=geo.chunk_size,
-            encoding=options.encoding or "raw",  # decided in make_plan
-            voxel_offset=geo.voxel_offset,
-            compressed_segmentation_block_size=block,
-        )
-    except (ValueError, TypeError) as exc:
-        raise PlanError(str(exc)) from exc
-    encoding = scale.chunk_encoding(options.jpeg_quality)
-    encoding.check(geo.dtype, geo.num_channels, geo.layer_type)
-    checks.check_layer_dtype(geo.layer_type, geo.dtype)
-    gzip = byte_codec("gzip", level=options.compression_level) if compression == "gzip" else None
-
-    def encode(block_xyzc: np.ndarray) -> bytes:
-        data = encoding.encode(block_xyzc)
-        return gzip.compress(data) if gzip else data
-
-    ratio, absent = sharding.sample_ratio(geo.source, geo.chunk_size, geo.size, encode)
-    checks.check_sampled_missing(geo.source.url, absent, options.fill_missing)
-    budget, raw_chunk = options.memory_budget, geo.raw_chunk_bytes
-    max_chunks, step = pyramid.box_limits(geo.pyramid, budget, geo.chunk_size, raw_chunk, True)
-    spec, scattered, box = sharding.choose_sharding(
-        options,
-        geo.grid_shape,
-        raw_chunk * ratio,
-        "gzip" if gzip else "raw",
-        max_chunks=max_chunks,
-        step=step,
-    )
-    if geo.pyramid is not None:
-        if scattered:
-            raise PlanError(
-                "pyramids need spatial-box shards (identity hash): these sharding bits "
-                "scatter chunks across shards; drop --shard-bits or give more "
-                "preshift + minishard bits"
-            )
-        pyramid.check_aligned(0, box, geo.grid_shape, step)
-    scale = dataclasses.replace(scale, sharding=spec)
-    info = PrecomputedInfo(
-        type=geo.layer_type,
-        data_type=geo.dtype.name,
-        num_channels=geo.num_channels,
-        scales=(scale,),
-    )
-    # Scattered shards are read chunk by chunk; box shards in epochs within the budget.
-    epoch = (1, 1, 1) if scattered else geometry.epoch_shape(box, raw_chunk, geo.epoch_budget, step)
-    return ConversionPlan(
-        **geo.plan_fields(),
-        encoded_ratio=ratio,
-        sampled_absent=(absent.missing, absent.looked_at),
-        shard_shape_chunks=box,
-        scattered=scattered,
-        epoch_shape_chunks=epoch,
-        info=info,
-    )
-
-
-def plan_zarr3(geo: Geometry) -> ConversionPlan:
-    """A zarr3 volume's plan: its array metadata and shard shape."""
-    options = geo.options
-    if options.encoding != "raw":
-        raise PlanError(
-            f"--encoding {options.encoding} is a precomputed chunk encoding; zarr3 "
-            "output stores raw chunks with --compression none|gzip|zstd|blosc"
-        )
-    checks.check_layer_dtype(geo.layer_type, geo.dtype)
-    compression = options.compression or "gzip"
-    chunk = geo.chunk_size
-    axes = output_axes(geo.source.axes, geo.num_channels)
-    compressor = sharding.zarr_compressor(compression, options.compression_level)
-    codec = compressor.codec(geo.dtype.itemsize) if compressor else None
-
-    def encode(block_xyzc: np.ndarray) -> bytes:
-        data = (
-            to_zarr_order(block_xyzc, axes)
-            .astype(block_xyzc.dtype.newbyteorder("<"), copy=False)
-            .tobytes()
-        )
-        return codec.compress(data) if codec else data
-
-    ratio, absent = sharding.sample_ratio(geo.source, chunk, geo.size, encode)
-    checks.check_sampled_missing(geo.source.url, absent, options.fill_missing)
-    raw_chunk = geo.raw_chunk_bytes
-    step = (
-        pyramid.alignment_step(chunk, geo.pyramid.factor) if geo.pyramid is not None else (1, 1, 1)
-    )
-    if options.shard_shape is not None:
-        shard = tuple(int(s) for s in options.shard_shape)
-        if len(shard) != 3 or any(s <= 0 or s % c for s, c in zip(shard, chunk, strict=True)):
-            raise PlanError(
-                f"--shard-shape {xyz(shard)} must be a positive multiple of the "
-                f"chunk size {xyz(chunk)} in every axis (x,y,z)"
-            )
-        box = pyramid.triple(s // c for s, c in zip(shard, chunk, strict=True))
-    else:
-        max_chunks, _ = pyramid.box_limits(
-            geo.pyramid, options.memory_budget, chunk, raw_chunk, base=True
-        )
-        box = sharding.zarr_box(options, geo.grid_shape, raw_chunk * ratio, max_chunks, step)
-    if geo.pyramid is not None:
-        pyramid.check_aligned(0, box, geo.grid_shape, step)
-    shard_voxels = tuple(b * c for b, c in zip(box, chunk, strict=True))
-    channels = geo.num_channels
-    try:
-        meta = ZarrArrayMetadata(
-            shape=to_axes(geo.size, channels, axes),
-            data_type=geo.dtype.name,
-            shard_shape=to_axes(shard_voxels, channels, axes),
-            chunk_shape=to_axes(chunk, channels, axes),
-            fill_value=0,
-            dimension_names=tuple(axes),
-            compressor=compressor,
-            index_location=options.index_location or "end",
-        )
-    except ValueError as exc:
-        raise PlanError(f"cannot describe the zarr3 array: {exc}") from exc
-    epoch = geometry.epoch_shape(box, raw_chunk, geo.epoch_budget, step)
-    return ConversionPlan(
-        **geo.plan_fields(),
-        encoded_ratio=ratio,
-        sampled_absent=(absent.missing, absent.looked_at),
-        shard_shape_chunks=box,
-        scattered=False,
-        epoch_shape_chunks=epoch,
-        zarr=meta,
-    )

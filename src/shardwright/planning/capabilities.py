@@ -1,13 +1,10 @@
-"""What each engine can run, as plain data, so planning refuses a job before it starts
-without importing the engine (or CuPy)."""
+"""What each engine can run, so that planning refuses a job before it starts without importing
+the engine (or CuPy); each layout says which of its chunk encodings the GPU encodes."""
 
 from __future__ import annotations
 
 from shardwright.errors import GpuUnavailable
 from shardwright.planning.volume import ConversionPlan
-
-# Precomputed chunk encodings the GPU engine encodes on the device (zarr3 chunks are raw).
-GPU_ENCODINGS = ("raw", "compressed_segmentation")
 
 
 def check_gpu_plan(plan: ConversionPlan) -> None:
@@ -18,8 +15,7 @@ def check_gpu_plan(plan: ConversionPlan) -> None:
             "the GPU engine needs spatial-box shards (identity hash); murmurhash-sharded "
             "volumes run on the CPU engine"
         )
-    if plan.info is not None and plan.scale.encoding not in GPU_ENCODINGS:
-        raise GpuUnavailable(
-            f"the GPU engine encodes {' and '.join(GPU_ENCODINGS)}; "
-            f"use the CPU engine for {plan.scale.encoding}"
-        )
+    for level in range(plan.level_count):
+        refusal = plan.level_plan(level).layout.gpu_refusal()
+        if refusal is not None:
+            raise GpuUnavailable(refusal)

@@ -43,7 +43,7 @@ def with_companions(
 ) -> ConversionPlan:
     """The volume plan plus the plans of the meshes / skeletons its source `info` names,
     each to the same sub-directory of DEST, which the volume's `info` then names too."""
-    if not isinstance(source, str) or volume.info is None:
+    if not isinstance(source, str) or not volume.layout.names_companions:
         raise PlanError("--with-meshes / --with-skeletons need a precomputed volume source")
     store = Store(source, options.source_storage_options)
     try:
@@ -70,6 +70,6 @@ def with_companions(
         names[member] = name
     return dataclasses.replace(
         volume,
-        info=dataclasses.replace(volume.info, **names),
+        layout=volume.layout.naming(names),
         companions=tuple(companions),
     )

@@ -13,16 +13,16 @@ import math
 from typing import Any
 
 from shardwright.errors import PlanError
-from shardwright.planning import pyramid, sharding
-from shardwright.planning.geometry import to_axes
+from shardwright.planning import pyramid
+from shardwright.planning.layouts.base import LevelGeometry
 from shardwright.planning.pyramid import Triple
 from shardwright.planning.text import human_bytes, xyz
 from shardwright.planning.volume import ConversionPlan
 
 
 def add_levels(base: ConversionPlan, sizes: list[Triple]) -> ConversionPlan:
-    """The base plan with the plans of every level above it (and, for precomputed, an `info`
-    listing every scale)."""
+    """The base plan with the plans of every level above it, each with its layout (precomputed:
+    one `info` listing every scale)."""
     pyr = base.pyramid
     assert pyr is not None
     options = base.options
@@ -38,6 +38,7 @@ def add_levels(base: ConversionPlan, sizes: list[Triple]) -> ConversionPlan:
         options, preshift_bits=None, minishard_bits=None, shard_bits=None, shard_shape=None
     )
     levels: list[dict[str, Any]] = []
+    parts: list[Any] = []  # each level's part of the format's metadata
     for k in range(1, len(sizes)):
         size = sizes[k]
         chunk = pyramid.triple(min(c, s) for c, s in zip(base.chunk_size, size, strict=True))
@@ -55,34 +56,17 @@ def add_levels(base: ConversionPlan, sizes: list[Triple]) -> ConversionPlan:
             resolution=resolution,
             voxel_offset=pyramid.level_offset(base.voxel_offset, pyr.factor, k),
         )
-        if base.info is not None:
-            spec, _, box = sharding.choose_sharding(
-                auto, grid, raw_chunk * base.encoded_ratio, base.sharding.data_encoding,
-                max_chunks=max_chunks, step=step,
-            )  # fmt: skip
-            try:
-                level["scale"] = dataclasses.replace(
-                    base.scale,
-                    key=pyramid.scale_key(resolution),
-                    size=size,
-                    resolution=resolution,
-                    chunk_size=chunk,
-                    voxel_offset=level["voxel_offset"],
-                    sharding=spec,
-                )
-            except ValueError as exc:
-                raise PlanError(f"pyramid level {k}: {exc}") from exc
-        else:
-            assert base.zarr is not None
-            box = sharding.zarr_box(auto, grid, raw_chunk * base.encoded_ratio, max_chunks, step)
-            shard = [b * c for b, c in zip(box, chunk, strict=True)]
-            axes, channels = base.zarr_axes, base.num_channels
-            level["zarr"] = dataclasses.replace(
-                base.zarr,
-                shape=to_axes(size, channels, axes),
-                shard_shape=to_axes(shard, channels, axes),
-                chunk_shape=to_axes(chunk, channels, axes),
-            )
+        box, part = base.layout.plan_level(
+            auto,
+            LevelGeometry(
+                grid=pyramid.triple(grid),
+                encoded_chunk_bytes=raw_chunk * base.encoded_ratio,
+                max_chunks=max_chunks,
+                step=step,
+                **level,
+            ),
+        )
+        parts.append(part)
         pyramid.check_aligned(k, box, grid, step)
         if math.prod(box) * raw_chunk > budget // 2:
             raise PlanError(
@@ -94,15 +78,9 @@ def add_levels(base: ConversionPlan, sizes: list[Triple]) -> ConversionPlan:
         level["shard_shape_chunks"] = box
         level["epoch_shape_chunks"] = box  # an upper task holds its whole region
         levels.append(level)
-    info = base.info
-    if info is not None:
-        try:
-            info = dataclasses.replace(
-                info, scales=(base.scale, *(level.pop("scale") for level in levels))
-            )
-        except ValueError as exc:
-            raise PlanError(f"pyramid scales: {exc}") from exc
+    layouts = base.layout.with_levels(parts)
     upper = tuple(
-        dataclasses.replace(base, info=info, scattered=False, upper=(), **level) for level in levels
+        dataclasses.replace(base, layout=layout, scattered=False, upper=(), **level)
+        for layout, level in zip(layouts[1:], levels, strict=True)
     )
-    return dataclasses.replace(base, info=info, upper=upper)
+    return dataclasses.replace(base, layout=layouts[0], upper=upper)

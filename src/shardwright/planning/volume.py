@@ -1,35 +1,31 @@
 """A volume's plan: what is decided before any byte is written, and what follows from it.
 
-`ConversionPlan` holds a volume's geometry, its sharding (precomputed `info` or zarr3
-metadata), the shard and epoch shapes and, for pyramids, the plans of the levels above; from
-them it derives the shard list (a generator: a million shards are a few numbers, not a million
-objects), the epochs of a shard, the memory a task needs, which tasks feed which between
-pyramid levels, and the metadata documents. `builder.py` makes plans.
+`ConversionPlan` holds a volume's geometry, its output format (`layout`: precomputed or
+zarr3, `planning/layouts/`), the shard and epoch shapes and, for pyramids, the plans of the
+levels above; from them it derives the shard list (a generator: a million shards are a few
+numbers, not a million objects), the epochs of a shard, the memory a task needs, which tasks
+feed which between pyramid levels, and the metadata documents. `builder.py` makes plans.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from shardwright import downsample
-from shardwright.codecs import ChunkEncoding
-from shardwright.formats import ome_zarr
-from shardwright.formats.morton import compressed_morton_code
-from shardwright.formats.precomputed_info import PrecomputedInfo, PrecomputedScale
-from shardwright.formats.sharding import ShardingSpec
-from shardwright.formats.zarr3_metadata import ZarrArrayMetadata
 from shardwright.planning import pyramid, report
 from shardwright.planning.base import VOLUME, Plan
-from shardwright.planning.geometry import Geometry, output_axes, to_axes
+from shardwright.planning.geometry import Geometry
 from shardwright.planning.pyramid import REDUCE_SLAB_MAX, REDUCE_SLAB_SHARE, Box
+
+if TYPE_CHECKING:
+    from shardwright.planning.layouts.base import ByteStage, Document, VolumeLayout
 
 # Box shards made per batch by `ConversionPlan.shards()`: arrays of this many rows at a time.
 SHARD_BATCH = 4096
@@ -53,16 +49,16 @@ class ShardTask:
 
 @dataclass(frozen=True, kw_only=True)
 class ConversionPlan(Geometry):
-    """A volume's conversion, decided (a `base.Plan`): its geometry, the sharding, shard and
-    epoch shapes, and on the base of a pyramid the plans of the levels above."""
+    """A volume's conversion, decided (a `base.Plan`): its geometry, its output format and
+    sharding (`layout`), shard and epoch shapes, and on the base of a pyramid the plans of
+    the levels above."""
 
     encoded_ratio: float
     sampled_absent: tuple[int, int] = (0, 0)  # source chunks the sample found absent, of all
     shard_shape_chunks: tuple[int, int, int]  # box mode; for scattered shards: the whole grid
     scattered: bool
     epoch_shape_chunks: tuple[int, int, int]
-    info: PrecomputedInfo | None = None
-    zarr: ZarrArrayMetadata | None = None
+    layout: VolumeLayout
     level: int = 0  # which pyramid level this plan describes (0: the base)
     upper: tuple[ConversionPlan, ...] = ()  # on the base plan: the plans of levels 1, 2, ...
     # Meshes / skeletons converted in the same job (objects.ObjectPlan, --with-meshes,
@@ -75,17 +71,6 @@ class ConversionPlan(Geometry):
     @property
     def format(self) -> str:
         return self.options.format
-
-    @property
-    def scale(self) -> PrecomputedScale:
-        assert self.info is not None
-        return self.info.scales[self.level]
-
-    @property
-    def sharding(self) -> ShardingSpec:
-        spec = self.scale.sharding
-        assert spec is not None
-        return spec
 
     @property
     def chunk_count(self) -> int:
@@ -104,7 +89,7 @@ class ConversionPlan(Geometry):
     @property
     def shard_count(self) -> int:
         if self.scattered:
-            return len(self._scattered_shard_numbers_present)
+            return len(self.layout.scattered_shards())
         return math.prod(self.shard_grid_shape)
 
     @property
@@ -130,14 +115,14 @@ class ConversionPlan(Geometry):
 
     # -- what shard tasks encode with, resolved from the options ---------------------------
     @property
-    def chunk_encoding(self) -> ChunkEncoding:
-        """This level's precomputed chunk encoder, its options (jpeg quality) applied."""
-        return self.scale.chunk_encoding(self.options.jpeg_quality)
-
-    @property
     def compression_level(self) -> int | None:
         """The byte codec's level (None: the codec's default)."""
         return self.options.compression_level
+
+    @property
+    def byte_stage(self) -> ByteStage:
+        """What each encoded chunk's bytes go through before they are stored."""
+        return self.layout.byte_stage(self.compression_level)
 
     @property
     def peak_task_bytes(self) -> int:
@@ -246,47 +231,14 @@ class ConversionPlan(Geometry):
             out.append((other, part))
         return out
 
-    @property
-    def scale_prefix(self) -> str:
-        return f"{self.scale.key}/" if self.info is not None else ""
-
-    def metadata_document(self) -> tuple[str, dict[str, Any]]:
+    def metadata_document(self) -> Document:
         """The dataset's metadata object: (key, JSON), `info` or `zarr.json`."""
         return self.metadata_documents()[-1]
 
-    def metadata_documents(self) -> list[tuple[str, dict[str, Any]]]:
-        """Every metadata object, the root one last: `info`; for zarr3 each level's
-        `k/zarr.json` and the OME-Zarr multiscales group `zarr.json` (one level or many), or
-        with `--zarr-layout array` the one array's `zarr.json`."""
-        if self.info is not None:
-            return [("info", self.info.to_json())]
-        assert self.zarr is not None
-        if not self.ome_group:
-            return [("zarr.json", self.zarr.to_json())]
-        docs: list[tuple[str, dict[str, Any]]] = []
-        datasets = []
-        for k in range(self.level_count):
-            level = self.level_plan(k)
-            assert level.zarr is not None
-            docs.append((f"{k}/zarr.json", level.zarr.to_json()))
-            # Voxel centres: level k's voxel 0 averages base voxels 0 .. f**k - 1.
-            shift = [
-                o * r0 + (rk - r0) / 2
-                for o, r0, rk in zip(
-                    self.voxel_offset, self.resolution, level.resolution, strict=True
-                )
-            ]
-            axes = self.zarr_axes
-            scale = to_axes([float(r) for r in level.resolution], 1.0, axes)
-            datasets.append((str(k), list(scale), list(to_axes(shift, 0.0, axes))))
-        group = ome_zarr.multiscales_group(
-            self.zarr_axes,
-            datasets,
-            method=None if self.pyramid is None else self.pyramid.method,
-            label=self.layer_type == "segmentation",
-        )
-        docs.append(("zarr.json", group))
-        return docs
+    def metadata_documents(self) -> list[Document]:
+        """Every metadata object, the root one last (`info`; zarr3: each level's array and the
+        OME-Zarr group, or the one array)."""
+        return self.layout.metadata_documents(self)
 
     # -- shards ---------------------------------------------------------------------------------
     def shards(self) -> Iterator[ShardTask]:
@@ -310,20 +262,7 @@ class ConversionPlan(Geometry):
         """The box shards whose first chunks are the rows of `starts` ((N, 3), x, y, z: each a
         multiple of the shard shape)."""
         stops = np.minimum(starts + np.asarray(self.shard_shape_chunks), self.grid_shape)
-        if self.info is not None:
-            # Precomputed: the shard number is the Morton code's bits above preshift+minishard.
-            spec = self.sharding
-            codes = compressed_morton_code(starts, self.grid_shape)
-            numbers = (codes >> np.uint64(spec.preshift_bits + spec.minishard_bits)).tolist()
-            keys = [self.scale_prefix + spec.shard_filename(n) for n in numbers]
-        else:
-            assert self.zarr is not None
-            shard_xyz = starts // np.asarray(self.shard_shape_chunks)
-            by_axis = {"x": shard_xyz[:, 0], "y": shard_xyz[:, 1], "z": shard_xyz[:, 2]}
-            by_axis["c"] = np.zeros(len(starts), np.int64)
-            coords = np.stack([by_axis[a] for a in self.zarr_axes], axis=1)
-            keys = [self.zarr_prefix + key for key in self.zarr.chunk_keys(coords)]
-            numbers = [None] * len(keys)
+        keys, numbers = self.layout.box_shard_keys(starts, self.shard_shape_chunks, self.grid_shape)
         return [
             ShardTask(key, (a, b, c), (x, y, z), shard_number=number, level=self.level)
             for key, (a, b, c), (x, y, z), number in zip(
@@ -331,47 +270,13 @@ class ConversionPlan(Geometry):
             )
         ]
 
-    @property
-    def ome_group(self) -> bool:
-        """zarr3 output as an OME-Zarr group over level arrays `k/` (the default, pyramid or
-        not: viewers read the voxel size and units from it), not one bare array at DEST."""
-        return self.zarr is not None and self.options.zarr_layout != "array"
-
-    @property
-    def zarr_prefix(self) -> str:
-        """Where this level's zarr3 array lives in DEST: `k/` in an OME-Zarr group, or the
-        root for `--zarr-layout array`."""
-        return f"{self.level}/" if self.ome_group else ""
-
-    @property
-    def zarr_axes(self) -> str:
-        return output_axes(self.source.axes, self.num_channels)
-
-    @functools.cached_property
-    def _scattered_shard_numbers_present(self) -> list[int]:
-        """The hashed shards that hold at least one chunk (one vectorized scan, then kept)."""
-        return self.scale.shard_numbers()
-
     def _scattered_shards(self) -> Iterator[ShardTask]:
-        for number in self._scattered_shard_numbers_present:
-            yield ShardTask(
-                self.scale_prefix + self.sharding.shard_filename(number),
-                (0, 0, 0),
-                self.grid_shape,
-                shard_number=number,
-                scattered=True,
-            )
+        for key, number in self.layout.scattered_shards():
+            yield ShardTask(key, (0, 0, 0), self.grid_shape, shard_number=number, scattered=True)
 
     def scattered_chunk_coords(self, shard_number: int) -> np.ndarray:
         """(N, 3) grid coordinates of the chunks of one scattered shard."""
-        grid = self.grid_shape
-        found = []
-        offset = 0
-        for shard in self.scale.chunk_shard_numbers():
-            hits = np.flatnonzero(shard == np.uint64(shard_number)) + offset
-            found.append(np.stack(np.unravel_index(hits, grid, order="F"), axis=1))
-            offset += shard.size
-        return np.concatenate(found).astype(np.int64)
+        return self.layout.scattered_chunk_coords(shard_number, self.grid_shape)
 
     # -- epochs ---------------------------------------------------------------------------------
     def epochs(self, task: ShardTask) -> Iterator[Box]:
@@ -410,21 +315,7 @@ class ConversionPlan(Geometry):
             "memory_budget_per_task": self.options.memory_budget,
             "estimated_peak_bytes_per_task": self.peak_task_bytes,
         }
-        if self.info is not None:
-            spec = self.sharding
-            out["scale_key"] = self.scale.key
-            out["encoding"] = self.scale.encoding
-            out["sharding"] = spec.to_json()
-            out["shard_index_bytes"] = spec.shard_index_nbytes
-            out["minishard_index_bytes"] = (
-                24 * (1 << spec.preshift_bits) if not self.scattered else None
-            )
-        if self.zarr is not None:
-            out["zarr_axes"] = self.zarr_axes
-            out["zarr_shape"] = list(self.zarr.shape)
-            out["zarr_shard_shape"] = list(self.zarr.shard_shape)
-            out["zarr_chunk_shape"] = list(self.zarr.chunk_shape)
-            out["shard_index_bytes"] = 16 * self.chunks_per_shard + 4
+        out |= self.layout.describe(self)
         if self.pyramid is not None and self.level == 0:
             out["pyramid"] = self.pyramid.to_json()
             out["levels"] = [self.level_plan(k).describe_level() for k in range(self.level_count)]
@@ -436,7 +327,7 @@ class ConversionPlan(Geometry):
         """One pyramid level: geometry, sharding and memory (a row of the plan report)."""
         out: dict[str, Any] = {
             "level": self.level,
-            "key": self.scale.key if self.info is not None else str(self.level),
+            "key": self.layout.level_key,
             "size_xyz": list(self.size),
             "chunk_size_xyz": list(self.chunk_size),
             "resolution_xyz": [int(r) if float(r).is_integer() else r for r in self.resolution],
@@ -448,9 +339,7 @@ class ConversionPlan(Geometry):
             "handed_up_bytes_per_task": self.image_bytes,
             "estimated_peak_bytes_per_task": self.peak_task_bytes,
         }
-        if self.info is not None:
-            out["sharding"] = self.sharding.to_json()
-        return out
+        return out | self.layout.describe_level()
 
     def report(self) -> str:
         return report.volume_report(

@@ -1,0 +1,29 @@
+"""A volume's output formats, each one module: `precomputed`, `zarr3` (`base`: what each
+provides). `PLANNERS` makes a format's plan from the decided geometry."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from shardwright.formats.vocabulary import OutputFormat
+from shardwright.planning.geometry import Geometry
+from shardwright.planning.layouts import precomputed, zarr3
+from shardwright.planning.layouts.base import ByteStage, LayoutVisitor, LevelGeometry, VolumeLayout
+from shardwright.planning.layouts.precomputed import PrecomputedLayout
+from shardwright.planning.layouts.zarr3 import Zarr3Layout
+from shardwright.planning.volume import ConversionPlan
+
+PLANNERS: dict[str, Callable[[Geometry], ConversionPlan]] = {
+    OutputFormat.PRECOMPUTED: precomputed.plan_volume,
+    OutputFormat.ZARR3: zarr3.plan_volume,
+}
+
+__all__ = [
+    "PLANNERS",
+    "ByteStage",
+    "LayoutVisitor",
+    "LevelGeometry",
+    "PrecomputedLayout",
+    "VolumeLayout",
+    "Zarr3Layout",
+]

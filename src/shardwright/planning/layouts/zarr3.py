@@ -1,0 +1,229 @@
+"""Zarr v3 output with `sharding_indexed`: one array per level (`k/` of an OME-Zarr group, the
+default, or the one array at DEST with `--zarr-layout array`); shards named by their grid
+position (`c/z/y/x`, the axes the source had); inner chunks raw, then a byte codec
+(gzip, zstd, blosc) and optionally a crc32c."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from shardwright.errors import PlanError
+from shardwright.formats import ome_zarr
+from shardwright.formats.vocabulary import OutputFormat
+from shardwright.formats.zarr3_chunks import InnerChunkChain
+from shardwright.formats.zarr3_metadata import ZarrArrayMetadata
+from shardwright.planning import checks, geometry, pyramid, sharding
+from shardwright.planning.geometry import output_axes, to_axes, to_zarr_order
+from shardwright.planning.layouts.base import (
+    ByteStage,
+    Document,
+    LayoutVisitor,
+    LevelGeometry,
+    Result,
+)
+from shardwright.planning.pyramid import Triple
+from shardwright.planning.text import xyz
+from shardwright.planning.volume import ConversionPlan
+
+if TYPE_CHECKING:
+    from shardwright.options import ConvertOptions
+    from shardwright.planning.geometry import Geometry
+
+
+@dataclass(frozen=True)
+class Zarr3Layout:
+    """A zarr3 volume level: its array's metadata, the array's axis order (`zyx`, `czyx`...)
+    and channel count, and whether the arrays sit in an OME-Zarr group."""
+
+    meta: ZarrArrayMetadata
+    axes: str
+    channels: int = 1
+    ome_group: bool = True
+    level: int = 0
+
+    format: ClassVar[str] = OutputFormat.ZARR3
+    names_companions: ClassVar[bool] = False
+
+    @property
+    def level_key(self) -> str:
+        return str(self.level)
+
+    @property
+    def prefix(self) -> str:
+        """Where this level's array lives in DEST: `k/` in an OME-Zarr group, or the root."""
+        return f"{self.level}/" if self.ome_group else ""
+
+    @property
+    def encodes_jpeg(self) -> bool:
+        return False
+
+    def gpu_refusal(self) -> str | None:
+        return None  # inner chunks are raw: the device scatters them, nvCOMP compresses
+
+    def accept(self, visitor: LayoutVisitor[Result]) -> Result:
+        return visitor.zarr3(self)
+
+    def byte_stage(self, compression_level: int | None) -> ByteStage:
+        """The compressor's own level is in the metadata (`compression_level` made it)."""
+        chain, compressor = InnerChunkChain.of(self.meta), self.meta.compressor
+        return ByteStage(
+            None if compressor is None else compressor.name,
+            None if compressor is None else compressor.level,
+            chain.checksum,
+            chain.encode_bytes if chain.changes_bytes else None,
+        )
+
+    def box_shard_keys(
+        self, starts: np.ndarray, shard_shape: Triple, grid: Triple
+    ) -> tuple[list[str], list[int | None]]:
+        shard_xyz = starts // np.asarray(shard_shape)
+        by_axis = {"x": shard_xyz[:, 0], "y": shard_xyz[:, 1], "z": shard_xyz[:, 2]}
+        by_axis["c"] = np.zeros(len(starts), np.int64)
+        coords = np.stack([by_axis[a] for a in self.axes], axis=1)
+        keys = [self.prefix + key for key in self.meta.chunk_keys(coords)]
+        return keys, [None] * len(keys)
+
+    def scattered_shards(self) -> list[tuple[str, int]]:
+        return []  # zarr3 shards are boxes of the chunk grid
+
+    def scattered_chunk_coords(self, shard_number: int, grid: Triple) -> np.ndarray:
+        raise ValueError("zarr3 shards are boxes of the chunk grid, never hashed")
+
+    def metadata_documents(self, plan: ConversionPlan) -> list[Document]:
+        """Each level's `k/zarr.json` and the OME-Zarr multiscales group `zarr.json` (one
+        level or many), or with `--zarr-layout array` the one array's `zarr.json`."""
+        if not self.ome_group:
+            return [("zarr.json", self.meta.to_json())]
+        docs: list[Document] = []
+        datasets: list[tuple[str, list[float], list[float]]] = []
+        for k in range(plan.level_count):
+            level = plan.level_plan(k)
+            layout = level.layout
+            assert isinstance(layout, Zarr3Layout), "every level of a dataset has its format"
+            docs.append((f"{k}/zarr.json", layout.meta.to_json()))
+            # Voxel centres: level k's voxel 0 averages base voxels 0 .. f**k - 1.
+            shift = [
+                o * r0 + (rk - r0) / 2
+                for o, r0, rk in zip(
+                    plan.voxel_offset, plan.resolution, level.resolution, strict=True
+                )
+            ]
+            scale = to_axes([float(r) for r in level.resolution], 1.0, self.axes)
+            datasets.append((str(k), list(scale), list(to_axes(shift, 0.0, self.axes))))
+        group = ome_zarr.multiscales_group(
+            self.axes,
+            datasets,
+            method=None if plan.pyramid is None else plan.pyramid.method,
+            label=plan.layer_type == "segmentation",
+        )
+        docs.append(("zarr.json", group))
+        return docs
+
+    def plan_level(self, options: ConvertOptions, geometry: LevelGeometry) -> tuple[Triple, Any]:
+        box = sharding.zarr_box(
+            options, geometry.grid, geometry.encoded_chunk_bytes, geometry.max_chunks,
+            geometry.step,
+        )  # fmt: skip
+        shard = [b * c for b, c in zip(box, geometry.chunk_size, strict=True)]
+        meta = dataclasses.replace(
+            self.meta,
+            shape=to_axes(geometry.size, self.channels, self.axes),
+            shard_shape=to_axes(shard, self.channels, self.axes),
+            chunk_shape=to_axes(geometry.chunk_size, self.channels, self.axes),
+        )
+        return box, meta
+
+    def with_levels(self, parts: list[Any]) -> list[Zarr3Layout]:
+        return [self] + [
+            dataclasses.replace(self, meta=meta, level=k) for k, meta in enumerate(parts, 1)
+        ]
+
+    def naming(self, names: dict[str, Any]) -> Zarr3Layout:
+        raise PlanError("--with-meshes / --with-skeletons need a precomputed volume source")
+
+    def describe(self, plan: ConversionPlan) -> dict[str, Any]:
+        return {
+            "zarr_axes": self.axes,
+            "zarr_shape": list(self.meta.shape),
+            "zarr_shard_shape": list(self.meta.shard_shape),
+            "zarr_chunk_shape": list(self.meta.chunk_shape),
+            "shard_index_bytes": 16 * plan.chunks_per_shard + 4,
+        }
+
+    def describe_level(self) -> dict[str, Any]:
+        return {}
+
+
+def plan_volume(geo: Geometry) -> ConversionPlan:
+    """A zarr3 volume's plan: its array metadata and shard shape."""
+    options = geo.options
+    if options.encoding != "raw":
+        raise PlanError(
+            f"--encoding {options.encoding} is a precomputed chunk encoding; zarr3 "
+            "output stores raw chunks with --compression none|gzip|zstd|blosc"
+        )
+    checks.check_layer_dtype(geo.layer_type, geo.dtype)
+    compression = options.compression or "gzip"
+    chunk = geo.chunk_size
+    axes = output_axes(geo.source.axes, geo.num_channels)
+    compressor = sharding.zarr_compressor(compression, options.compression_level)
+    codec = compressor.codec(geo.dtype.itemsize) if compressor else None
+
+    def encode(block_xyzc: np.ndarray) -> bytes:
+        data = (
+            to_zarr_order(block_xyzc, axes)
+            .astype(block_xyzc.dtype.newbyteorder("<"), copy=False)
+            .tobytes()
+        )
+        return codec.compress(data) if codec else data
+
+    ratio, absent = sharding.sample_ratio(geo.source, chunk, geo.size, encode)
+    checks.check_sampled_missing(geo.source.url, absent, options.fill_missing)
+    raw_chunk = geo.raw_chunk_bytes
+    step = (
+        pyramid.alignment_step(chunk, geo.pyramid.factor) if geo.pyramid is not None else (1, 1, 1)
+    )
+    if options.shard_shape is not None:
+        shard = tuple(int(s) for s in options.shard_shape)
+        if len(shard) != 3 or any(s <= 0 or s % c for s, c in zip(shard, chunk, strict=True)):
+            raise PlanError(
+                f"--shard-shape {xyz(shard)} must be a positive multiple of the "
+                f"chunk size {xyz(chunk)} in every axis (x,y,z)"
+            )
+        box = pyramid.triple(s // c for s, c in zip(shard, chunk, strict=True))
+    else:
+        max_chunks, _ = pyramid.box_limits(
+            geo.pyramid, options.memory_budget, chunk, raw_chunk, base=True
+        )
+        box = sharding.zarr_box(options, geo.grid_shape, raw_chunk * ratio, max_chunks, step)
+    if geo.pyramid is not None:
+        pyramid.check_aligned(0, box, geo.grid_shape, step)
+    shard_voxels = tuple(b * c for b, c in zip(box, chunk, strict=True))
+    channels = geo.num_channels
+    try:
+        meta = ZarrArrayMetadata(
+            shape=to_axes(geo.size, channels, axes),
+            data_type=geo.dtype.name,
+            shard_shape=to_axes(shard_voxels, channels, axes),
+            chunk_shape=to_axes(chunk, channels, axes),
+            fill_value=0,
+            dimension_names=tuple(axes),
+            compressor=compressor,
+            index_location=options.index_location or "end",
+        )
+    except ValueError as exc:
+        raise PlanError(f"cannot describe the zarr3 array: {exc}") from exc
+    epoch = geometry.epoch_shape(box, raw_chunk, geo.epoch_budget, step)
+    return ConversionPlan(
+        **geo.plan_fields(),
+        encoded_ratio=ratio,
+        sampled_absent=(absent.missing, absent.looked_at),
+        shard_shape_chunks=box,
+        scattered=False,
+        epoch_shape_chunks=epoch,
+        layout=Zarr3Layout(meta, axes, channels=channels, ome_group=options.zarr_layout != "array"),
+    )
