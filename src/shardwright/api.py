@@ -7,7 +7,7 @@ from typing import Any
 
 from shardwright.engine.engines import engine_for
 from shardwright.engine.gpu import cupy_module
-from shardwright.errors import JobFailed, LeaseHeld, PlanError
+from shardwright.errors import NAMED, JobFailed, LeaseHeld, PlanError
 from shardwright.jobs.cluster import (
     chosen_client,
     runner,
@@ -219,8 +219,11 @@ def lost_workers(exc: Exception, plan: ConversionPlan | ObjectPlan, tasks: Any) 
     return JobFailed(
         f"the workers running shard task {shard} died {times} (a worker process that dies is "
         f"most often out of memory: {memory}{needs}, and every thread of a worker runs a "
-        "task at once). Lower --memory-budget, or start fewer --workers (more memory each), "
-        "then continue with the same command and --resume"
+        "task at once). Lower {memory_budget}, or start fewer {workers} (more memory each), "
+        "then continue with the same command and {resume}",
+        memory_budget=NAMED,
+        workers=NAMED,
+        resume=True,
     )
 
 
@@ -235,7 +238,8 @@ def check(
     if store.is_process_local and workers_elsewhere(settings.scheduler, settings.client):
         raise PlanError(
             f"{store.url} lives in this process; workers in other processes cannot write "
-            "it: use --scheduler local, threads or sync with memory:// destinations"
+            "it: use {scheduler} local, threads or sync with memory:// destinations",
+            scheduler=NAMED,
         )
     job = Job(the_plan, settings)
     job.check()

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from shardwright import logs, outcomes
 from shardwright.cli_parser import build_parser, options_from, run_options_from, subparser
 from shardwright.errors import ShardwrightWarning
+from shardwright.run_options import flag_wording
 
 
 def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int:
@@ -66,7 +67,7 @@ class _HeldWarnings:
     def hold(self, message: Warning | str, category: type[Warning], filename: str,
              lineno: int, *_: object) -> None:  # fmt: skip
         if isinstance(message, ShardwrightWarning):
-            self.held.append(message.for_command_line())
+            self.held.append(message.render(flag_wording))
         else:
             print(warnings.formatwarning(message, category, filename, lineno), end="",
                   file=sys.stderr)  # fmt: skip

@@ -9,7 +9,7 @@ import argparse
 import difflib
 from typing import Any, NoReturn
 
-from shardwright.errors import PlanError
+from shardwright.errors import within
 from shardwright.flags import (
     command_line_fields,
     default_of,
@@ -141,7 +141,7 @@ def _built(cls: type, args: argparse.Namespace) -> Any:
     try:
         return cls(**{f.name: getattr(args, f.name) for f, _ in command_line_fields(cls)})
     except ValueError as exc:
-        raise PlanError(str(exc)) from None
+        raise within(exc) from None
 
 
 def build_parser() -> argparse.ArgumentParser:

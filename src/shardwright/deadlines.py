@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from shardwright.errors import NAMED, OptionError, StoreError
 from shardwright.urls import scheme_of
 
 DEFAULT_TIMEOUT = 25.0  # with a command's start, an unreachable store is reported within 30 s
@@ -32,7 +33,7 @@ def timeout() -> float:
 def set_timeout(seconds: float) -> None:
     """This process's deadline (and that of the worker processes it starts)."""
     if not seconds > 0:
-        raise ValueError(f"timeout must be a positive number of seconds, got {seconds}")
+        raise OptionError(f"timeout must be a positive number of seconds, got {seconds}")
     os.environ[ENV] = repr(float(seconds))
     _curl_environment(seconds, override=True)
 
@@ -70,17 +71,18 @@ def tensorstore_retries() -> dict[str, Any]:
 
 def unanswered(
     url: str, storage_options: dict[str, Any] | None, cause: str = "", waited: bool = True
-) -> str:
-    """The message of a store that did not answer (`waited`: in the time allowed; else it
+) -> StoreError:
+    """The error of a store that did not answer (`waited`: in the time allowed; else it
     refused or could not be found): the URL, the endpoint, where the credentials came from
     (never a secret) and the option that waits longer."""
     endpoint = describe_endpoint(url, storage_options)
     if waited:
-        return (
+        return StoreError(
             f"{url}: no answer within {timeout():g} s; {endpoint}. Check the URL, the endpoint "
-            "and the network, or wait longer with --timeout SECONDS"
+            "and the network, or wait longer with {timeout} SECONDS",
+            timeout=NAMED,
         )
-    return (
+    return StoreError(
         f"{url}: cannot be reached ({cause}); {endpoint}. Check the URL, the endpoint and the "
         "network"
     )

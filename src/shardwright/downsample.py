@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from shardwright.arrays import Array
+from shardwright.errors import PyramidError
 
 _reduce: ModuleType | None
 try:  # C kernels for the common cases (built at install when a compiler is present)
@@ -52,11 +53,11 @@ def default_method(layer_type: str) -> str:
 def check_method(method: str, dtype: np.dtype, layer_type: str) -> None:
     """Refuse a method the data cannot take, with the reason."""
     if method not in METHODS:
-        raise ValueError(f"unknown downsampling method {method!r}; choose one of {METHODS}")
+        raise PyramidError(f"unknown downsampling method {method!r}; choose one of {METHODS}")
     if np.dtype(dtype).kind not in "uif":
-        raise ValueError(f"cannot downsample {np.dtype(dtype)} voxels; integers or floats only")
+        raise PyramidError(f"cannot downsample {np.dtype(dtype)} voxels; integers or floats only")
     if method == "average" and layer_type == "segmentation":
-        raise ValueError(
+        raise PyramidError(
             "average blends label ids into labels that do not exist; downsample a segmentation "
             "with mode (the default), min, max or striding"
         )
@@ -70,7 +71,7 @@ def check_factor(factor: Any) -> Factor:
     except (TypeError, ValueError):
         values, exact = (), False
     if len(values) != 3 or not exact or min(values) < 1 or max(values) < 2:
-        raise ValueError(
+        raise PyramidError(
             f"downsampling factor must be three positive integers x,y,z with at least one "
             f"above 1 (e.g. 2,2,2 or 2,2,1), got {factor!r}"
         )
@@ -94,9 +95,9 @@ def downsample(
     """
     block = xp.asarray(block)
     if block.ndim != 4:
-        raise ValueError(f"expected a [x, y, z, c] block, got shape {block.shape}")
+        raise PyramidError(f"expected a [x, y, z, c] block, got shape {block.shape}")
     if method not in METHODS:
-        raise ValueError(f"unknown downsampling method {method!r}; choose one of {METHODS}")
+        raise PyramidError(f"unknown downsampling method {method!r}; choose one of {METHODS}")
     fx, fy, fz = factor
     nx, ny, nz, channels = block.shape
     # The output takes the input's layout (x fastest for sources read z, y, x): accumulators

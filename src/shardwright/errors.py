@@ -1,60 +1,81 @@
-"""Every error shardwright raises on purpose, in one hierarchy.
+"""Every error shardwright raises on purpose, in one hierarchy, depending on nothing of the
+project.
 
 `ShardwrightError` is the root: `except ShardwrightError` catches what the project refuses or
 cannot do, and nothing else. Below it one class per kind of problem, each also a subclass of the
 built-in error a caller would expect (`ValueError` for bad input, `OSError` for storage), so
 existing `except ValueError` / `except OSError` handlers keep working.
+
+A message names the options it is about as data: `{field}` in its text, with `field=value` (or
+`field=NAMED`) given beside it. Each front end words them its own way: `str()` as the Python
+API's parameters (`mips=9`, `resume=True`), the command line as its flags (`--mips 9`,
+`--resume`; `render` with the wording `cli_parser.flag_wording`).
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 
-class _WordedForEachFrontEnd(Exception):
-    """Messages name options as the command line writes them (`--mips 9`); `str()` words them
-    for the Python API (`mips=9`, `resume=True`), `for_command_line()` keeps the flags."""
+class _Named:
+    """An option named in a message without a value ("give it with --resolution")."""
+
+    def __repr__(self) -> str:
+        return "NAMED"
+
+    def __reduce__(self) -> str:
+        return "NAMED"  # unpickled as this module's one NAMED (errors cross process bounds)
+
+
+NAMED: Any = _Named()
+
+
+@dataclass(frozen=True)
+class Alias:
+    """Another mention of an option a message names already, with another value: "{mips} is
+    too many ... use {most} or fewer" with `mips=9, most=Alias("mips", 3)`."""
+
+    field: str
+    value: Any
+
+
+OptionWording = Callable[[str, Any], str]  # (field, value or NAMED) -> how a front end says it
+
+
+def as_parameter(field: str, value: Any) -> str:
+    """An option as a Python caller passes it: `mips=9`, `engine='gpu'`, or its bare name."""
+    return field if value is NAMED else f"{field}={value!r}"
+
+
+class _Worded(Exception):
+    """A message whose `{field}`s name options (`options`: field -> value), worded as API
+    parameters by `str()` and as anything else by `render`."""
+
+    def __init__(self, message: str = "", /, **options: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.options = options
+
+    def render(self, wording: OptionWording) -> str:
+        text = self.message
+        for key, value in self.options.items():
+            field, value = (value.field, value.value) if isinstance(value, Alias) else (key, value)
+            text = text.replace("{" + key + "}", wording(field, value))
+        return text
 
     def __str__(self) -> str:
-        return api_wording(super().__str__())
-
-    def for_command_line(self) -> str:
-        return super().__str__()
+        return self.render(as_parameter)
 
 
-class ShardwrightError(_WordedForEachFrontEnd):
+class ShardwrightError(_Worded):
     """The root of every error this project raises on purpose."""
 
 
-class ShardwrightWarning(_WordedForEachFrontEnd, UserWarning):
+class ShardwrightWarning(_Worded, UserWarning):
     """A job that runs, but likely not as meant (a voxel size guessed): said once, on stderr
     by the command line, as a Python warning in the API."""
-
-
-_FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9]*(?:-[a-z0-9]+)*)(?: ([^\s,;)]+))?")
-_VALUE = re.compile(r"[0-9][0-9.,]*|auto|[A-Z]")
-
-
-def api_wording(message: str) -> str:
-    """`message` with every flag of ours replaced by the API parameter it sets (flags of other
-    programs, such as dask-cuda-worker's `--resources`, stay)."""
-    from shardwright.run_options import api_parameters
-
-    parameters = api_parameters()
-
-    def replace(match: re.Match[str]) -> str:
-        flag, following = match.group(1), match.group(2)
-        if flag not in parameters:
-            return match.group(0)
-        name, switch, choices = parameters[flag]
-        rest = "" if following is None else f" {following}"
-        if switch is not None:
-            return f"{name}={switch!r}{rest}"
-        if following is not None and (following in choices or _VALUE.fullmatch(following)):
-            return f"{name}={following}"
-        return f"{name}{rest}"
-
-    return _FLAG.sub(replace, message)
 
 
 # -- a job that cannot run as asked: raised before anything is written -----------------------
@@ -62,6 +83,11 @@ def api_wording(message: str) -> str:
 
 class PlanError(ShardwrightError, ValueError):
     """A conversion that cannot be done as asked; raised before anything is written."""
+
+
+class OptionError(PlanError):
+    """An option's value no conversion, job or lease can honour (out of range, wrong type,
+    unknown name): the same class wherever the value is checked."""
 
 
 class PyramidError(PlanError):
@@ -145,3 +171,13 @@ class StoreError(ShardwrightError, OSError):
 
 class LeaseLost(StoreError):
     """The destination's lease no longer names this run: another job took it over."""
+
+
+def within(exc: Exception, prefix: str = "") -> ShardwrightError:
+    """`exc` as a planning error with `prefix` before its message: in its own class where it
+    is one of ours (a PyramidError stays one, its options kept), a PlanError otherwise."""
+    if not isinstance(exc, ShardwrightError):
+        return PlanError(prefix + str(exc))
+    if not prefix:
+        return exc
+    return type(exc)(prefix + exc.message, **exc.options)

@@ -13,6 +13,7 @@ from typing import Any
 
 from shardwright.deadlines import DEFAULT_TIMEOUT
 from shardwright.downsample import METHODS as DOWNSAMPLE_METHODS
+from shardwright.errors import NAMED, OptionError
 from shardwright.flags import (
     cli,
     parse_json_object,
@@ -333,44 +334,68 @@ class ConvertOptions:
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
-            raise ValueError(f"unknown output format {self.format!r}; choose one of {FORMATS}")
+            raise OptionError(
+                f"{{format}} is not an output format; choose one of {FORMATS}", format=self.format
+            )
         if self.compression is not None and self.compression not in COMPRESSIONS:
-            raise ValueError(
-                f"unknown compression {self.compression!r}; choose one of {COMPRESSIONS}"
+            raise OptionError(
+                f"{{compression}} is not a compression; choose one of {COMPRESSIONS}",
+                compression=self.compression,
             )
         if self.index_location not in (None, *INDEX_LOCATIONS):
-            raise ValueError(f"index location must be start or end, got {self.index_location!r}")
+            raise OptionError(
+                "{index_location}: the index location is start or end",
+                index_location=self.index_location,
+            )
         if self.zarr_layout not in (None, *ZARR_LAYOUTS):
-            raise ValueError(f"zarr layout must be ome or array, got {self.zarr_layout!r}")
+            raise OptionError(
+                "{zarr_layout}: the zarr layout is ome or array", zarr_layout=self.zarr_layout
+            )
         if self.engine not in ENGINES:
-            raise ValueError(f"unknown engine {self.engine!r}; choose one of {ENGINES}")
+            raise OptionError(
+                f"{{engine}} is not an engine; choose one of {ENGINES}", engine=self.engine
+            )
         if self.memory_budget < 16 * MiB:
-            raise ValueError(f"memory budget {self.memory_budget} bytes is below 16 MiB")
+            raise OptionError(
+                "{memory_budget} is below 16 MiB, the smallest memory budget",
+                memory_budget=self.memory_budget,
+            )
         for name in ("storage_options", "source_storage_options"):
             if not isinstance(getattr(self, name), dict):
-                raise ValueError(f"{name} must be a dict of fsspec options, not "
-                                 f"{type(getattr(self, name)).__name__}")  # fmt: skip
+                raise OptionError(
+                    f"{{{name}}} must be a dict of fsspec options, not "
+                    f"{type(getattr(self, name)).__name__}",
+                    **{name: NAMED},
+                )
         for name, most in (("preshift_bits", 64), ("minishard_bits", MAX_MINISHARD_BITS),
                            ("shard_bits", 64)):  # fmt: skip
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not 0 <= value <= most):
-                raise ValueError(
-                    f"--{name.replace('_', '-')} must be in 0..{most}, got {value}"
+                raise OptionError(
+                    f"{{{name}}} must be in 0..{most}, got {value}"
                     + (" (each shard's index holds 16 bytes per minishard: 2^20 of them "
-                       "make 16 MiB)" if name == "minishard_bits" else "")
+                       "make 16 MiB)" if name == "minishard_bits" else ""),
+                    **{name: NAMED},
                 )  # fmt: skip
         if not self.timeout > 0:
-            raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout}")
+            raise OptionError(
+                "{timeout} must be a positive number of seconds", timeout=self.timeout
+            )
         if self.target_shard_bytes <= 0:
-            raise ValueError(f"target shard bytes must be positive, got {self.target_shard_bytes}")
+            raise OptionError(
+                "{target_shard_bytes} must be positive", target_shard_bytes=self.target_shard_bytes
+            )
         if (
             self.mips is not None
             and self.mips != "auto"
             and (isinstance(self.mips, bool) or not isinstance(self.mips, int) or self.mips < 0)
         ):
-            raise ValueError(f"mips must be a non-negative integer or 'auto', got {self.mips!r}")
+            raise OptionError(
+                f"{{mips}} must be a non-negative integer or 'auto', got {self.mips!r}",
+                mips=NAMED,
+            )
         if self.downsample is not None and self.downsample not in DOWNSAMPLE_METHODS:
-            raise ValueError(
-                f"unknown downsampling method {self.downsample!r}; choose one of "
-                f"{DOWNSAMPLE_METHODS}"
+            raise OptionError(
+                f"{{downsample}} is not a downsampling method; choose one of {DOWNSAMPLE_METHODS}",
+                downsample=self.downsample,
             )

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from shardwright.errors import JobFailed, ShardwrightError
+from shardwright.run_options import flag_wording
 
 INTERRUPTED, TERMINATED, BROKEN_PIPE, BUG = 130, 143, 141, 70
 # OS errors whose message is the whole story: the user fixes a path, a permission, a disk.
@@ -76,7 +77,7 @@ def report(
     if debug:
         traceback.print_exception(exc)
     if isinstance(exc, ShardwrightError):
-        print(f"shardwright {command}: error: {exc.for_command_line()}", file=sys.stderr)
+        print(f"shardwright {command}: error: {exc.render(flag_wording)}", file=sys.stderr)
         return 1 if isinstance(exc, JobFailed) else 2
     if isinstance(exc, OSError) and exc.errno in ACTIONABLE_ERRNOS:
         print(f"shardwright {command}: error: {exc}", file=sys.stderr)

@@ -14,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from shardwright.errors import NAMED, OptionError, as_parameter
 from shardwright.flags import cli, command_line_fields, parse_positive_int
 from shardwright.options import ConvertOptions
 
@@ -126,19 +127,29 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         if self.resume and self.overwrite:
-            raise ValueError("--resume and --overwrite contradict each other; pass one")
+            raise OptionError(
+                "{resume} and {overwrite} contradict each other; pass one",
+                resume=True,
+                overwrite=True,
+            )
         if self.workers is not None and (
             isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1
         ):
-            raise ValueError(
-                f"--workers must be a whole number of at least 1, got {self.workers!r}"
+            raise OptionError(
+                f"{{workers}} must be a whole number of at least 1, got {self.workers!r}",
+                workers=NAMED,
             )
         if self.wait_for_workers is not None and not self.wait_for_workers >= 0:
-            raise ValueError(f"--wait-for-workers must be seconds, got {self.wait_for_workers!r}")
+            raise OptionError(
+                f"{{wait_for_workers}} must be seconds, got {self.wait_for_workers!r}",
+                wait_for_workers=NAMED,
+            )
         if not self.lease_timeout > 0 or not self.lease_wait >= 0:
-            raise ValueError(
-                "--lease-timeout must be positive and --lease-wait not negative, got "
-                f"{self.lease_timeout} and {self.lease_wait}"
+            raise OptionError(
+                "{lease_timeout} must be positive and {lease_wait} not negative, got "
+                f"{self.lease_timeout} and {self.lease_wait}",
+                lease_timeout=NAMED,
+                lease_wait=NAMED,
             )
 
     @property
@@ -163,11 +174,20 @@ def split_keywords(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
     return {k: v for k, v in values.items() if k not in FIELDS}, run
 
 
-def api_parameters() -> dict[str, tuple[str, Any, tuple[str, ...]]]:
-    """Each command-line flag -> (the API parameter it sets, the value a switch sets or None,
-    its choices): how errors word an option for Python callers (`errors.api_wording`)."""
-    return {
-        flag.name: (f.name, flag.switch, flag.choices or ())
-        for cls in (ConvertOptions, RunOptions)
-        for f, flag in command_line_fields(cls)
-    }
+def flag_wording(field: str, value: Any) -> str:
+    """An option named in an error as the command line gives it: `--mips 9`, `--resume`,
+    `--gpu` (the switch that sets engine='gpu'), or the bare flag; an option the command line
+    does not offer (a Dask `client`) as the API's parameter."""
+    flag = FLAGS.get(field)
+    if flag is None:
+        return as_parameter(field, value)
+    if value is NAMED or flag.switch is not None:
+        return flag.name
+    if isinstance(value, tuple | list):
+        value = ",".join(str(v) for v in value)
+    return f"{flag.name} {value}"
+
+
+FLAGS = {
+    f.name: flag for cls in (ConvertOptions, RunOptions) for f, flag in command_line_fields(cls)
+}

@@ -49,6 +49,8 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any, BinaryIO
 
+from shardwright.errors import OptionError
+
 BACKLOG = 256  # connections the kernel queues before they are accepted
 MAX_THREADS = 256  # connections served at once (a browser opens 6 per origin); more wait
 IDLE_TIMEOUT_S = 10.0  # a keep-alive connection silent this long is closed, its thread freed
@@ -329,7 +331,7 @@ def make_server(
     """A server of `directory` at "/" (or of `routes`), not yet serving."""
     if routes is None:
         if directory is None:
-            raise ValueError("give a directory or routes to serve")
+            raise OptionError("give a directory or routes to serve")
         routes = {"/": directory}
     for directory_served in routes.values():
         if not os.path.isdir(directory_served):

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import shardwright
-from shardwright.errors import PlanError, api_wording
+from shardwright.errors import NAMED, Alias, PlanError
+from shardwright.run_options import flag_wording
 
 
 def _cli(*words: str) -> subprocess.CompletedProcess[str]:
@@ -89,7 +90,7 @@ def test_errors_name_api_parameters_in_python_and_flags_on_the_command_line(
     with pytest.raises(PlanError) as caught:
         shardwright.plan(source, str(tmp_path / "a"), compression="none", compression_level=5)
     assert str(caught.value) == (
-        "compression_level applies to gzip, zstd or blosc, not compression=none"
+        "compression_level applies to gzip, zstd or blosc, not compression='none'"
     )
     run = _cli("plan", source, str(tmp_path / "a"), "--compression", "none",
                "--compression-level", "5")  # fmt: skip
@@ -100,8 +101,30 @@ def test_errors_name_api_parameters_in_python_and_flags_on_the_command_line(
     )
 
 
-def test_api_wording_leaves_other_programs_flags_and_words_switches_as_true() -> None:
-    message = "run again with --resume, or start `dask-cuda-worker --resources GPU=1` (--gpu)"
-    assert api_wording(message) == (
-        "run again with resume=True, or start `dask-cuda-worker --resources GPU=1` (engine='gpu')"
+def test_an_error_names_options_as_data_each_front_end_words_them() -> None:
+    """Options are named by field in the message and given beside it: `str()` words them as
+    the API's parameters, the command line as its flags (switches bare, another program's
+    flags untouched), and the error crosses a pickle (a worker's) intact."""
+    import pickle
+
+    error = PlanError(
+        "run again with {resume}, or start `dask-cuda-worker --resources GPU=1` ({engine}); "
+        "{mips} is too many, use {most}; keep {chunk_size}; see {timeout}",
+        resume=True,
+        engine="gpu",
+        mips=9,
+        most=Alias("mips", 3),
+        chunk_size=(64, 64, 32),
+        timeout=NAMED,
     )
+    assert str(error) == (
+        "run again with resume=True, or start `dask-cuda-worker --resources GPU=1` "
+        "(engine='gpu'); mips=9 is too many, use mips=3; keep chunk_size=(64, 64, 32); see timeout"
+    )
+    assert error.render(flag_wording) == (
+        "run again with --resume, or start `dask-cuda-worker --resources GPU=1` (--gpu); "
+        "--mips 9 is too many, use --mips 3; keep --chunk-size 64,64,32; see --timeout"
+    )
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is PlanError and str(again) == str(error)
+    assert again.render(flag_wording) == error.render(flag_wording)

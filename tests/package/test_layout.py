@@ -241,3 +241,9 @@ def test_the_format_test_pattern_finds_format_tests() -> None:
     assert all(FORMAT_TESTS.search(line) for line in caught)
     assert not FORMAT_TESTS.search('if manifest.format == "zarr3":')
     assert not FORMAT_TESTS.search('if options.format == "precomputed":')
+
+
+def test_the_errors_module_depends_on_nothing_of_the_project() -> None:
+    """Every module may raise the project's errors; `errors.py` imports none of them (at any
+    depth: function-level imports count), so no error drags a module in."""
+    assert _imports("shardwright.errors", SRC / "errors.py") == []

@@ -53,7 +53,7 @@ def as_xyzc(chunk: np.ndarray) -> np.ndarray:
     if chunk.ndim == 3:
         return chunk[..., np.newaxis]
     if chunk.ndim != 4:
-        raise ValueError(f"a chunk is indexed [x, y, z, c]; got {chunk.ndim} dimensions")
+        raise EncodingError(f"a chunk is indexed [x, y, z, c]; got {chunk.ndim} dimensions")
     return chunk
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from numcodecs import Blosc
 
 from shardwright.codecs.base import Buffer
+from shardwright.errors import EncodingError
 from shardwright.formats.vocabulary import BloscName, names
 
 SHUFFLES = {"noshuffle": Blosc.NOSHUFFLE, "shuffle": Blosc.SHUFFLE, "bitshuffle": Blosc.BITSHUFFLE}
@@ -27,17 +28,17 @@ class BloscCodec:
 
     def __post_init__(self) -> None:
         if self.cname not in CNAMES:
-            raise ValueError(f"blosc cname must be one of {CNAMES}, got {self.cname!r}")
+            raise EncodingError(f"blosc cname must be one of {CNAMES}, got {self.cname!r}")
         if self.shuffle not in SHUFFLES:
-            raise ValueError(
+            raise EncodingError(
                 f"blosc shuffle must be one of {tuple(SHUFFLES)}, got {self.shuffle!r}"
             )
         if not 0 <= self.clevel <= 9:
-            raise ValueError(f"blosc clevel must be in 0..9, got {self.clevel!r}")
+            raise EncodingError(f"blosc clevel must be in 0..9, got {self.clevel!r}")
         if not 1 <= self.typesize <= 255:  # one byte in the blosc1 header
-            raise ValueError(f"blosc typesize must be in 1..255, got {self.typesize!r}")
+            raise EncodingError(f"blosc typesize must be in 1..255, got {self.typesize!r}")
         if self.blocksize < 0:
-            raise ValueError(
+            raise EncodingError(
                 f"blosc blocksize must be 0 (automatic) or more, got {self.blocksize!r}"
             )
         codec = Blosc(

@@ -49,7 +49,7 @@ class CompressedSegmentationEncoding:
     def __post_init__(self) -> None:
         block = tuple(int(b) for b in self.block_size)
         if len(block) != 3 or min(block) <= 0:
-            raise ValueError(
+            raise EncodingError(
                 f"compressed_segmentation block size must be 3 positive integers (x, y, z), "
                 f"got {self.block_size}"
             )
@@ -104,11 +104,11 @@ class CompressedSegmentationEncoding:
         shape = tuple(int(n) for n in shape_xyzc)
         words = len(raw) // _WORD
         if len(raw) % _WORD or words < shape[3]:
-            raise ValueError(f"compressed_segmentation chunk of {len(raw)} bytes is truncated")
+            raise EncodingError(f"compressed_segmentation chunk of {len(raw)} bytes is truncated")
         # The library does not bounds-check; catch a truncated or foreign stream here at least.
         offsets = np.frombuffer(raw, dtype="<u4", count=shape[3])
         if shape[3] and (offsets.min() < shape[3] or offsets.max() >= words):
-            raise ValueError(
+            raise EncodingError(
                 f"compressed_segmentation chunk of {len(raw)} bytes has channel offsets "
                 f"{offsets.tolist()} outside it; truncated, or not {shape[3]} channel(s)"
             )

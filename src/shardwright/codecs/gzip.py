@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from isal import igzip
 
 from shardwright.codecs.base import Buffer
+from shardwright.errors import EncodingError
 
 
 def isal_level(level: int) -> int:
     """The ISA-L level (1-3) for a zlib-style level (0-9)."""
     if isinstance(level, bool) or not isinstance(level, numbers.Integral) or not 0 <= level <= 9:
-        raise ValueError(f"gzip level must be an integer in 0..9, got {level!r}")
+        raise EncodingError(f"gzip level must be an integer in 0..9, got {level!r}")
     return 1 if level <= 3 else 2 if level <= 7 else 3
 
 

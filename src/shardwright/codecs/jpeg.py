@@ -30,7 +30,7 @@ def from_image(
     x, y, z, c = shape_xyzc
     channels = 1 if image.ndim == 2 else image.shape[2]
     if image.size != x * y * z * c or channels != c:
-        raise ValueError(
+        raise EncodingError(
             f"{encoding} chunk holds a {image.shape} image, which is not a "
             f"{tuple(shape_xyzc)} [x, y, z, c] chunk"
         )
@@ -44,7 +44,7 @@ class JpegEncoding:
 
     def __post_init__(self) -> None:
         if not 1 <= self.quality <= 100:
-            raise ValueError(f"jpeg quality must be in 1..100, got {self.quality}")
+            raise EncodingError(f"jpeg quality must be in 1..100, got {self.quality}")
 
     def encode(self, chunk: np.ndarray) -> bytes:
         data = as_xyzc(chunk)

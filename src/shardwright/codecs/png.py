@@ -41,7 +41,7 @@ class PngEncoding:
 
     def __post_init__(self) -> None:
         if not 0 <= self.level <= 9:
-            raise ValueError(f"png level must be in 0..9, got {self.level}")
+            raise EncodingError(f"png level must be in 0..9, got {self.level}")
 
     def encode(self, chunk: np.ndarray) -> bytes:
         data = as_xyzc(chunk)
@@ -61,7 +61,7 @@ class PngEncoding:
     ) -> np.ndarray:
         image = np.asarray(_imagecodecs().png_decode(data))
         if image.dtype != np.dtype(dtype):
-            raise ValueError(f"png chunk holds {image.dtype} pixels, expected {np.dtype(dtype)}")
+            raise EncodingError(f"png chunk holds {image.dtype} pixels, expected {np.dtype(dtype)}")
         return from_image(image, shape_xyzc, "png")
 
     def check(self, dtype: DTypeLike, num_channels: int, layer_type: str) -> None:

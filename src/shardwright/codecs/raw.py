@@ -8,6 +8,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from shardwright.codecs.base import Buffer, as_xyzc, check_channels, check_dtype
+from shardwright.errors import EncodingError
 
 # The data types TensorStore's neuroglancer_precomputed driver accepts (no int64, no float64).
 RAW_DTYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "float32")
@@ -46,7 +47,7 @@ class RawEncoding:
         expected = int(np.prod(shape_xyzc)) * little.itemsize
         nbytes = memoryview(data).nbytes
         if nbytes != expected:
-            raise ValueError(
+            raise EncodingError(
                 f"raw chunk is {nbytes} bytes, expected {expected} for "
                 f"{tuple(shape_xyzc)} {little.name}"
             )

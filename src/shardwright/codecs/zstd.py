@@ -9,6 +9,7 @@ from typing import Any
 import zstandard
 
 from shardwright.codecs.base import Buffer
+from shardwright.errors import EncodingError
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,7 @@ class ZstdCodec:
 
     def __post_init__(self) -> None:
         if not -(1 << 17) <= self.level <= zstandard.MAX_COMPRESSION_LEVEL:
-            raise ValueError(
+            raise EncodingError(
                 f"zstd level must be in -131072..{zstandard.MAX_COMPRESSION_LEVEL}, "
                 f"got {self.level!r}"
             )

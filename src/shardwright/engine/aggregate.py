@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from shardwright.arrays import Array, gather_segments, release_pinned, take_pinned, to_host
+from shardwright.errors import ShardFormatError
 from shardwright.formats import zarr3_sharding
 from shardwright.formats.shardfile import Piece, ShardFile
 from shardwright.formats.sharding import ShardingSpec, precomputed_layout
@@ -105,7 +106,7 @@ class EncodedChunks:
         chunk bytes in that order, as often as asked."""
         order = np.asarray(order, dtype=np.int64)
         if len(order) != self._count:
-            raise ValueError(f"an order of {len(order)} chunks for {self._count} chunks")
+            raise ShardFormatError(f"an order of {len(order)} chunks for {self._count} chunks")
         rank = np.empty(self._count, dtype=np.int64)
         rank[order] = np.arange(self._count)
         landing = self._landing(sum(int(e.sizes.sum()) for e in self._on_device))

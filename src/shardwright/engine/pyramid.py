@@ -30,6 +30,7 @@ from shardwright.engine.batched import BatchedProducer
 from shardwright.engine.blocks import Block, epoch_blocks
 from shardwright.engine.cpu import CpuProducer
 from shardwright.engine.shard_task import Producer, run_task
+from shardwright.errors import PyramidError
 from shardwright.manifest import Receipt
 from shardwright.planning import ConversionPlan, ShardTask, pyramid
 from shardwright.store import Store
@@ -130,7 +131,7 @@ class _HandoffBuilder:
         if not self.parts:
             return  # the top level hands nothing up
         if any(o % f for o, f in zip(origin, self.factor, strict=True)):
-            raise ValueError(f"block origin {origin} is not on the factor {self.factor} grid")
+            raise PyramidError(f"block origin {origin} is not on the factor {self.factor} grid")
         reduced = downsample(self.xp, block, self.factor, self.method, max_slab_bytes=self.slab)
         if self.xp is not np:
             reduced = self.xp.asnumpy(reduced)  # the pieces travel through Dask on the host

@@ -13,12 +13,14 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from shardwright.errors import ShardingSpecError
+
 
 def grid_bits(grid_shape: Sequence[int]) -> tuple[int, ...]:
     """Bits each dimension contributes to the compressed Morton code."""
     bits = tuple(max(int(n) - 1, 0).bit_length() for n in grid_shape)
     if sum(bits) > 64:
-        raise ValueError(
+        raise ShardingSpecError(
             f"grid shape {tuple(grid_shape)} needs {sum(bits)} Morton bits; at most 64"
         )
     return bits
@@ -52,11 +54,13 @@ def compressed_morton_code(
     """Compressed Morton code of each row of an (N, 3) array of grid coordinates (x, y, z)."""
     coords = np.asarray(grid_coords)
     if coords.ndim != 2 or coords.shape[1] != len(grid_shape):
-        raise ValueError(f"grid_coords must have shape (N, {len(grid_shape)}), got {coords.shape}")
+        raise ShardingSpecError(
+            f"grid_coords must have shape (N, {len(grid_shape)}), got {coords.shape}"
+        )
     coords = coords.astype(np.uint64, copy=False)
     shape = np.asarray(grid_shape, dtype=np.int64)
     if coords.size and (coords.astype(np.int64) >= shape).any():
-        raise ValueError(f"grid coordinates out of range for grid shape {tuple(grid_shape)}")
+        raise ShardingSpecError(f"grid coordinates out of range for grid shape {tuple(grid_shape)}")
     codes = np.zeros(coords.shape[0], dtype=np.uint64)
     one = np.uint64(1)
     for dim, bit, out_bit in _bit_schedule(grid_shape):

@@ -145,7 +145,9 @@ class ShardingSpec:
     def shard_filename(self, shard_number: int) -> str:
         """``<shard>.shard`` with the number in lowercase hex, zero-padded to ceil(bits/4)."""
         if not 0 <= shard_number < self.num_shards:
-            raise ValueError(f"shard number {shard_number} out of range [0, {self.num_shards})")
+            raise ShardFormatError(
+                f"shard number {shard_number} out of range [0, {self.num_shards})"
+            )
         digits = math.ceil(self.shard_bits / 4)
         return f"{shard_number:0{max(digits, 1)}x}.shard"
 
@@ -322,7 +324,7 @@ class ShardBuilder:
         self, chunk_ids: Sequence[int] | npt.NDArray[np.uint64], payloads: Sequence[bytes]
     ) -> None:
         if len(chunk_ids) != len(payloads):
-            raise ValueError(f"{len(chunk_ids)} chunk ids but {len(payloads)} payloads")
+            raise ShardFormatError(f"{len(chunk_ids)} chunk ids but {len(payloads)} payloads")
         for chunk_id, payload in zip(
             np.asarray(chunk_ids, dtype=np.uint64).tolist(), payloads, strict=True
         ):
@@ -395,13 +397,13 @@ def precomputed_layout(
         shard_number = int(shards[0]) if ids.size else 0
     if ids.size and (shards != np.uint64(shard_number)).any():
         stray = int(ids[np.flatnonzero(shards != np.uint64(shard_number))[0]])
-        raise ValueError(f"chunk id {stray} does not belong to shard {shard_number}")
+        raise ShardFormatError(f"chunk id {stray} does not belong to shard {shard_number}")
     order = np.lexsort((ids, minishards))
     ids_sorted, mini_sorted, sizes_sorted = ids[order], minishards[order], sizes[order]
     if ids.size > 1:
         dup = np.flatnonzero(ids_sorted[1:] == ids_sorted[:-1])
         if dup.size:
-            raise ValueError(f"chunk id {int(ids_sorted[dup[0]])} added twice")
+            raise ShardFormatError(f"chunk id {int(ids_sorted[dup[0]])} added twice")
     starts = np.cumsum(sizes_sorted, dtype=np.uint64) - sizes_sorted
     data_nbytes = int(sizes_sorted.sum(dtype=np.uint64))
     if prefix_sizes is not None:

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from shardwright.errors import OptionError
+
 DEFAULT_MEMORY_BUDGET = 256 * 1024 * 1024
 
 
@@ -21,7 +23,7 @@ class ChunkSpool:
 
     def __init__(self, memory_budget: int = DEFAULT_MEMORY_BUDGET, spool_dir: str | None = None):
         if memory_budget < 0:
-            raise ValueError(f"memory_budget must be >= 0, got {memory_budget}")
+            raise OptionError(f"memory_budget must be >= 0, got {memory_budget}")
         self._budget = memory_budget
         self._spool_dir = spool_dir
         self._blobs: list[bytes | memoryview] = []

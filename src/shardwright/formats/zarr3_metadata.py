@@ -242,7 +242,7 @@ class ZarrArrayMetadata:
             or (coords.size and ((coords < 0) | (coords >= np.asarray(grid))).any())
         ):
             bad = coords.tolist()[0] if coords.ndim == 2 and len(coords) == 1 else coords.shape
-            raise ValueError(
+            raise ZarrMetadataError(
                 f"shard coordinates {tuple(bad)} are out of range for the shard grid {grid}"
             )
         return ["c/" + "/".join(map(str, row)) for row in coords.tolist()]

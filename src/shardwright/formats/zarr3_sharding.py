@@ -55,10 +55,10 @@ _MISSING_U64 = np.uint64(MISSING)
 def _grid(chunks_per_shard: Sequence[int]) -> tuple[int, ...]:
     grid = tuple(chunks_per_shard)
     if not grid:
-        raise ValueError("chunks_per_shard must have rank >= 1")
+        raise ShardFormatError("chunks_per_shard must have rank >= 1")
     for n in grid:
         if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
-            raise ValueError(f"chunks_per_shard must be positive integers, got {grid}")
+            raise ShardFormatError(f"chunks_per_shard must be positive integers, got {grid}")
     return tuple(int(n) for n in grid)
 
 
@@ -69,7 +69,7 @@ def index_nbytes(chunks_per_shard: Sequence[int]) -> int:
 
 def _check_location(index_location: str) -> str:
     if index_location not in INDEX_LOCATIONS:
-        raise ValueError(f"index_location must be 'start' or 'end', got {index_location!r}")
+        raise ShardFormatError(f"index_location must be 'start' or 'end', got {index_location!r}")
     return index_location
 
 
@@ -80,7 +80,9 @@ def encode_index(index: npt.ArrayLike) -> bytes:
     """
     table = np.ascontiguousarray(index, dtype=_U64)
     if table.ndim < 1 or table.shape[-1] != 2:
-        raise ValueError(f"index must have a trailing dimension of 2, got shape {table.shape}")
+        raise ShardFormatError(
+            f"index must have a trailing dimension of 2, got shape {table.shape}"
+        )
     return append_crc32c(table.tobytes())
 
 
@@ -197,19 +199,21 @@ class ShardBuilder:
         self._check_open()
         grid = self.chunks_per_shard
         if len(coords) != len(grid):
-            raise ValueError(
+            raise ShardFormatError(
                 f"chunk coordinates {tuple(coords)} have rank {len(coords)}, "
                 f"the shard grid {grid} has rank {len(grid)}"
             )
         linear = 0
         for c, n, stride in zip(coords, grid, self._strides, strict=True):
             if isinstance(c, bool) or not isinstance(c, int | np.integer) or not 0 <= c < n:
-                raise ValueError(
+                raise ShardFormatError(
                     f"chunk coordinates {tuple(coords)} are out of range for the shard grid {grid}"
                 )
             linear += int(c) * stride
         if self._slot[linear] >= 0:
-            raise ValueError(f"chunk {tuple(int(c) for c in coords)} added twice to the shard")
+            raise ShardFormatError(
+                f"chunk {tuple(int(c) for c in coords)} added twice to the shard"
+            )
         self._slot[linear] = self._spool.append(blob)
 
     def add_many(
@@ -222,24 +226,26 @@ class ShardBuilder:
         if table.size == 0 and len(blobs) == 0:
             return
         if table.ndim != 2 or table.shape[1] != len(grid):
-            raise ValueError(
+            raise ShardFormatError(
                 f"coords must have shape (N, {len(grid)}) for the shard grid {grid}, "
                 f"got {table.shape}"
             )
         if table.shape[0] != len(blobs):
-            raise ValueError(f"{table.shape[0]} chunk coordinates but {len(blobs)} blobs")
+            raise ShardFormatError(f"{table.shape[0]} chunk coordinates but {len(blobs)} blobs")
         if not np.issubdtype(table.dtype, np.integer):
-            raise ValueError(f"coords must be integers, got dtype {table.dtype}")
+            raise ShardFormatError(f"coords must be integers, got dtype {table.dtype}")
         bad = ((table < 0) | (table >= np.asarray(grid))).any(axis=1)
         if bad.any():
             row = tuple(int(c) for c in table[np.flatnonzero(bad)[0]])
-            raise ValueError(f"chunk coordinates {row} are out of range for the shard grid {grid}")
+            raise ShardFormatError(
+                f"chunk coordinates {row} are out of range for the shard grid {grid}"
+            )
         linear = np.ravel_multi_index(tuple(table.T), grid)
         uniq, counts = np.unique(linear, return_counts=True)
         clash = np.concatenate([uniq[counts > 1], linear[self._slot[linear] >= 0]])
         if clash.size:
             where = tuple(int(c) for c in np.unravel_index(int(clash[0]), grid))
-            raise ValueError(f"chunk {where} added twice to the shard")
+            raise ShardFormatError(f"chunk {where} added twice to the shard")
         start = len(self._spool)
         for blob in blobs:
             self._spool.append(blob)
@@ -249,7 +255,7 @@ class ShardBuilder:
         """The finished shard; its pieces stream from the spool. Raises if no chunk was added."""
         self._check_open()
         if len(self._spool) == 0:
-            raise ValueError(
+            raise ShardFormatError(
                 f"shard {self.name!r} has no chunks: an empty shard is not stored "
                 "(readers treat a missing shard as all fill value); skip writing it"
             )
@@ -378,7 +384,7 @@ class ShardReader:
         self.chunks_per_shard = _grid(chunks_per_shard)
         self.index_location = _check_location(index_location)
         if index_location == "end" and object_size is None:
-            raise ValueError("a shard with its index at the end needs object_size to be read")
+            raise ShardFormatError("a shard with its index at the end needs object_size to be read")
         self._fetch = fetch
         self._object_size = object_size
         self._index: npt.NDArray[np.uint64] | None = None
@@ -414,7 +420,7 @@ class ShardReader:
         if len(coords) != len(grid) or not all(
             0 <= c < n for c, n in zip(coords, grid, strict=True)
         ):
-            raise ValueError(
+            raise ShardFormatError(
                 f"chunk coordinates {tuple(coords)} are out of range for the shard grid {grid}"
             )
         table = self.index()

@@ -20,7 +20,7 @@ from typing import Any
 import dask
 
 from shardwright import deadlines, logs
-from shardwright.errors import PlanError
+from shardwright.errors import NAMED, PlanError
 from shardwright.jobs.submission import DistributedRunner, Runner, ThreadRunner
 from shardwright.jobs.workers import GPU_RESOURCE, GPU_TASKS_PER_DEVICE
 
@@ -106,7 +106,8 @@ def connect(
         except OSError as exc:
             raise PlanError(
                 f"cannot connect to the Dask scheduler at {address} ({exc}); is it running, "
-                "and is this its address? (--scheduler, $DASK_SCHEDULER_ADDRESS)"
+                "and is this its address? ({scheduler}, $DASK_SCHEDULER_ADDRESS)",
+                scheduler=NAMED,
             ) from None
         with client:
             if announce and client.dashboard_link:

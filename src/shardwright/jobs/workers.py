@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any
 
-from shardwright.errors import PlanError
+from shardwright.errors import NAMED, PlanError
 from shardwright.urls import local_path, scheme_of
 
 GPU_RESOURCE = "GPU"  # what GPU workers declare (dask-cuda-worker ... --resources GPU=1)
@@ -33,7 +33,8 @@ def await_workers(client: Any, limit: float | None) -> None:
         if limit is not None and waited >= limit:
             raise PlanError(
                 f"no worker connected to {client.scheduler.address} within {limit:g} s "
-                "(--wait-for-workers); start workers with `dask worker ADDRESS`"
+                "({wait_for_workers}); start workers with `dask worker ADDRESS`",
+                wait_for_workers=NAMED,
             )
         print(
             f"shardwright: waiting for workers at {client.scheduler.address} (0 connected)",

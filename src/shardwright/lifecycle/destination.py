@@ -75,8 +75,9 @@ def check_holding(
     if holding.kind == "foreign":
         raise DestinationError(
             f"destination {url} holds files shardwright did not write (e.g. "
-            f"{holding.example}); choose a new or empty destination. --overwrite replaces "
-            "only shardwright datasets"
+            f"{holding.example}); choose a new or empty destination. {{overwrite}} replaces "
+            "only shardwright datasets",
+            overwrite=True,
         )
     if not holding.dataset:
         return
@@ -84,7 +85,9 @@ def check_holding(
     if mode == "new":
         raise DestinationError(
             f"destination {url} is not empty: it holds {state} shardwright dataset; pass "
-            "--resume to continue the job that wrote it or --overwrite to replace it"
+            "{resume} to continue the job that wrote it or {overwrite} to replace it",
+            resume=True,
+            overwrite=True,
         )
     if mode != "resume":
         return
@@ -93,14 +96,16 @@ def check_holding(
     if written_by is None:
         raise DestinationError(
             f"cannot resume into {url}: its dataset was written by a shardwright that kept no "
-            "job record, so its shards cannot be proven; pass --overwrite to replace it"
+            "job record, so its shards cannot be proven; pass {overwrite} to replace it",
+            overwrite=True,
         )
     if written_by != job:
         found = fingerprints.differences(recorded.get("fingerprint") or {}, fingerprint)
         raise DestinationError(
             f"cannot resume into {url}: this job differs from the one that wrote it "
             f"(different source or options?): {'; '.join(found) or 'fingerprints differ'}. "
-            "Pass the same source and options, or --overwrite to replace it"
+            "Pass the same source and options, or {overwrite} to replace it",
+            overwrite=True,
         )
 
 

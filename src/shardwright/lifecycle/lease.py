@@ -30,7 +30,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from shardwright.errors import LeaseHeld, PlanError
+from shardwright.errors import LeaseHeld, ManifestError, PlanError
 from shardwright.run_options import DEFAULT_LEASE_TIMEOUT
 from shardwright.store import CONTROL_PREFIX, JobRun, Store
 from shardwright.version import __version__
@@ -80,7 +80,7 @@ class Holder:
     @classmethod
     def from_json(cls, value: Any) -> Holder:
         if not isinstance(value, dict):
-            raise ValueError("not a JSON object")
+            raise ManifestError("a lease record that is not a JSON object")
         try:
             return cls(
                 run=str(value["run"]),
@@ -94,7 +94,9 @@ class Holder:
                 version=str(value.get("version", "")),
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"missing or malformed field ({exc})") from None
+            raise ManifestError(
+                f"a lease record with a missing or malformed field ({exc})"
+            ) from None
 
     def gone_here(self) -> bool:
         """The holder ran on this host and its process is gone (or had this process's pid and
@@ -170,7 +172,8 @@ def takeover_notice(
             return f"taking over an unreadable lease of {url} (--break-lease)"
         raise LeaseHeld(
             f"{url} is locked by an unreadable lease ({CONTROL_PREFIX}lease-*.json); if no "
-            "job is writing it, pass --break-lease"
+            "job is writing it, pass {break_lease}",
+            break_lease=True,
         )
     who = holder.describe(heard, now)
     if break_lease:
@@ -186,7 +189,8 @@ def takeover_notice(
         f"{url} is being written by another job: {who}. One job writes a destination at "
         f"a time. Its lease is taken over once it has not been renewed for "
         f"{holder.timeout:.0f} s (in {holder.timeout - (now - heard):.0f} s); pass "
-        "--break-lease only if you know that job has stopped"
+        "{break_lease} only if you know that job has stopped",
+        break_lease=True,
     )
 
 

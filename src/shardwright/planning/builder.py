@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 
-from shardwright.errors import PlanError, ShardwrightWarning
+from shardwright.errors import NAMED, PlanError, ShardwrightWarning
 from shardwright.formats.vocabulary import VolumeType, names
 from shardwright.options import ConvertOptions
 from shardwright.planning import capabilities, checks, geometry, pyramid
@@ -48,7 +48,8 @@ def make_plan(
         warnings.warn(
             ShardwrightWarning(
                 f"{src.url} records no voxel size: writing 1,1,1 nm; give the real one "
-                "(x,y,z in nanometres) with --resolution"
+                "(x,y,z in nanometres) with {resolution}",
+                resolution=NAMED,
             ),
             stacklevel=2,
         )

@@ -9,11 +9,11 @@ options the chosen format or encoding would silently ignore.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from shardwright.errors import PlanError
+from shardwright.errors import NAMED, Alias, OptionError, PlanError
 from shardwright.manifest import MANIFEST_KEY
 from shardwright.options import ConvertOptions
 from shardwright.planning.text import xyz
@@ -40,8 +40,9 @@ def check_sampled_missing(url: str, absent: missing.Tally, fill_missing: bool) -
         shown = ", ".join(absent.examples[:3])
         raise PlanError(
             f"no data at {url}: none of the {absent.looked_at} source chunks sampled is stored "
-            f"(e.g. {shown}); check the path and the scale, or pass --fill-missing to "
-            "convert it as the fill value"
+            f"(e.g. {shown}); check the path and the scale, or pass {{fill_missing}} to "
+            "convert it as the fill value",
+            fill_missing=True,
         )
 
 
@@ -86,13 +87,15 @@ def check_layer_dtype(layer_type: str, dtype: np.dtype) -> None:
 
 
 def check_block_size(options: ConvertOptions, encoding: str | None) -> None:
-    """--block-size only with compressed_segmentation (None: not decided yet, see builder)."""
+    """A block size only with compressed_segmentation (None: not decided yet, see builder)."""
     if options.compressed_segmentation_block_size is not None and encoding not in (
         None,
         "compressed_segmentation",
     ):
-        raise PlanError(
-            f"--block-size applies to --encoding compressed_segmentation, not {encoding}"
+        raise OptionError(
+            f"{{compressed_segmentation_block_size}} applies to {{encoding}}, not {encoding}",
+            compressed_segmentation_block_size=NAMED,
+            encoding="compressed_segmentation",
         )
 
 
@@ -100,35 +103,34 @@ def check_options_for_format(options: ConvertOptions) -> None:
     """Refuse options the chosen format or encoding would ignore, so that what the user
     asked for is either honoured or refused, never dropped."""
     if options.format == "zarr3":
-        ignored = {
-            "--scale-key": options.scale_key,
-            "--preshift-bits": options.preshift_bits,
-            "--minishard-bits": options.minishard_bits,
-            "--shard-bits": options.shard_bits,
-            "--hash": options.hash,
-            "--jpeg-quality": options.jpeg_quality,
-            "--block-size": options.compressed_segmentation_block_size,
-        }
-        _refuse_given(ignored, "precomputed output; zarr3 output ignores it")
+        ignored: tuple[str, ...] = (
+            "scale_key", "preshift_bits", "minishard_bits", "shard_bits", "hash", "jpeg_quality",
+            "compressed_segmentation_block_size",
+        )  # fmt: skip
+        _refuse_given(options, ignored, "precomputed output; zarr3 output ignores it")
         if options.zarr_layout == "array" and options.mips not in (None, 0):
-            raise PlanError(
-                "--zarr-layout array writes one bare array; a pyramid (--mips) needs "
-                "--zarr-layout ome"
+            raise OptionError(
+                "{zarr_layout} writes one bare array; a pyramid ({mips}) needs {ome}",
+                zarr_layout="array",
+                mips=NAMED,
+                ome=Alias("zarr_layout", "ome"),
             )
     else:
-        ignored = {
-            "--shard-shape": options.shard_shape,
-            "--index-location": options.index_location,
-            "--zarr-layout": options.zarr_layout,
-        }
-        _refuse_given(ignored, "zarr3 output; precomputed output ignores it")
+        ignored = ("shard_shape", "index_location", "zarr_layout")
+        _refuse_given(options, ignored, "zarr3 output; precomputed output ignores it")
         if options.jpeg_quality is not None and options.encoding != "jpeg":
             chosen = options.encoding or "the default"
-            raise PlanError(f"--jpeg-quality applies to --encoding jpeg, not {chosen}")
+            raise OptionError(
+                f"{{jpeg_quality}} applies to {{encoding}}, not {chosen}",
+                jpeg_quality=NAMED,
+                encoding="jpeg",
+            )
         check_block_size(options, options.encoding)
     if options.compression_level is not None and options.compression == "none":
-        raise PlanError(
-            "--compression-level applies to gzip, zstd or blosc, not --compression none"
+        raise OptionError(
+            "{compression_level} applies to gzip, zstd or blosc, not {compression}",
+            compression_level=NAMED,
+            compression="none",
         )
     if (
         options.compression_level is not None
@@ -136,13 +138,16 @@ def check_options_for_format(options: ConvertOptions) -> None:
         and options.format == "precomputed"
         and options.encoding in ("jpeg", "png")
     ):
-        raise PlanError(
-            f"--compression-level: {options.encoding} chunks are not compressed again "
-            + ("(use --jpeg-quality)" if options.encoding == "jpeg" else "(png compresses itself)")
+        raise OptionError(
+            f"{{compression_level}}: {options.encoding} chunks are not compressed again "
+            + ("(use {jpeg_quality})" if options.encoding == "jpeg" else "(png compresses itself)"),
+            compression_level=NAMED,
+            jpeg_quality=NAMED,
         )
 
 
-def _refuse_given(options: Mapping[str, object], where: str) -> None:
-    for flag, value in options.items():
-        if value is not None:
-            raise PlanError(f"{flag} applies to {where}")
+def _refuse_given(options: ConvertOptions, fields: Sequence[str], where: str) -> None:
+    """Refuse the first of `fields` the user gave (not None) as one `where` ignores."""
+    for name in fields:
+        if getattr(options, name) is not None:
+            raise OptionError(f"{{{name}}} applies to {where}", **{name: NAMED})

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from shardwright import deadlines
-from shardwright.errors import PlanError
+from shardwright.errors import NAMED, PlanError
 from shardwright.options import ConvertOptions
 from shardwright.planning.builder import make_plan
 from shardwright.planning.objects import ObjectPlan, make_object_plan, object_source_info
@@ -30,7 +30,11 @@ def plan_conversion(
     info = object_source_info(source, options.source_storage_options)
     if info is not None:
         if options.with_meshes or options.with_skeletons:
-            raise PlanError("--with-meshes / --with-skeletons go with a segmentation volume")
+            raise PlanError(
+                "{with_meshes} / {with_skeletons} go with a segmentation volume",
+                with_meshes=NAMED,
+                with_skeletons=NAMED,
+            )
         return make_object_plan(str(source), dest, options, info)
     volume = make_plan(source, dest, options)
     if not (options.with_meshes or options.with_skeletons):
@@ -44,7 +48,11 @@ def with_companions(
     """The volume plan plus the plans of the meshes / skeletons its source `info` names,
     each to the same sub-directory of DEST, which the volume's `info` then names too."""
     if not isinstance(source, str) or not volume.layout.names_companions:
-        raise PlanError("--with-meshes / --with-skeletons need a precomputed volume source")
+        raise PlanError(
+            "{with_meshes} / {with_skeletons} need a precomputed volume source",
+            with_meshes=NAMED,
+            with_skeletons=NAMED,
+        )
     store = Store(source, options.source_storage_options)
     try:
         source_info = json.loads(store.read("info"))
@@ -58,9 +66,9 @@ def with_companions(
             continue
         name = source_info.get(member)
         if not isinstance(name, str) or not name or name.startswith("/") or ".." in name:
+            option = "with_meshes" if member == "mesh" else "with_skeletons"
             raise PlanError(
-                f"--with-{'meshes' if member == 'mesh' else 'skeletons'}: {source}/info names no "
-                f"{member} directory"
+                f"{{{option}}}: {source}/info names no {member} directory", **{option: NAMED}
             )
         path, out = f"{source.rstrip('/')}/{name}", f"{dest.rstrip('/')}/{name}"
         info = object_source_info(path, options.source_storage_options)

@@ -12,7 +12,7 @@ import dataclasses
 import math
 from typing import Any
 
-from shardwright.errors import PlanError
+from shardwright.errors import NAMED, PlanError
 from shardwright.planning import pyramid
 from shardwright.planning.layouts.base import LevelGeometry
 from shardwright.planning.pyramid import Triple
@@ -31,7 +31,8 @@ def add_levels(base: ConversionPlan, sizes: list[Triple]) -> ConversionPlan:
         raise PlanError(
             f"pyramid level 0: shards hand {human_bytes(base.image_bytes)} to the next level, more "
             f"than half the {human_bytes(budget)} memory budget allows; use a chunk size divisible "
-            "by the factor, smaller shards or a larger --memory-budget"
+            "by the factor, smaller shards or a larger {memory_budget}",
+            memory_budget=NAMED,
         )
     # Explicit sharding choices are for the base level; upper levels are planned here.
     auto = dataclasses.replace(
@@ -73,7 +74,8 @@ def add_levels(base: ConversionPlan, sizes: list[Triple]) -> ConversionPlan:
                 f"pyramid level {k}: shards of {xyz(box)} chunks "
                 f"({human_bytes(math.prod(box) * raw_chunk)}) are needed to keep downsampling "
                 f"blocks whole, more than half the {human_bytes(budget)} memory budget; use a "
-                "chunk size divisible by the factor or a larger --memory-budget"
+                "chunk size divisible by the factor or a larger {memory_budget}",
+                memory_budget=NAMED,
             )
         level["shard_shape_chunks"] = box
         level["epoch_shape_chunks"] = box  # an upper task holds its whole region

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from shardwright.errors import PlanError
+from shardwright.errors import NAMED, PlanError, within
 from shardwright.formats import meshes, skeletons
 from shardwright.formats.sharding import ShardingSpec
 from shardwright.options import ConvertOptions
@@ -251,7 +251,7 @@ def make_object_plan(
             _check_legacy_convertible(options, source)
             info = meshes.multilod_info_for_legacy(source_info)
     except ValueError as exc:
-        raise PlanError(f"{source}/info: {exc}") from None
+        raise within(exc, f"{source}/info: ") from None
     listing = Store(source, options.source_storage_options).list_sizes()
     ids, source_objects, source_bytes = _segments(kind, listing, source)
     sharding = _choose_sharding(options, kind, ids.size, source_bytes)
@@ -279,10 +279,13 @@ def _check_options(options: ConvertOptions, source: str) -> None:
     if options.format != "precomputed":
         raise PlanError(
             f"{source} holds meshes or skeletons: their sharded form is precomputed only "
-            f"(drop --format {options.format})"
+            "(drop {format})",
+            format=options.format,
         )
     if options.mips not in (None, 0):
-        raise PlanError(f"{source} holds meshes or skeletons: --mips applies to volumes")
+        raise PlanError(
+            f"{source} holds meshes or skeletons: {{mips}} applies to volumes", mips=NAMED
+        )
     if options.engine != "cpu":
         raise PlanError("meshes and skeletons are copied, not encoded: they run on the CPU")
 
@@ -292,8 +295,9 @@ def _check_legacy_convertible(options: ConvertOptions, source: str) -> None:
     if not options.legacy_to_multires:
         raise PlanError(
             f"{source} holds legacy single-resolution meshes (<id>:0 manifests), which the "
-            "sharded format cannot store; pass --legacy-to-multires to re-encode them as "
-            "multi-resolution Draco meshes with one level of detail"
+            "sharded format cannot store; pass {legacy_to_multires} to re-encode them as "
+            "multi-resolution Draco meshes with one level of detail",
+            legacy_to_multires=True,
         )
     try:
         import DracoPy  # noqa: F401

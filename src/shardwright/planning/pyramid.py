@@ -18,7 +18,7 @@ import numpy as np
 
 from shardwright import downsample
 from shardwright.downsample import Factor, reduced_shape
-from shardwright.errors import PlanError, PyramidError
+from shardwright.errors import NAMED, Alias, PlanError, PyramidError, within
 from shardwright.options import ConvertOptions
 from shardwright.planning.text import xyz
 
@@ -79,9 +79,11 @@ def level_sizes(size: Triple, factor: Factor, mips: int | str, chunk: Triple) ->
         wanted = int(mips)
         if wanted > most:
             raise PyramidError(
-                f"--mips {wanted} is too many for a {xyz(size)} volume with factor "
+                f"{{mips}} is too many for a {xyz(size)} volume with factor "
                 f"{xyz(factor)}: level {most} is already one voxel along the downsampled "
-                f"axes; use --mips {most} or fewer (or auto)"
+                f"axes; use {{most}} or fewer (or auto)",
+                mips=wanted,
+                most=Alias("mips", most),
             )
     sizes = [size]
     for _ in range(wanted):
@@ -158,7 +160,12 @@ def requested(
     """The pyramid asked for (and every level's size), validated; None without --mips."""
     if options.mips in (None, 0):
         if options.factor is not None or options.downsample is not None:
-            raise PlanError("--factor and --downsample shape a pyramid: add --mips N or auto")
+            raise PlanError(
+                "{factor} and {downsample} shape a pyramid: add {mips} N or auto",
+                factor=NAMED,
+                downsample=NAMED,
+                mips=NAMED,
+            )
         return None
     if options.hash not in (None, "identity"):
         raise PlanError(
@@ -171,7 +178,7 @@ def requested(
         downsample.check_method(method, dtype, layer_type)
         sizes = level_sizes(size, factor, options.mips, chunk)
     except ValueError as exc:
-        raise PlanError(str(exc)) from exc
+        raise within(exc) from exc
     return Pyramid(factor, method, len(sizes)), sizes
 
 

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from shardwright.errors import PlanError
+from shardwright.errors import NAMED, OptionError, within
 from shardwright.formats.morton import grid_bits, morton_bit_dims
 from shardwright.formats.sharding import ShardingSpec
 from shardwright.formats.zarr3_codecs import Compressor
@@ -47,7 +47,7 @@ def choose_sharding(
     try:
         total = sum(grid_bits(grid))
     except ValueError as exc:
-        raise PlanError(str(exc)) from exc
+        raise within(exc) from exc
     dims = morton_bit_dims(grid)
     fit = int(math.floor(math.log2(max(options.target_shard_bytes / encoded_chunk, 1))))
     if max_chunks is not None:
@@ -89,7 +89,7 @@ def sharding_spec(
             data_encoding=data_encoding,
         )
     except ValueError as exc:
-        raise PlanError(f"impossible sharding parameters: {exc}") from exc
+        raise within(exc, "impossible sharding parameters: ") from exc
 
 
 def morton_box(dims: list[int], low: int, grid: tuple[int, ...]) -> Triple:
@@ -190,4 +190,6 @@ def zarr_compressor(compression: str, level: int | None) -> Compressor | None:
             return Compressor.zstd(3 if level is None else level)
         return Compressor.blosc(clevel=5 if level is None else level)
     except ValueError as exc:
-        raise PlanError(f"bad --compression-level for {compression}: {exc}") from exc
+        raise OptionError(
+            f"bad {{compression_level}} for {compression}: {exc}", compression_level=NAMED
+        ) from exc

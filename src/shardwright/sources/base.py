@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from shardwright.errors import ShardwrightError, SourceError
+from shardwright.errors import NAMED, ShardwrightError, SourceError
 
 Box = tuple[int, int, int]
 
@@ -109,7 +109,8 @@ def default_axes(ndim: int, url: str) -> str:
         return "czyx"
     raise SourceError(
         f"{url}: a {ndim}-D array is not a volume (3-D z,y,x or 4-D c,z,y,x expected); "
-        "pass axes (--source-axes) for other layouts"
+        "pass axes ({source_axes}) for other layouts",
+        source_axes=NAMED,
     )
 
 

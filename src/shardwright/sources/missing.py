@@ -108,8 +108,9 @@ def account(
         raise MissingChunksError(
             f"{url}: {len(absent)} {what}{'s' if len(absent) != 1 else ''} "
             f"{scope + ' ' if scope else ''}missing ({shown}{more}); nothing stored there may "
-            "mean data that was never written or was lost. Pass --fill-missing to write "
-            f"{fill_value} there instead"
+            "mean data that was never written or was lost. Pass {fill_missing} to write "
+            f"{fill_value} there instead",
+            fill_missing=True,
         )
     tally = _CURRENT.get()
     if tally is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shardwright.errors import SourceError
+from shardwright.errors import NAMED, SourceError
 from shardwright.sources.base import SourceHints, axes_from_names
 from shardwright.sources.tensorstore_array import TensorStoreSource, kvstore_spec, read_json
 from shardwright.sources.zarr import UNIT_TO_NM
@@ -52,7 +52,8 @@ def _open_scale(
             return _dataset(f"{url.rstrip('/')}/{name}", attributes, axes, storage_options, group)
     wanted = f"scale {scale_key!r}" if scale_key is not None else "dataset s0"
     raise SourceError(
-        f"{url}: an N5 group without {wanted}; name one of its datasets (--source-scale)"
+        f"{url}: an N5 group without {wanted}; name one of its datasets ({{source_scale}})",
+        source_scale=NAMED,
     )
 
 

@@ -26,7 +26,7 @@ class NpySource(ArraySource):
         if self._array is None:
             array = np.load(self.path, mmap_mode="r", allow_pickle=False)
             if not isinstance(array, np.ndarray):
-                raise ValueError("not a single array")
+                raise SourceError("not a single array")
             self._array = array
         return self._array
 

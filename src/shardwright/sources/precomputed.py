@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from shardwright.codecs.base import ChunkEncoding
-from shardwright.errors import FormatError, SourceError
+from shardwright.errors import NAMED, FormatError, SourceError
 from shardwright.formats.precomputed_info import PrecomputedScale
 from shardwright.formats.sharded_reader import ShardedReader
 from shardwright.formats.vocabulary import VolumeType, names
@@ -46,7 +46,8 @@ def open_precomputed(
     url; absent chunks are refused unless `fill_missing`."""
     if axes not in (None, "xyzc"):
         raise SourceError(
-            f"{url}: a precomputed volume is x,y,z,c; axes {axes!r} (--source-axes) do not apply"
+            f"{url}: a precomputed volume is x,y,z,c; axes {axes!r} ({{source_axes}}) do not apply",
+            source_axes=NAMED,
         )
     store = Store(url, storage_options)
     try:

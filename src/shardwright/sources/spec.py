@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shardwright.errors import SourceError
+from shardwright.errors import NAMED, SourceError
 from shardwright.sources.base import json_object
 from shardwright.sources.tensorstore_array import INLINE_SPEC, TensorStoreSource
 
@@ -26,7 +26,8 @@ def open_spec(
     if storage_options:
         raise SourceError(
             f"{text_or_path}: a TensorStore spec carries its own kvstore options; "
-            "--source-storage-options do not apply"
+            "{source_storage_options} do not apply",
+            source_storage_options=NAMED,
         )
     if text_or_path.lstrip().startswith("{"):
         text, name = text_or_path, "the TensorStore spec"

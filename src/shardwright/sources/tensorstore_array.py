@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from shardwright import deadlines
-from shardwright.errors import SourceError, StoreError
+from shardwright.errors import SourceError
 from shardwright.sources import missing
 from shardwright.sources.base import ArraySource, SourceHints, axes_from_names, json_object
 from shardwright.urls import scheme_of
@@ -106,7 +106,7 @@ def _within_deadline(future: Any, what: str, storage_options: dict[str, Any] | N
         return future.result(timeout=deadlines.timeout())
     except TimeoutError:
         future.cancel()
-        raise StoreError(deadlines.unanswered(what, storage_options)) from None
+        raise deadlines.unanswered(what, storage_options) from None
 
 
 class TensorStoreSource(ArraySource):

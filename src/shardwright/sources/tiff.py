@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import tifffile
 
-from shardwright.errors import SourceError
+from shardwright.errors import NAMED, SourceError
 from shardwright.sources import missing
 from shardwright.sources.base import ArraySource, SourceHints, axes_from_names, file_identity
 from shardwright.sources.kinds import is_tiff_name
@@ -122,7 +122,8 @@ class TiffFileSource(ArraySource):
         if detected is None and axes is None and len(shape) != 3:
             raise SourceError(
                 f"{url or path}: cannot tell the axes of TIFF layout {series_axes} {shape}; "
-                "pass axes (--source-axes)"
+                "pass axes ({source_axes})",
+                source_axes=NAMED,
             )
         self._lock = threading.Lock()
         self._reader: Any = None
@@ -261,7 +262,8 @@ def _with_gaps(files: list[str], url: str, fill_missing: bool) -> list[str | Non
         raise missing.MissingChunksError(
             f"{url}: the slice numbering skips {len(gaps)} number(s) ({shown}) between "
             f"{os.path.basename(files[0])} and {os.path.basename(files[-1])}; pass "
-            "--fill-missing to write 0 for each missing slice"
+            "{fill_missing} to write 0 for each missing slice",
+            fill_missing=True,
         )
     return by_z
 

@@ -242,7 +242,6 @@ class Store:
             raise
         except GaveUp as exc:
             waited = time.monotonic() > deadline - 2  # else it refused, or is not found
-            message = deadlines.unanswered(self.url, self.storage_options, exc.cause, waited)
-            raise StoreError(message) from None
+            raise deadlines.unanswered(self.url, self.storage_options, exc.cause, waited) from None
         self._answered = True
         return result

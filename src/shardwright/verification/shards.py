@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shardwright.errors import ShardFormatError
+from shardwright.errors import ShardFormatError, ZarrMetadataError
 from shardwright.formats import ome_zarr, zarr3_metadata
 from shardwright.formats.precomputed_info import PrecomputedInfo
 from shardwright.lifecycle.journal import stream_crc32c
@@ -99,7 +99,7 @@ def _zarr_dataset(store: Store, documents: dict[str, Any]) -> Dataset:
 
     names = next(iter(metas.values())).dimension_names
     if not names or not all(isinstance(n, str) for n in names):
-        raise ValueError("zarr.json records no dimension_names: its axes are unknown")
+        raise ZarrMetadataError("zarr.json records no dimension_names: its axes are unknown")
     axes = "".join(str(n) for n in names)
     comparers: list[ChunkComparer] = [
         ZarrComparer(store, meta, axes, prefix) for prefix, meta in metas.items()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from shardwright.codecs import ChunkEncoding, byte_codec
-from shardwright.errors import PlanError
+from shardwright.errors import NAMED, OptionError, PlanError, within
 from shardwright.formats.morton import compressed_morton_code
 from shardwright.formats.precomputed_info import PrecomputedInfo, PrecomputedScale
 from shardwright.formats.sharding import ShardingSpec
@@ -140,14 +140,14 @@ class PrecomputedLayout:
                 sharding=spec,
             )
         except ValueError as exc:
-            raise PlanError(f"pyramid level {geometry.level}: {exc}") from exc
+            raise within(exc, f"pyramid level {geometry.level}: ") from exc
         return box, scale
 
     def with_levels(self, parts: list[Any]) -> list[PrecomputedLayout]:
         try:
             info = dataclasses.replace(self.info, scales=(self.scale, *parts))
         except ValueError as exc:
-            raise PlanError(f"pyramid scales: {exc}") from exc
+            raise within(exc, "pyramid scales: ") from exc
         return [dataclasses.replace(self, info=info, level=k) for k in range(len(parts) + 1)]
 
     def naming(self, names: dict[str, Any]) -> PrecomputedLayout:
@@ -172,7 +172,10 @@ def plan_volume(geo: Geometry) -> ConversionPlan:
     options = geo.options
     compression = options.compression or ("none" if options.encoding in ("jpeg", "png") else "gzip")
     if compression not in ("none", "gzip"):
-        raise PlanError(f"precomputed supports --compression none or gzip, not {compression!r}")
+        raise OptionError(
+            "precomputed supports {compression} none or gzip, not " + repr(compression),
+            compression=NAMED,
+        )
     block = None
     if options.encoding == "compressed_segmentation":
         block = options.compressed_segmentation_block_size
@@ -187,7 +190,7 @@ def plan_volume(geo: Geometry) -> ConversionPlan:
             compressed_segmentation_block_size=block,
         )
     except (ValueError, TypeError) as exc:
-        raise PlanError(str(exc)) from exc
+        raise within(exc) from exc
     encoding = scale.chunk_encoding(options.jpeg_quality)
     encoding.check(geo.dtype, geo.num_channels, geo.layer_type)
     checks.check_layer_dtype(geo.layer_type, geo.dtype)
@@ -213,8 +216,9 @@ def plan_volume(geo: Geometry) -> ConversionPlan:
         if scattered:
             raise PlanError(
                 "pyramids need spatial-box shards (identity hash): these sharding bits "
-                "scatter chunks across shards; drop --shard-bits or give more "
-                "preshift + minishard bits"
+                "scatter chunks across shards; drop {shard_bits} or give more "
+                "preshift + minishard bits",
+                shard_bits=NAMED,
             )
         pyramid.check_aligned(0, box, geo.grid_shape, step)
     scale = dataclasses.replace(scale, sharding=spec)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from shardwright.errors import PlanError
+from shardwright.errors import NAMED, OptionError, PlanError, within
 from shardwright.formats import ome_zarr
 from shardwright.formats.vocabulary import OutputFormat
 from shardwright.formats.zarr3_chunks import InnerChunkChain
@@ -91,7 +91,7 @@ class Zarr3Layout:
         return []  # zarr3 shards are boxes of the chunk grid
 
     def scattered_chunk_coords(self, shard_number: int, grid: Triple) -> np.ndarray:
-        raise ValueError("zarr3 shards are boxes of the chunk grid, never hashed")
+        raise PlanError("zarr3 shards are boxes of the chunk grid, never hashed")
 
     def metadata_documents(self, plan: ConversionPlan) -> list[Document]:
         """Each level's `k/zarr.json` and the OME-Zarr multiscales group `zarr.json` (one
@@ -143,7 +143,11 @@ class Zarr3Layout:
         ]
 
     def naming(self, names: dict[str, Any]) -> Zarr3Layout:
-        raise PlanError("--with-meshes / --with-skeletons need a precomputed volume source")
+        raise PlanError(
+            "{with_meshes} / {with_skeletons} need a precomputed volume source",
+            with_meshes=NAMED,
+            with_skeletons=NAMED,
+        )
 
     def describe(self, plan: ConversionPlan) -> dict[str, Any]:
         return {
@@ -162,9 +166,11 @@ def plan_volume(geo: Geometry) -> ConversionPlan:
     """A zarr3 volume's plan: its array metadata and shard shape."""
     options = geo.options
     if options.encoding != "raw":
-        raise PlanError(
-            f"--encoding {options.encoding} is a precomputed chunk encoding; zarr3 "
-            "output stores raw chunks with --compression none|gzip|zstd|blosc"
+        raise OptionError(
+            "{encoding} is a precomputed chunk encoding; zarr3 output stores raw chunks with "
+            "{compression} none|gzip|zstd|blosc",
+            encoding=options.encoding,
+            compression=NAMED,
         )
     checks.check_layer_dtype(geo.layer_type, geo.dtype)
     compression = options.compression or "gzip"
@@ -190,9 +196,10 @@ def plan_volume(geo: Geometry) -> ConversionPlan:
     if options.shard_shape is not None:
         shard = tuple(int(s) for s in options.shard_shape)
         if len(shard) != 3 or any(s <= 0 or s % c for s, c in zip(shard, chunk, strict=True)):
-            raise PlanError(
-                f"--shard-shape {xyz(shard)} must be a positive multiple of the "
-                f"chunk size {xyz(chunk)} in every axis (x,y,z)"
+            raise OptionError(
+                "{shard_shape} must be a positive multiple of the "
+                f"chunk size {xyz(chunk)} in every axis (x,y,z)",
+                shard_shape=shard,
             )
         box = pyramid.triple(s // c for s, c in zip(shard, chunk, strict=True))
     else:
@@ -216,7 +223,7 @@ def plan_volume(geo: Geometry) -> ConversionPlan:
             index_location=options.index_location or "end",
         )
     except ValueError as exc:
-        raise PlanError(f"cannot describe the zarr3 array: {exc}") from exc
+        raise within(exc, "cannot describe the zarr3 array: ") from exc
     epoch = geometry.epoch_shape(box, raw_chunk, geo.epoch_budget, step)
     return ConversionPlan(
         **geo.plan_fields(),
