@@ -8,12 +8,13 @@ A C-order ``(c, z, y, x)`` source block transposed is such an array, F-contiguou
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import DTypeLike
 
 from shardwright.errors import EncodingError
+from shardwright.formats.vocabulary import BloscName, BloscShuffle, names
 
 Buffer = bytes | bytearray | memoryview
 
@@ -70,3 +71,17 @@ def check_channels(encoding: str, num_channels: int, most: int | None = None) ->
     if num_channels < 1 or (most is not None and num_channels > most):
         limit = f"1 to {most}" if most is not None else "at least 1"
         raise EncodingError(f"{encoding} encoding stores {limit} channels, got {num_channels}")
+
+
+def blosc_problem(cname: Any, clevel: Any, shuffle: Any, blocksize: Any) -> str | None:
+    """What is wrong with these blosc settings (None: nothing): the one check both the codec
+    and a zarr.json's blosc entry (`formats/zarr3_codecs.Compressor`) apply."""
+    if cname not in names(BloscName):
+        return f"blosc cname must be one of {names(BloscName)}, got {cname!r}"
+    if shuffle not in names(BloscShuffle):
+        return f"blosc shuffle must be one of {names(BloscShuffle)}, got {shuffle!r}"
+    if isinstance(clevel, bool) or not isinstance(clevel, int) or not 0 <= clevel <= 9:
+        return f"blosc clevel must be an integer in 0..9, got {clevel!r}"
+    if isinstance(blocksize, bool) or not isinstance(blocksize, int) or blocksize < 0:
+        return f"blosc blocksize must be 0 (automatic) or more, got {blocksize!r}"
+    return None

@@ -6,12 +6,10 @@ from dataclasses import dataclass, field
 
 from numcodecs import Blosc
 
-from shardwright.codecs.base import Buffer
+from shardwright.codecs.base import Buffer, blosc_problem
 from shardwright.errors import EncodingError
-from shardwright.formats.vocabulary import BloscName, names
 
 SHUFFLES = {"noshuffle": Blosc.NOSHUFFLE, "shuffle": Blosc.SHUFFLE, "bitshuffle": Blosc.BITSHUFFLE}
-CNAMES = names(BloscName)
 
 
 @dataclass(frozen=True)
@@ -27,20 +25,11 @@ class BloscCodec:
     _codec: Blosc = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.cname not in CNAMES:
-            raise EncodingError(f"blosc cname must be one of {CNAMES}, got {self.cname!r}")
-        if self.shuffle not in SHUFFLES:
-            raise EncodingError(
-                f"blosc shuffle must be one of {tuple(SHUFFLES)}, got {self.shuffle!r}"
-            )
-        if not 0 <= self.clevel <= 9:
-            raise EncodingError(f"blosc clevel must be in 0..9, got {self.clevel!r}")
-        if not 1 <= self.typesize <= 255:  # one byte in the blosc1 header
-            raise EncodingError(f"blosc typesize must be in 1..255, got {self.typesize!r}")
-        if self.blocksize < 0:
-            raise EncodingError(
-                f"blosc blocksize must be 0 (automatic) or more, got {self.blocksize!r}"
-            )
+        problem = blosc_problem(self.cname, self.clevel, self.shuffle, self.blocksize)
+        if problem is None and not 1 <= self.typesize <= 255:  # one byte in the blosc1 header
+            problem = f"blosc typesize must be in 1..255, got {self.typesize!r}"
+        if problem is not None:
+            raise EncodingError(problem)
         codec = Blosc(
             cname=self.cname,
             clevel=self.clevel,

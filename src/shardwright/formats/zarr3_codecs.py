@@ -16,12 +16,10 @@ from typing import Any
 import numpy as np
 
 from shardwright.codecs import ByteCodec, byte_codec
+from shardwright.codecs.base import blosc_problem
 from shardwright.errors import ZarrMetadataError
-from shardwright.formats.vocabulary import BloscName, BloscShuffle, names
 
 COMPRESSORS = ("gzip", "zstd", "blosc")
-BLOSC_CNAMES = names(BloscName)
-BLOSC_SHUFFLES = names(BloscShuffle)
 
 
 @dataclass(frozen=True)
@@ -50,20 +48,9 @@ class Compressor:
         if not low <= level <= high:
             raise ZarrMetadataError(f"{self.name} level must be in [{low}, {high}], got {level}")
         if self.name == "blosc":
-            if self.cname not in BLOSC_CNAMES:
-                raise ZarrMetadataError(
-                    f"blosc cname must be one of {BLOSC_CNAMES}, got {self.cname!r}"
-                )
-            if self.shuffle not in BLOSC_SHUFFLES:
-                raise ZarrMetadataError(
-                    f"blosc shuffle must be one of {BLOSC_SHUFFLES}, got {self.shuffle!r}"
-                )
-            if isinstance(self.blocksize, bool) or not isinstance(self.blocksize, int):
-                raise ZarrMetadataError(
-                    f"blosc blocksize must be an integer, got {self.blocksize!r}"
-                )
-            if self.blocksize < 0:
-                raise ZarrMetadataError(f"blosc blocksize must be >= 0, got {self.blocksize}")
+            problem = blosc_problem(self.cname, level, self.shuffle, self.blocksize)
+            if problem is not None:
+                raise ZarrMetadataError(problem)
         elif self.cname is not None or self.shuffle is not None or self.blocksize:
             raise ZarrMetadataError(f"cname/shuffle/blocksize apply to blosc only, not {self.name}")
 
