@@ -247,7 +247,7 @@ BAD_INPUTS = [
     (
         "jpeg quality without jpeg",
         lambda t: (_npy(t), {"jpeg_quality": 90}),
-        "jpeg_quality applies to encoding=jpeg",
+        "jpeg_quality applies to encoding='jpeg'",
     ),
     (
         "block size without compressed_segmentation",
@@ -257,7 +257,7 @@ BAD_INPUTS = [
     (
         "compression level without compression",
         lambda t: (_npy(t), {"compression": "none", "compression_level": 3}),
-        "not compression=none",
+        "not compression='none'",
     ),
     (
         "compression level of jpeg chunks",

@@ -358,8 +358,8 @@ BAD = [
     ("factor one", {"mips": 1, "factor": (1, 1, 1)}, "at least one"),
     ("too many mips", {"mips": 9}, "too many"),
     ("negative mips", {"mips": -1}, "non-negative"),
-    ("unknown method", {"mips": 1, "downsample": "median"}, "unknown downsampling"),
-    ("factor without mips", {"factor": (2, 2, 1)}, "add mips=N or auto"),
+    ("unknown method", {"mips": 1, "downsample": "median"}, "is not a downsampling method"),
+    ("factor without mips", {"factor": (2, 2, 1)}, "add mips \\(levels above the base"),
     (
         "average of labels",
         {"mips": 1, "layer_type": "segmentation", "downsample": "average"},

@@ -132,7 +132,7 @@ def test_an_error_that_is_a_bug_says_so_with_its_traceback(
     [
         (["--minishard-bits", "40"], "--minishard-bits must be in 0..20, got 40"),
         (["--shard-bits", "65"], "--shard-bits must be in 0..64, got 65"),
-        (["--timeout", "0"], "timeout must be a positive number of seconds"),
+        (["--timeout", "0"], "--timeout 0.0 must be a positive number of seconds"),
     ],
 )
 def test_option_values_are_checked_before_anything_is_allocated(

@@ -161,7 +161,8 @@ def requested(
     if options.mips in (None, 0):
         if options.factor is not None or options.downsample is not None:
             raise PlanError(
-                "{factor} and {downsample} shape a pyramid: add {mips} N or auto",
+                "{factor} and {downsample} shape a pyramid: add {mips} (levels above the "
+                "base, or auto)",
                 factor=NAMED,
                 downsample=NAMED,
                 mips=NAMED,

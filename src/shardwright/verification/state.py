@@ -39,7 +39,7 @@ def manifest_of(report: VerifyReport, store: Store) -> Manifest | None:
     elif store.exists(JOB_KEY):
         report.problems.append(
             "no manifest: the job that writes this dataset did not finish (run the same "
-            "convert again with `--resume`, or `resume=True`)"
+            "convert again with --resume)"
         )
     else:
         report.problems.append(f"{store.url} holds no shardwright manifest: not a dataset of ours")
@@ -63,8 +63,7 @@ def check_state(report: VerifyReport, store: Store) -> None:
     if retired:
         report.problems.append(
             f"an overwrite did not finish removing the dataset it replaced ({len(retired)} "
-            "record(s) under .shardwright/retired/): run the same convert again with "
-            "`--resume` (`resume=True`)"
+            "record(s) under .shardwright/retired/): run the same convert again with --resume"
         )
 
 
