@@ -237,7 +237,8 @@ def test_verify_of_a_missing_or_foreign_destination(tmp_path: pathlib.Path) -> N
     assert verify.returncode == 1 and "not found" in verify.stdout
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "a.txt").write_text("x")
-    assert "not a dataset of ours" in api.verify(str(tmp_path / "foreign")).problems[0]
+    problems = api.verify(str(tmp_path / "foreign")).problems
+    assert "no info or zarr.json: not a dataset" in problems[0]
 
 
 def test_verify_says_when_a_job_is_writing_the_dataset(

@@ -4,7 +4,7 @@ the source reduced level by level, jpeg within a tolerance."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator
 from typing import Any, Protocol
 
 import numpy as np
@@ -31,6 +31,11 @@ class ChunkComparer(Protocol):
 
     @property
     def chunk(self) -> tuple[int, ...]: ...
+
+    @property
+    def size(self) -> tuple[int, int, int]:
+        """The level's size in voxels (x, y, z)."""
+        ...
 
     @property
     def lossy(self) -> bool:
@@ -90,12 +95,12 @@ def compare_levels(
         report.notes.append(
             f"jpeg chunks compared within a mean absolute error of {JPEG_MEAN_ABS_TOLERANCE:g}"
         )
-    _compare(report, source, base, full, sample)
+    compare_chunks(report, source, base, full, sample)
     levels = plan.get("levels") or []
     for row, upper in zip(levels[1:], comparers[1:], strict=False):
         k = row["level"]
         shrink = math.prod(plan["pyramid"]["factor_xyz"]) ** k
-        _compare(
+        compare_chunks(
             report,
             source,
             upper,
@@ -132,6 +137,7 @@ class PrecomputedComparer:
         self.channels = info.num_channels
         self.encoding = self.scale.chunk_encoding()
         self.chunk = self.scale.chunk_size
+        self.size = self.scale.size
         assert self.scale.sharding is not None
         self.spec = self.scale.sharding
         self.reader = ShardedReader(
@@ -169,6 +175,8 @@ class ZarrComparer:
         self.chain = InnerChunkChain.of(meta)
         self.lookup_chunk = dict(zip(axes, meta.chunk_shape, strict=True))
         self.chunk = tuple(self.lookup_chunk[a] for a in "xyz")
+        shape = dict(zip(axes, meta.shape, strict=True))
+        self.size = pyramid.triple(shape[a] for a in "xyz")
         self.per_shard = dict(zip(axes, meta.chunks_per_shard, strict=True))
         self._readers: dict[str, zarr3_sharding.ShardReader | None] = {}
 
@@ -207,7 +215,7 @@ class ZarrComparer:
         return self._readers[key]
 
 
-def _compare(
+def compare_chunks(
     report: VerifyReport,
     source: Source,
     comparer: ChunkComparer,
@@ -222,16 +230,7 @@ def _compare(
     problem naming its shard; the others are still compared."""
     chunk = comparer.chunk
     size = size or source.shape_xyz
-    grid = tuple(math.ceil(s / c) for s, c in zip(size, chunk, strict=True))
-    total = math.prod(grid)
-    if full or total <= sample:
-        flat = np.arange(total)
-    else:
-        flat = np.sort(np.random.default_rng(0).choice(total, size=sample, replace=False))
-    for index in flat.tolist():
-        coord = pyramid.triple(int(v) for v in np.unravel_index(index, grid, order="F"))
-        start = pyramid.triple(g * c for g, c in zip(coord, chunk, strict=True))
-        stop = pyramid.triple(min(a + c, s) for a, c, s in zip(start, chunk, size, strict=True))
+    for coord, start, stop in chunk_boxes(size, chunk, full, sample):
         shape = tuple(b - a for a, b in zip(start, stop, strict=True))
         want = comparer.expected(
             source.read(start, stop) if expected is None else expected(start, stop)
@@ -263,3 +262,50 @@ def _compare(
                 f"{where}: {int(differ.sum())} of {differ.size} voxels differ from the source "
                 f"(first at {first}: {got[first]} instead of {want[first]})"
             )
+
+
+def chunk_boxes(
+    size: tuple[int, ...], chunk: tuple[int, ...], full: bool, sample: int
+) -> Iterator[tuple[pyramid.Triple, pyramid.Triple, pyramid.Triple]]:
+    """(grid coordinate, voxel start, voxel stop) of every chunk of a level of `size` (with
+    `full`, or when there are no more than `sample`), else of a seeded sample of `sample`."""
+    grid = tuple(math.ceil(s / c) for s, c in zip(size, chunk, strict=True))
+    total = math.prod(grid)
+    if full or total <= sample:
+        flat = np.arange(total)
+    else:
+        flat = np.sort(np.random.default_rng(0).choice(total, size=sample, replace=False))
+    for index in flat.tolist():
+        coord = pyramid.triple(int(v) for v in np.unravel_index(index, grid, order="F"))
+        start = pyramid.triple(g * c for g, c in zip(coord, chunk, strict=True))
+        stop = pyramid.triple(min(a + c, s) for a, c, s in zip(start, chunk, size, strict=True))
+        yield coord, start, stop
+
+
+def decode_chunks(
+    report: VerifyReport,
+    comparer: ChunkComparer,
+    full: bool,
+    sample: int,
+    skip: Collection[str] = (),
+    label: str = "",
+) -> None:
+    """Decode chunks of one stored level (every one with `full`, else a seeded sample), with
+    no source to compare them with: a chunk that cannot be read or decoded is a problem naming
+    its shard; shards in `skip` (already found broken) are not read again."""
+    for coord, start, stop in chunk_boxes(comparer.size, comparer.chunk, full, sample):
+        shard = comparer.shard_of(coord)
+        if shard in skip:
+            continue
+        shape = tuple(b - a for a, b in zip(start, stop, strict=True))
+        try:
+            comparer.read_chunk(coord, shape)
+        except FileNotFoundError:
+            continue  # an absent shard reads as the fill value
+        except Exception as exc:  # noqa: BLE001 - a corrupt chunk must not end the run
+            report.problems.append(
+                f"{label}chunk {coord} (shard {shard}): cannot be decoded "
+                f"({type(exc).__name__}: {exc})"
+            )
+            continue
+        report.chunks_decoded += 1

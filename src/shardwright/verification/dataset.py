@@ -15,6 +15,10 @@
   source's region reduced level by level. A chunk that cannot be decoded is one problem
   naming its shard, and the comparison goes on.
 
+A destination with no manifest but an `info` or `zarr.json` (a sharded dataset TensorStore,
+Igneous or zarr-python wrote) is checked as its format defines it (`foreign.py`): "no manifest:
+format-level checks only".
+
 Every problem is reported, each naming the object and what differs; `ok` is False when there
 is any. Only a destination that cannot be read at all raises.
 """
@@ -28,10 +32,16 @@ from shardwright.manifest import OBJECTS
 from shardwright.sources import Source, missing, open_source
 from shardwright.store import Store
 from shardwright.verification.compare import compare_levels, judge_absent
+from shardwright.verification.foreign import verify_foreign
 from shardwright.verification.objects import verify_objects
 from shardwright.verification.report import DEFAULT_SAMPLE, VerifyReport
 from shardwright.verification.shards import check_inventory, check_shards, dataset_of
-from shardwright.verification.state import check_metadata, check_state, manifest_of
+from shardwright.verification.state import (
+    check_metadata,
+    check_state,
+    foreign_metadata,
+    manifest_of,
+)
 
 
 def verify(
@@ -54,8 +64,19 @@ def verify(
         deadlines.set_timeout(timeout)
     store = Store(dest, storage_options)
     report = VerifyReport(dest, "unknown")
+    opening = {  # absent source chunks are counted and judged, not refused
+        "axes": source_axes,
+        "scale_key": source_scale,
+        "storage_options": source_storage_options,
+        "fill_missing": True,
+    }
     manifest = manifest_of(report, store)
     if manifest is None:
+        metadata_key = foreign_metadata(store)
+        if metadata_key is not None:  # written by another tool: what its format defines
+            source = None if against is None else _source(report, against, opening)
+            if against is None or source is not None:
+                verify_foreign(report, store, metadata_key, source, full=full, sample=sample)
         return report
     report.format = manifest.format
     check_state(report, store)
@@ -73,25 +94,27 @@ def verify(
             source_storage_options=source_storage_options,
         )
         return report
-    dataset = dataset_of(report, store, manifest, documents)
+    dataset = dataset_of(report, store, documents)
     if dataset is None:  # no usable metadata: sizes and checksums are all that can be checked
         check_shards(report, store, manifest, None)
         return report
     check_inventory(report, store, manifest, dataset)
     check_shards(report, store, manifest, dataset.check_shard)
     if against is not None:
-        try:
-            source = open_source(  # a Source as it is; a URL or an array opened
-                against,
-                axes=source_axes,
-                scale_key=source_scale,
-                storage_options=source_storage_options,
-                fill_missing=True,  # absent chunks are counted and judged below
-            )
-        except ValueError as exc:
-            report.problems.append(f"source {against}: cannot be read ({exc})")
+        source = _source(report, against, opening)
+        if source is None:
             return report
         with missing.counting() as absent:
             compare_levels(report, manifest, dataset.comparers, source, full, sample)
         judge_absent(report, manifest, absent, against)
     return report
+
+
+def _source(report: VerifyReport, against: str | Source, opening: dict[str, Any]) -> Source | None:
+    """The source to compare with (a Source as it is; a URL or an array opened), or None with
+    the problem that it cannot be read."""
+    try:
+        return open_source(against, **opening)
+    except ValueError as exc:
+        report.problems.append(f"source {against}: cannot be read ({exc})")
+        return None

@@ -15,6 +15,7 @@ class VerifyReport:
     format: str
     shards_checked: int = 0
     chunks_compared: int = 0
+    chunks_decoded: int = 0  # decoded with no source to compare them with (no manifest)
     nonzero_compared: bool = False  # some compared source voxel was not 0
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # how the comparison was made
@@ -30,6 +31,8 @@ class VerifyReport:
             f"  shards checked   {self.shards_checked}",
             f"  chunks compared  {self.chunks_compared}",
         ]
+        if self.chunks_decoded:
+            lines.append(f"  chunks decoded   {self.chunks_decoded}")
         lines += [f"  note: {n}" for n in self.notes]
         lines += [f"  problem: {p}" for p in self.problems[:SHOWN_PROBLEMS]]
         if len(self.problems) > SHOWN_PROBLEMS:

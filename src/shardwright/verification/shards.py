@@ -33,15 +33,14 @@ class Dataset:
 
 
 def dataset_of(
-    report: VerifyReport,
-    store: Store,
-    manifest: Manifest,
-    documents: dict[str, Any] | None,
+    report: VerifyReport, store: Store, documents: dict[str, Any] | None
 ) -> Dataset | None:
+    """The dataset its metadata documents describe (`info`: precomputed; `zarr.json`: zarr3,
+    an OME-Zarr group's level arrays included); None, with the problem, where they do not."""
     if documents is None:
         return None
     try:
-        if manifest.format == "precomputed":
+        if "info" in documents:
             return _precomputed_dataset(store, documents["info"])
         return _zarr_dataset(store, documents)
     except (KeyError, TypeError, ValueError) as exc:

@@ -12,14 +12,15 @@ from typing import Any
 from shardwright.errors import ManifestError
 from shardwright.lifecycle.journal import JOB_KEY, RETIRED
 from shardwright.lifecycle.lease import current_lease
-from shardwright.manifest import Manifest, owned_keys, read_manifest
+from shardwright.manifest import MANIFEST_KEY, Manifest, owned_keys, read_manifest
 from shardwright.store import Store
 from shardwright.verification.report import VerifyReport
 
 
 # -- the destination's state --------------------------------------------------------------
 def manifest_of(report: VerifyReport, store: Store) -> Manifest | None:
-    """The validated manifest, or None with the problem that explains why there is none."""
+    """The validated manifest, or None with the problem that explains why there is none (no
+    problem for a dataset another tool wrote: `foreign_metadata`)."""
     try:
         manifest = read_manifest(store)
     except ManifestError as exc:
@@ -41,9 +42,19 @@ def manifest_of(report: VerifyReport, store: Store) -> Manifest | None:
             "no manifest: the job that writes this dataset did not finish (run the same "
             "convert again with --resume)"
         )
-    else:
-        report.problems.append(f"{store.url} holds no shardwright manifest: not a dataset of ours")
+    elif foreign_metadata(store) is None:
+        report.problems.append(
+            f"{store.url} holds no shardwright manifest, and no info or zarr.json: not a dataset"
+        )
     return None
+
+
+def foreign_metadata(store: Store) -> str | None:
+    """The metadata object of a dataset another tool wrote (`info` or `zarr.json`), where the
+    destination holds no trace of a shardwright job; None otherwise."""
+    if store.exists(MANIFEST_KEY) or store.exists(JOB_KEY):
+        return None
+    return next((key for key in ("info", "zarr.json") if store.exists(key)), None)
 
 
 def check_state(report: VerifyReport, store: Store) -> None:

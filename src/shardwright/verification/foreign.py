@@ -1,0 +1,91 @@
+"""Verify a sharded dataset shardwright did not write (TensorStore, Igneous, zarr-python...).
+
+Without a manifest there are no checksums to hold the bytes to; what the format itself
+defines is checked: the metadata parses and describes a sharded dataset; the objects stored
+where shards live are the shards its geometry names (absent ones read as the fill value, as
+every reader treats them); every stored shard's index parses and points inside it; chunks
+decode (every one with `full`, else a seeded sample of each level); and with a source, the
+base level's voxels equal the source's.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from shardwright.formats import ome_zarr
+from shardwright.sources import Source
+from shardwright.store import Store
+from shardwright.verification.compare import compare_chunks, decode_chunks
+from shardwright.verification.report import VerifyReport
+from shardwright.verification.shards import dataset_of
+
+NOTE = "no manifest: format-level checks only"
+
+
+def verify_foreign(
+    report: VerifyReport,
+    store: Store,
+    metadata_key: str,
+    source: Source | None,
+    *,
+    full: bool,
+    sample: int,
+) -> None:
+    """Check the dataset whose metadata is `metadata_key` (`info` or `zarr.json`) as its format
+    defines it; every problem goes into `report`."""
+    report.format = "precomputed" if metadata_key == "info" else "zarr3"
+    report.notes.append(NOTE)
+    documents = _documents(report, store, metadata_key)
+    dataset = dataset_of(report, store, documents)
+    if dataset is None:
+        return
+    for key in sorted(dataset.listed - dataset.expected):
+        report.problems.append(
+            f"{key}: stored where the shards live, but no shard of this dataset's geometry"
+        )
+    absent = dataset.expected - dataset.listed
+    if absent:
+        report.notes.append(
+            f"{len(absent)} of the {len(dataset.expected)} shards of the geometry are not "
+            "stored (readers see the fill value there)"
+        )
+    broken: set[str] = set()
+    for key in sorted(dataset.expected & dataset.listed):
+        report.shards_checked += 1
+        try:
+            dataset.check_shard(key)
+        except Exception as exc:  # noqa: BLE001 - a corrupt shard must not end the run
+            cause = str(exc).removeprefix(f"{key}: ")
+            report.problems.append(f"{key}: unreadable index ({type(exc).__name__}: {cause})")
+            broken.add(key)
+    for level, comparer in enumerate(dataset.comparers):
+        decode_chunks(report, comparer, full, sample, broken, f"level {level} " if level else "")
+    if source is not None:
+        compare_chunks(report, source, dataset.comparers[0], full, sample)
+        if len(dataset.comparers) > 1:
+            report.notes.append(
+                "levels above the base were decoded, not compared with the source (without a "
+                "manifest, how they were reduced is not known)"
+            )
+
+
+def _documents(report: VerifyReport, store: Store, key: str) -> dict[str, Any] | None:
+    """The metadata documents: `info`, or the root `zarr.json` with an OME-Zarr group's level
+    arrays' `k/zarr.json`; None, with the problem, where one is unreadable."""
+    documents: dict[str, Any] = {}
+    keys = [key]
+    while keys:
+        name = keys.pop(0)
+        try:
+            documents[name] = json.loads(store.read(name))
+        except FileNotFoundError:
+            report.problems.append(f"{name}: missing")
+            return None
+        except ValueError as exc:
+            report.problems.append(f"{name}: not valid JSON ({exc})")
+            return None
+        if name == "zarr.json":
+            paths = ome_zarr.dataset_paths(documents[name]) or []
+            keys += [f"{path}/zarr.json" for path in paths]
+    return documents
