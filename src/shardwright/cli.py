@@ -194,6 +194,7 @@ def _view(args: argparse.Namespace) -> int:
         print(f"wrote {args.screenshot}")
         return 0
     print(view.url, flush=True)
+    print(f"in any Neuroglancer: {view.app_link}", file=sys.stderr)
     print(f"serving {len(view.layers)} dataset(s) from {view.data_server.url} (Ctrl-C to stop)",
           file=sys.stderr)  # fmt: skip
     if args.open:

@@ -4,9 +4,12 @@ The viewer is the `neuroglancer` package's own (`pip install 'shardwright[view]'
 server hands the browser the client it ships (nothing fetched from another site) and the
 viewer state, which this module builds: one layer per dataset (images with a contrast taken
 from the data, segmentations with a few of their segments selected where they have meshes or
-skeletons to show), the first dataset's voxel size and units, the view centred on the data. The
-datasets themselves are served by `serve.DatasetServer` under `/data/<n>/`, both servers on
-loopback unless told otherwise. `screenshot` renders the view in a headless Chromium.
+skeletons to show), the first dataset's voxel size and units, the view centred on the data.
+Any dataset Neuroglancer reads can be a layer: ours, or another tool's, or a source before
+conversion (precomputed, zarr v2 and v3, OME-Zarr, N5), each placed by its own voxel size and
+offset. Local ones are served by `serve.DatasetServer` under `/data/<n>/`, both servers on
+loopback unless told otherwise; remote ones (gs://, s3://, http(s)://) Neuroglancer reads
+where they are. `screenshot` renders the view in a headless Chromium.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import logging
 import os
 import shutil
 import threading
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,10 +32,21 @@ import numpy as np
 from shardwright.errors import ShardwrightError
 from shardwright.formats.vocabulary import VolumeType, names
 from shardwright.manifest import read_manifest
+from shardwright.planning.builder import LABEL_DTYPES
 from shardwright.serve import DatasetServer, make_server, run_until_stopped
 from shardwright.sources import open_source
 from shardwright.store import Store
 
+# What sits at a dataset's root, and the Neuroglancer data source scheme that reads it.
+DATA_SCHEMES = (
+    ("info", "precomputed"),
+    ("zarr.json", "zarr3"),
+    (".zarray", "zarr2"),
+    (".zgroup", "zarr2"),
+    ("attributes.json", "n5"),
+)
+REMOTE = ("gs://", "s3://", "http://", "https://")  # Neuroglancer reads these itself
+NEUROGLANCER_APP = "https://neuroglancer-demo.appspot.com/"  # a public deployment of the client
 SAMPLE_EDGE = 64  # voxels per axis read from each dataset's centre for contrast and segments
 SHOWN_SEGMENTS = 8
 RENDER_TIMEOUT = 120.0  # seconds a headless render may take before the view counts as broken
@@ -84,31 +99,44 @@ def neuroglancer_module() -> Any:
     return neuroglancer
 
 
-def describe(dest: str, index: int, server_url: str) -> DatasetLayer:
-    """The layer of the dataset at `dest`, served as `/data/<index>/` of `server_url`."""
+def describe(dest: str, source_url: str) -> DatasetLayer:
+    """The layer of the dataset at `dest` (a local folder or a remote URL), which Neuroglancer
+    reads at `source_url` (where the data server serves it, or `dest` itself)."""
     store = Store(dest)
-    manifest = read_manifest(store)
-    if manifest is None:
-        raise ViewError(f"{dest}: not found, or not a finished shardwright dataset")
+    scheme = data_scheme(store, dest)
+    manifest = read_manifest(store)  # ours: its plan says what the layer is
+    planned = manifest.plan.get("layer_type") if manifest is not None else None
     source = open_source(dest)
-    plan = manifest.plan
-    layer_type = source.hints.layer_type or plan.get("layer_type") or "image"
+    layer_type = source.hints.layer_type or planned
+    if layer_type is None:  # a source that does not say: as planning decides it
+        layer_type = "segmentation" if np.dtype(source.dtype) in LABEL_DTYPES else "image"
     if layer_type not in names(VolumeType):
         layer_type = "image"
-    scheme = "precomputed" if plan.get("format", "precomputed") == "precomputed" else "zarr3"
     sample = _centre_sample(source)
     # Selected segments are all a segmentation layer shows, in 2-D too: select a few only where
     # meshes or skeletons make them worth picking out.
     select = layer_type == "segmentation" and scheme == "precomputed" and _has_objects(store)
     return DatasetLayer(
-        name=os.path.basename(os.path.normpath(dest)) or f"dataset-{index}",
-        source=f"{scheme}://{server_url}/data/{index}/",
+        name=os.path.basename(os.path.normpath(dest.rstrip("/"))) or dest,
+        source=f"{scheme}://{source_url.rstrip('/')}/",
         layer_type=layer_type,
         resolution_nm=source.hints.resolution or (1.0, 1.0, 1.0),
         voxel_offset=source.hints.voxel_offset or (0, 0, 0),
         size=source.shape_xyz,
         contrast=_contrast(sample) if layer_type == "image" else None,
         segments=_segments(sample) if select else (),
+    )
+
+
+def data_scheme(store: Store, dest: str) -> str:
+    """The Neuroglancer data source scheme that reads the dataset at `dest`."""
+    for key, scheme in DATA_SCHEMES:
+        if store.exists(key):
+            return scheme
+    raise ViewError(
+        f"{dest}: Neuroglancer reads precomputed, zarr (v2, v3, OME-Zarr) and N5 datasets, "
+        f"and this is none of them: convert it first (shardwright convert {dest} OUT), then "
+        "view OUT"
     )
 
 
@@ -185,6 +213,11 @@ class View:
     @property
     def url(self) -> str:
         return str(self.viewer.get_viewer_url())
+
+    @property
+    def app_link(self) -> str:
+        """The same view in any Neuroglancer deployment (`neuroglancer_link`)."""
+        return neuroglancer_link(self.state)
 
     def start(self) -> View:
         threading.Thread(target=self.data_server.serve_forever, daemon=True).start()
@@ -306,19 +339,15 @@ def open_view(
     `neuroglancer` package) before either server starts."""
     if not destinations:
         raise ViewError("name at least one dataset to view")
-    folders = []
-    for dest in destinations:
-        if "://" in dest and not dest.startswith("file://"):
-            raise ViewError(f"{dest}: view serves local datasets; open remote ones directly")
-        folder = os.path.abspath(dest.removeprefix("file://"))
-        if not os.path.isdir(folder):
-            raise ViewError(f"{dest}: not found")
-        folders.append(folder)
+    places = [_place(dest) for dest in destinations]
     neuroglancer = neuroglancer_module()
-    routes = {f"/data/{i}": folder for i, folder in enumerate(folders)}
+    routes = {f"/data/{i}": place for i, place in enumerate(places) if not _remote(place)}
     data_server = make_server(host=host, port=0, routes=routes, log=log)
     try:
-        layers = [describe(folder, i, data_server.url) for i, folder in enumerate(folders)]
+        layers = [
+            describe(place, place if _remote(place) else f"{data_server.url}/data/{i}")
+            for i, place in enumerate(places)
+        ]
         state = viewer_state(layers)
         neuroglancer.set_server_bind_address(host, port)
         viewer = neuroglancer.Viewer()
@@ -327,6 +356,34 @@ def open_view(
         data_server.server_close()
         raise
     return View(data_server, viewer, state, layers)
+
+
+def _remote(dest: str) -> bool:
+    return dest.startswith(REMOTE)
+
+
+def _place(dest: str) -> str:
+    """A remote URL as it is; a local dataset as its absolute folder, refused where it is
+    missing or a file (a .npy, a TIFF: nothing Neuroglancer reads)."""
+    if _remote(dest):
+        return dest
+    if "://" in dest and not dest.startswith("file://"):
+        raise ViewError(f"{dest}: view reads local folders and gs://, s3:// or http(s):// URLs")
+    folder = os.path.abspath(dest.removeprefix("file://"))
+    if os.path.isfile(folder):
+        raise ViewError(
+            f"{dest}: Neuroglancer reads precomputed, zarr (v2, v3, OME-Zarr) and N5 datasets, "
+            f"not this file: convert it first (shardwright convert {dest} OUT), then view OUT"
+        )
+    if not os.path.isdir(folder):
+        raise ViewError(f"{dest}: not found")
+    return folder
+
+
+def neuroglancer_link(state: dict[str, Any], app: str = NEUROGLANCER_APP) -> str:
+    """The view as a plain Neuroglancer link: the state in the URL fragment, which any
+    deployment of the client opens (local layers while this process serves them)."""
+    return f"{app}#!{urllib.parse.quote(json.dumps(state, separators=(',', ':')), safe='')}"
 
 
 def _write_png(path: str, png: bytes) -> None:

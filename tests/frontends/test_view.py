@@ -3,12 +3,15 @@ its servers hand out, and its refusals. (Rendering in a real browser: test_view_
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import signal
 import subprocess
 import sys
+import threading
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -126,10 +129,12 @@ def test_missing_datasets_and_a_missing_client_are_refused_before_serving(
     with pytest.raises(ViewError, match="nowhere: not found"):
         open_view([str(tmp_path / "nowhere")])
     (tmp_path / "plain").mkdir()
-    with pytest.raises(ViewError, match="not a finished shardwright dataset"):
+    with pytest.raises(ViewError, match="plain: Neuroglancer reads precomputed, zarr .* and N5"):
         open_view([str(tmp_path / "plain")])
-    with pytest.raises(ViewError, match="view serves local datasets"):
-        open_view(["gs://bucket/volume"])
+    with pytest.raises(ViewError, match=r"image.npy: .* not this file: convert it first"):
+        open_view([str(datasets["root"] / "image.npy")])
+    with pytest.raises(ViewError, match="view reads local folders and gs://, s3:// or http"):
+        open_view(["ftp://host/volume"])
     with pytest.raises(ViewError, match="at least one dataset"):
         open_view([])
     monkeypatch.setattr(viewer.importlib.util, "find_spec", lambda name: None)
@@ -178,3 +183,80 @@ def test_open_hands_the_url_to_the_users_browser(
         assert process.wait(timeout=10) == 0
     finally:
         process.kill()
+
+
+def _foreign_sources(root: pathlib.Path, zyx: np.ndarray) -> dict[str, str]:
+    """The same image as other tools write it, and the scheme Neuroglancer reads each with."""
+    import zarr
+
+    ts.open({
+        "driver": "zarr3", "kvstore": f"file://{root}/ts.zarr/", "create": True,
+        "metadata": {
+            "shape": list(zyx.shape), "data_type": "uint8", "dimension_names": ["z", "y", "x"],
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [8, 32, 32]}},
+        },
+    }).result().write(zyx).result()  # fmt: skip
+    v2 = zarr.create_array(str(root / "v2.zarr"), shape=zyx.shape, chunks=(8, 32, 32),
+                           dtype="uint8", zarr_format=2)  # fmt: skip
+    v2[...] = zyx
+    ts.open({
+        "driver": "n5", "kvstore": f"file://{root}/vol.n5/", "create": True,
+        "metadata": {"dimensions": list(zyx.shape[::-1]), "blockSize": [32, 32, 8],
+                     "dataType": "uint8", "compression": {"type": "raw"}},
+    }).result().write(zyx.transpose(2, 1, 0)).result()  # fmt: skip
+    ts.open({
+        "driver": "neuroglancer_precomputed", "kvstore": f"file://{root}/unsharded/",
+        "create": True,
+        "multiscale_metadata": {"type": "image", "data_type": "uint8", "num_channels": 1},
+        "scale_metadata": {"size": list(zyx.shape[::-1]), "resolution": [8, 8, 40],
+                           "chunk_size": [32, 32, 8], "encoding": "raw"},
+    }).result().write(zyx.transpose(2, 1, 0)[..., np.newaxis]).result()  # fmt: skip
+    return {"ts.zarr": "zarr3", "v2.zarr": "zarr2", "vol.n5": "n5", "unsharded": "precomputed"}
+
+
+def test_sources_and_other_tools_datasets_are_viewed_beside_a_conversion(
+    tmp_path: pathlib.Path, datasets: dict[str, Any]
+) -> None:
+    """zarr v2 and v3, N5 and unsharded precomputed written by TensorStore and zarr-python
+    become layers beside the converted dataset, each read by its own Neuroglancer scheme from
+    the data server, and each served there (`view SRC DEST`)."""
+    kinds = _foreign_sources(tmp_path, datasets["image"])
+    opened = api.view(str(datasets["root"] / "em"), *(str(tmp_path / k) for k in kinds))
+    try:
+        server = opened.data_server.url
+        layers = opened.state["layers"]
+        assert [layer["name"] for layer in layers] == ["em", *kinds]
+        for i, scheme in enumerate(kinds.values(), 1):
+            assert layers[i]["source"] == f"{scheme}://{server}/data/{i}/"
+            assert layers[i]["type"] == "image"
+        metadata = {"zarr3": "zarr.json", "zarr2": ".zarray", "n5": "attributes.json",
+                    "precomputed": "info"}  # fmt: skip
+        for i, scheme in enumerate(kinds.values(), 1):
+            assert _get(f"{server}/data/{i}/{metadata[scheme]}")
+        link = opened.app_link
+        assert link.startswith("https://neuroglancer-demo.appspot.com/#!")
+        state = json.loads(urllib.parse.unquote(link.split("#!", 1)[1]))
+        assert state == json.loads(json.dumps(opened.state))
+    finally:
+        opened.close()
+
+
+def test_a_remote_dataset_is_read_where_it_is(datasets: dict[str, Any]) -> None:
+    """A dataset behind an http(s) URL (here another data server on loopback) is a layer whose
+    source is that URL: nothing of it goes through the view's own data server."""
+    from shardwright.serve import make_server
+
+    remote = make_server(routes={"/lab/em": str(datasets["root"] / "em")})
+    threading.Thread(target=remote.serve_forever, daemon=True).start()
+    try:
+        url = f"{remote.url}/lab/em"
+        opened = api.view(url)
+        try:
+            (layer,) = opened.state["layers"]
+            assert layer["source"] == f"precomputed://{url}/" and layer["name"] == "em"
+            assert opened.layers[0].size == IMAGE_XYZ
+        finally:
+            opened.close()
+    finally:
+        remote.shutdown()
+        remote.server_close()

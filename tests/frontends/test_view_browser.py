@@ -303,3 +303,28 @@ def test_a_screenshot_into_a_folder_not_there_yet_makes_it(
     target = tmp_path / "shots" / "deep" / "x.png"
     assert main(["view", str(volumes["root"] / "ours-image"), "--screenshot", str(target)]) == 0
     assert target.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_view_src_dest_shows_another_tools_dataset_beside_ours_exactly(
+    volumes: dict[str, Any], render: Render, browser: dict[str, Any]
+) -> None:
+    """`view SRC DEST` with SRC written by TensorStore (no manifest): one state, both layers
+    placed by their own metadata; each shown alone draws the same pixels."""
+    root = volumes["root"]
+    view = open_view([str(root / "ts-image"), str(root / "ours-image")])
+    try:
+        state = copy.deepcopy(view.state)
+    finally:
+        view.close()
+    assert [layer["name"] for layer in state["layers"]] == ["ts-image", "ours-image"]
+    state["layout"] = "xy"
+    theirs, ours = state["layers"]
+    ours["source"] = f"precomputed://{browser['server'].url}/data/ours-image/"
+    ours["visible"] = False
+    source_alone = render(state, "data/ts-image", "src-alone")
+    ours["visible"], theirs["visible"] = True, False
+    dest_alone = render(state, "data/ts-image", "dest-alone")
+    assert (source_alone != source_alone[0, 0]).any(axis=-1).mean() > 0.3  # data on screen
+    assert np.array_equal(source_alone, dest_alone), (
+        f"{(source_alone != dest_alone).any(-1).sum()} pixels differ"
+    )
