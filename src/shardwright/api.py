@@ -256,8 +256,15 @@ def _options(options: ConvertOptions | None, values: dict[str, Any]) -> ConvertO
     return options or ConvertOptions(**values)
 
 
-def view(*destinations: str, host: str = "127.0.0.1", port: int = 0) -> View:
-    """Serve converted datasets with the Neuroglancer client, in the background, and return
-    the running view: `.url` opens them all (in Jupyter the view shows as a link);
-    `.close()` stops serving. Needs the `view` extra (the `neuroglancer` package's client)."""
-    return open_view(destinations, host, port).start()
+def view(
+    *destinations: str,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    storage_options: dict[str, Any] | None = None,
+) -> View:
+    """Show datasets (ours, other tools', sources Neuroglancer reads; local ones served from
+    here in the background, remote ones read where they are: `storage_options` reaches them)
+    with the Neuroglancer client and return the running view: `.url` opens them all (in
+    Jupyter the view shows as a link), `.app_link` in any Neuroglancer; `.close()` stops
+    serving. Needs the `view` extra (the `neuroglancer` package's client)."""
+    return open_view(destinations, host, port, storage_options=storage_options).start()

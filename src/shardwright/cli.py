@@ -184,7 +184,13 @@ def _convert(args: argparse.Namespace) -> int:
 def _view(args: argparse.Namespace) -> int:
     from shardwright.viewer import open_view
 
-    view = open_view(args.dest, args.host, args.port, log=sys.stderr if args.log else None)
+    view = open_view(
+        args.dest,
+        args.host,
+        args.port,
+        log=sys.stderr if args.log else None,
+        storage_options=args.storage_options,
+    )
     if args.screenshot:
         view.start()
         try:

@@ -229,7 +229,18 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[talk],
         help="serve datasets with the Neuroglancer client; print the URL that shows them",
     )
-    w.add_argument("dest", nargs="+", help="converted datasets (local folders)")
+    w.add_argument(
+        "dest",
+        nargs="+",
+        help="datasets and sources Neuroglancer reads: local folders, gs://, s3://, http(s)://",
+    )
+    w.add_argument(
+        "--storage-options",
+        type=parse_json_object,
+        default=None,
+        metavar="JSON",
+        help="fsspec options for remote datasets (an S3 endpoint_url: the layers read there)",
+    )
     w.add_argument("--host", default="127.0.0.1", help="address to listen on")
     w.add_argument(
         "--port", type=int, default=0, help="the viewer's port (default: 0, any free one)"

@@ -99,14 +99,16 @@ def neuroglancer_module() -> Any:
     return neuroglancer
 
 
-def describe(dest: str, source_url: str) -> DatasetLayer:
+def describe(
+    dest: str, source_url: str, storage_options: dict[str, Any] | None = None
+) -> DatasetLayer:
     """The layer of the dataset at `dest` (a local folder or a remote URL), which Neuroglancer
-    reads at `source_url` (where the data server serves it, or `dest` itself)."""
-    store = Store(dest)
+    reads at `source_url` (where the data server serves it, or the bucket's own URL)."""
+    store = Store(dest, storage_options)
     scheme = data_scheme(store, dest)
     manifest = read_manifest(store)  # ours: its plan says what the layer is
     planned = manifest.plan.get("layer_type") if manifest is not None else None
-    source = open_source(dest)
+    source = open_source(dest, storage_options=storage_options)
     layer_type = source.hints.layer_type or planned
     if layer_type is None:  # a source that does not say: as planning decides it
         layer_type = "segmentation" if np.dtype(source.dtype) in LABEL_DTYPES else "image"
@@ -332,7 +334,11 @@ def browser_binary() -> str:
 
 
 def open_view(
-    destinations: Sequence[str], host: str = "127.0.0.1", port: int = 0, log: Any | None = None
+    destinations: Sequence[str],
+    host: str = "127.0.0.1",
+    port: int = 0,
+    log: Any | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> View:
     """A view of `destinations` (local datasets): the data server (not yet serving) and the
     viewer (listening at `port`). Refuses what cannot be viewed (a missing dataset, no
@@ -345,7 +351,9 @@ def open_view(
     data_server = make_server(host=host, port=0, routes=routes, log=log)
     try:
         layers = [
-            describe(place, place if _remote(place) else f"{data_server.url}/data/{i}")
+            describe(place, bucket_url(place, storage_options), storage_options)
+            if _remote(place)
+            else describe(place, f"{data_server.url}/data/{i}")
             for i, place in enumerate(places)
         ]
         state = viewer_state(layers)
@@ -356,6 +364,19 @@ def open_view(
         data_server.server_close()
         raise
     return View(data_server, viewer, state, layers)
+
+
+def bucket_url(dest: str, storage_options: dict[str, Any] | None) -> str:
+    """Where Neuroglancer reads a remote dataset: its URL as given (Neuroglancer resolves gs://
+    and s3:// itself), or, for an S3 bucket behind another endpoint (MinIO, Ceph), the bucket's
+    path-style URL there."""
+    options = storage_options or {}
+    endpoint = options.get("endpoint_url") or (options.get("client_kwargs") or {}).get(
+        "endpoint_url"
+    )
+    if dest.startswith("s3://") and endpoint:
+        return f"{str(endpoint).rstrip('/')}/{dest.removeprefix('s3://')}"
+    return dest
 
 
 def _remote(dest: str) -> bool:

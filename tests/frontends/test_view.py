@@ -260,3 +260,32 @@ def test_a_remote_dataset_is_read_where_it_is(datasets: dict[str, Any]) -> None:
     finally:
         remote.shutdown()
         remote.server_close()
+
+
+def test_datasets_in_buckets_are_layers_read_from_the_buckets(
+    tmp_path: pathlib.Path, datasets: dict[str, Any], s3: Any, gcs: Any
+) -> None:
+    """An s3:// dataset behind another endpoint (moto here) is read from that endpoint's
+    path-style URL of the bucket; a gs:// one keeps its gs:// URL, which Neuroglancer resolves
+    itself. Neither goes through the view's data server."""
+    common = dict(scheduler="sync", progress=False, resolution=(8, 8, 40), chunk_size=(32, 32, 16))
+    image = str(datasets["root"] / "image.npy")
+    s3.make_bucket("view-s3")
+    api.convert(image, "s3://view-s3/em", storage_options=s3.options(), **common)
+    opened = api.view("s3://view-s3/em", storage_options=s3.options())
+    try:
+        (layer,) = opened.state["layers"]
+        assert layer["source"] == f"precomputed://{s3.endpoint}/view-s3/em/"
+        assert layer["type"] == "image" and opened.layers[0].size == IMAGE_XYZ
+    finally:
+        opened.close()
+    gcs.make_bucket("view-gs")
+    api.convert(image, "gs://view-gs/em.zarr", format="zarr3", storage_options=gcs.options(),
+                **common)  # fmt: skip
+    opened = api.view("gs://view-gs/em.zarr", storage_options=gcs.options(gcs.conformant_endpoint))
+    try:
+        (layer,) = opened.state["layers"]
+        assert layer["source"] == "zarr3://gs://view-gs/em.zarr/"
+        assert opened.layers[0].resolution_nm == (8.0, 8.0, 40.0)
+    finally:
+        opened.close()
