@@ -562,3 +562,28 @@ def test_the_plan_is_not_printed_before_a_destination_error(
     assert cli_main(["convert", source, str(dest), "--scheduler", "sync"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "did not write (e.g. keep.txt)" in err[0]
+
+
+def test_a_lease_written_while_the_destination_is_inspected_reads_as_ours(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two jobs started together: the other one's lease appears between the look at
+    `.shardwright/` (empty then) and the look at the rest. The destination is that job's
+    (its lease is then refused as held), never "files shardwright did not write"."""
+    from shardwright.lifecycle import destination
+
+    store = Store(str(tmp_path / "out"))
+    first_entry = type(store).first_entry
+
+    def lease_appears(self: Any) -> str | None:
+        lease = tmp_path / "out" / ".shardwright" / "lease-000001.json"
+        lease.parent.mkdir(parents=True, exist_ok=True)
+        lease.write_text("{}")
+        return first_entry(self)
+
+    monkeypatch.setattr(type(store), "first_entry", lease_appears)
+    assert destination.inspect(store).kind == "ours"
+    monkeypatch.undo()
+    (tmp_path / "out" / ".shardwright" / "lease-000001.json").unlink()
+    (tmp_path / "out" / ".shardwright" / "notes.txt").write_text("someone else's")
+    assert destination.inspect(store).kind == "foreign"  # looked at once more, then refused

@@ -42,7 +42,10 @@ class Holding:
         return self.kind == "ours" and (self.job is not None or self.manifest is not None)
 
 
-def inspect(store: Store) -> Holding:
+def inspect(store: Store, again: bool = True) -> Holding:
+    """What `store` holds. A job that starts beside this one may write its lease between the
+    look at `.shardwright/` and the look at the rest: an entry found under `.shardwright/`
+    then is looked at once more, so the destination reads as that job's, not as foreign."""
     if store.is_file():
         return Holding("file")
     control = store.list_sizes(CONTROL_PREFIX.rstrip("/"))
@@ -57,6 +60,9 @@ def inspect(store: Store) -> Holding:
     if job is not None or manifest is not None or any(LEASE_NAME.fullmatch(n) for n in control):
         return Holding("ours", job=job, manifest=manifest)
     example = store.first_entry()
+    control_dir = CONTROL_PREFIX.rstrip("/")  # object stores name the folder, disks a file in it
+    if again and example is not None and example.split("/", 1)[0] == control_dir:
+        return inspect(store, again=False)
     return Holding("empty") if example is None else Holding("foreign", example=example)
 
 
