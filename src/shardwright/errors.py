@@ -9,7 +9,7 @@ existing `except ValueError` / `except OSError` handlers keep working.
 A message names the options it is about as data: `{field}` in its text, with `field=value` (or
 `field=NAMED`) given beside it. Each front end words them its own way: `str()` as the Python
 API's parameters (`mips=9`, `resume=True`), the command line as its flags (`--mips 9`,
-`--resume`; `render` with the wording `cli_parser.flag_wording`).
+`--resume`; `render` with the wording `run_options.flag_wording`).
 """
 
 from __future__ import annotations
