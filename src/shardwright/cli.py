@@ -191,6 +191,7 @@ def _view(args: argparse.Namespace) -> int:
         log=sys.stderr if args.log else None,
         storage_options=args.storage_options,
     )
+    args.warnings.say()  # before serving, which lasts until Ctrl-C
     if args.screenshot:
         view.start()
         try:

@@ -22,14 +22,18 @@ import logging
 import os
 import shutil
 import threading
+import urllib.error
 import urllib.parse
+import urllib.request
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from shardwright.errors import ShardwrightError
+from shardwright import deadlines
+from shardwright.errors import ShardwrightError, ShardwrightWarning
 from shardwright.formats.vocabulary import VolumeType, names
 from shardwright.manifest import read_manifest
 from shardwright.planning.builder import LABEL_DTYPES
@@ -103,9 +107,12 @@ def describe(
     dest: str, source_url: str, storage_options: dict[str, Any] | None = None
 ) -> DatasetLayer:
     """The layer of the dataset at `dest` (a local folder or a remote URL), which Neuroglancer
-    reads at `source_url` (where the data server serves it, or the bucket's own URL)."""
+    reads at `source_url` (where the data server serves it, or the bucket's own URL: checked
+    to be readable without credentials where it is an http(s) URL)."""
     store = Store(dest, storage_options)
     scheme = data_scheme(store, dest)
+    if _remote(dest) and source_url.startswith(("http://", "https://")):
+        check_anonymous_read(source_url, next(k for k, v in DATA_SCHEMES if v == scheme))
     manifest = read_manifest(store)  # ours: its plan says what the layer is
     planned = manifest.plan.get("layer_type") if manifest is not None else None
     source = open_source(dest, storage_options=storage_options)
@@ -127,6 +134,29 @@ def describe(
         size=source.shape_xyz,
         contrast=_contrast(sample) if layer_type == "image" else None,
         segments=_segments(sample) if select else (),
+    )
+
+
+def check_anonymous_read(url: str, key: str) -> None:
+    """Warn where Neuroglancer, which reads without credentials, will be refused the dataset
+    at `url` (its metadata object `key`): else the layer stays empty with no word why."""
+    target = f"{url.rstrip('/')}/{key}"
+    try:
+        with urllib.request.urlopen(target, timeout=deadlines.timeout()) as response:
+            response.read(1)
+    except urllib.error.HTTPError as exc:
+        refused = f"HTTP {exc.code}"
+    except OSError as exc:
+        refused = f"{type(exc).__name__}: {exc}"
+    else:
+        return
+    warnings.warn(
+        ShardwrightWarning(
+            f"{target}: not readable without credentials ({refused}), and Neuroglancer reads "
+            "without them: the layer will stay empty. Make the dataset public (a bucket policy "
+            "allowing anonymous reads, and CORS for the viewer's origin), or copy it here"
+        ),
+        stacklevel=3,
     )
 
 
