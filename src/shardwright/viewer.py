@@ -110,9 +110,9 @@ def describe(
     reads at `source_url` (where the data server serves it, or the bucket's own URL: checked
     to be readable without credentials where it is an http(s) URL)."""
     store = Store(dest, storage_options)
-    scheme = data_scheme(store, dest)
+    metadata_key, scheme = data_scheme(store, dest)
     if _remote(dest) and source_url.startswith(("http://", "https://")):
-        check_anonymous_read(source_url, next(k for k, v in DATA_SCHEMES if v == scheme))
+        check_anonymous_read(source_url, metadata_key)
     manifest = read_manifest(store)  # ours: its plan says what the layer is
     planned = manifest.plan.get("layer_type") if manifest is not None else None
     source = open_source(dest, storage_options=storage_options)
@@ -160,11 +160,12 @@ def check_anonymous_read(url: str, key: str) -> None:
     )
 
 
-def data_scheme(store: Store, dest: str) -> str:
-    """The Neuroglancer data source scheme that reads the dataset at `dest`."""
+def data_scheme(store: Store, dest: str) -> tuple[str, str]:
+    """The metadata object found at the root of the dataset at `dest` and the Neuroglancer
+    data source scheme that reads it."""
     for key, scheme in DATA_SCHEMES:
         if store.exists(key):
-            return scheme
+            return key, scheme
     raise ViewError(
         f"{dest}: Neuroglancer reads precomputed, zarr (v2, v3, OME-Zarr) and N5 datasets, "
         f"and this is none of them: convert it first (shardwright convert {dest} OUT), then "

@@ -295,3 +295,36 @@ def test_datasets_in_buckets_are_layers_read_from_the_buckets(
         assert opened.layers[0].resolution_nm == (8.0, 8.0, 40.0)
     finally:
         opened.close()
+
+
+def test_a_remote_zarr_v2_group_is_checked_by_the_metadata_it_has(tmp_path: pathlib.Path) -> None:
+    """An OME-Zarr v2 group holds `.zgroup`, not `.zarray`: the readability check fetches what
+    is there, so a readable group draws no warning."""
+    import zarr
+
+    from shardwright.serve import make_server
+
+    group = zarr.open_group(str(tmp_path / "g.zarr"), mode="w", zarr_format=2)
+    group.create_array("0", shape=(8, 32, 32), chunks=(8, 32, 32), dtype="uint8")[...] = 3
+    axes = [{"name": n, "type": "space", "unit": "nanometer"} for n in "zyx"]
+    scale = [{"type": "scale", "scale": [40, 8, 8]}]
+    group.attrs["multiscales"] = [
+        {
+            "version": "0.4",
+            "axes": axes,
+            "datasets": [{"path": "0", "coordinateTransformations": scale}],
+        }
+    ]
+    remote = make_server(routes={"/g": str(tmp_path / "g.zarr")}, port=0)
+    threading.Thread(target=remote.serve_forever, daemon=True).start()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ShardwrightWarning)
+            opened = api.view(f"{remote.url}/g")
+        try:
+            assert opened.state["layers"][0]["source"] == f"zarr2://{remote.url}/g/"
+        finally:
+            opened.close()
+    finally:
+        remote.shutdown()
+        remote.server_close()

@@ -18,7 +18,7 @@ from shardwright.sources import Source
 from shardwright.store import Store
 from shardwright.verification.compare import compare_chunks, decode_chunks
 from shardwright.verification.report import VerifyReport
-from shardwright.verification.shards import dataset_of
+from shardwright.verification.shards import dataset_of, unreadable_index
 
 NOTE = "no manifest: format-level checks only"
 
@@ -56,8 +56,7 @@ def verify_foreign(
         try:
             dataset.check_shard(key)
         except Exception as exc:  # noqa: BLE001 - a corrupt shard must not end the run
-            cause = str(exc).removeprefix(f"{key}: ")
-            report.problems.append(f"{key}: unreadable index ({type(exc).__name__}: {cause})")
+            report.problems.append(unreadable_index(key, exc))
             broken.add(key)
     for level, comparer in enumerate(dataset.comparers):
         decode_chunks(report, comparer, full, sample, broken, f"level {level} " if level else "")

@@ -160,8 +160,7 @@ def check_shards(
             report.problems.append(f"{key}: missing")
             continue
         except Exception as exc:  # noqa: BLE001 - a corrupt shard must not end the run
-            cause = str(exc).removeprefix(f"{key}: ")
-            report.problems.append(f"{key}: unreadable index ({type(exc).__name__}: {cause})")
+            report.problems.append(unreadable_index(key, exc))
             continue
         if size != entry.size:
             report.problems.append(f"{key}: size {size}, the manifest says {entry.size}")
@@ -171,3 +170,9 @@ def check_shards(
         crc = stream_crc32c(store, key, size)
         if crc != entry.crc32c:
             report.problems.append(f"{key}: crc32c {crc:08x}, the manifest says {entry.crc32c:08x}")
+
+
+def unreadable_index(key: str, exc: Exception) -> str:
+    """The problem of a shard whose index could not be read, its cause named once."""
+    cause = str(exc).removeprefix(f"{key}: ")
+    return f"{key}: unreadable index ({type(exc).__name__}: {cause})"
