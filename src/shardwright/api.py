@@ -133,9 +133,15 @@ class PendingConversion:
         return the_plan
 
     def nodes(self) -> list[Node]:
-        """Every shard task this job would submit, in order (for inspection: a big job's
-        list is big)."""
-        return [n for d in self.job.datasets for n in shard_nodes(d.plan, "inspect")]
+        """Every shard task this job would submit, in order, as far as the plan knows them
+        (for inspection: a big job's list is big). Generated meshes and skeletons list their
+        block tasks: their shard tasks follow from what the blocks find."""
+        return [
+            n
+            for d in self.job.datasets
+            for n in shard_nodes(d.plan, "inspect")
+            if isinstance(n, Node)
+        ]
 
     def compute(self, **overrides: Any) -> Manifest:
         """Run the job and return its manifest; the run options given override convert's

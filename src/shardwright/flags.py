@@ -43,6 +43,17 @@ def parse_mips(text: str) -> int | str:
     return value
 
 
+def parse_ids(text: str) -> tuple[int, ...]:
+    """Segment ids: '12,345,678'."""
+    try:
+        ids = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        ids = ()
+    if not ids or any(not 0 < i < 2**64 for i in ids):
+        raise argparse.ArgumentTypeError(f"expected segment ids such as 12,345, got {text!r}")
+    return ids
+
+
 def format_size(size: int) -> str:
     """The shortest exact form `parse_size` reads back: 1G, 512M, 1000."""
     for suffix, scale in sorted(SIZE_SUFFIXES.items(), key=lambda item: -item[1]):

@@ -16,6 +16,7 @@ from shardwright.downsample import METHODS as DOWNSAMPLE_METHODS
 from shardwright.errors import NAMED, OptionError
 from shardwright.flags import (
     cli,
+    parse_ids,
     parse_json_object,
     parse_mips,
     parse_size,
@@ -251,6 +252,78 @@ class ConvertOptions:
             switch=True,
         ),
     )
+    # Meshes and skeletons made from the segmentation itself, in the same job.
+    generate_meshes: bool = field(
+        default=False,
+        metadata=cli(
+            "--generate-meshes",
+            "also make multi-resolution meshes of the segmentation's objects (DEST/mesh)",
+            switch=True,
+        ),
+    )
+    generate_skeletons: bool = field(
+        default=False,
+        metadata=cli(
+            "--generate-skeletons",
+            "also make TEASAR skeletons of the segmentation's objects (DEST/skeletons)",
+            switch=True,
+        ),
+    )
+    mesh_max_error: float | None = field(
+        default=None,
+        metadata=cli(
+            "--mesh-max-error",
+            "how far (nm) simplification may move a surface at the finest level of detail "
+            "(default: the smallest voxel dimension); each coarser level doubles it",
+            parse=float,
+            metavar="NM",
+        ),
+    )
+    mesh_lods: int | str = field(
+        default="auto",
+        metadata=cli(
+            "--mesh-lods",
+            "levels of detail per mesh; auto: until one fragment covers the object",
+            parse=parse_mips,
+            metavar="N|auto",
+        ),
+    )
+    mesh_level: int = field(
+        default=0,
+        metadata=cli(
+            "--mesh-level",
+            "the pyramid level meshes and skeletons are made from (0: the finest)",
+            parse=int,
+            metavar="LEVEL",
+        ),
+    )
+    mesh_block: tuple[int, int, int] | None = field(
+        default=None,
+        metadata=cli(
+            "--mesh-block",
+            "voxels per block task and finest mesh fragment (default 128,128,128)",
+            parse=parse_xyz(int),
+            metavar=XYZ,
+        ),
+    )
+    dust_threshold: int = field(
+        default=0,
+        metadata=cli(
+            "--dust-threshold",
+            "objects of fewer voxels get no mesh or skeleton",
+            parse=int,
+            metavar="VOXELS",
+        ),
+    )
+    object_ids: tuple[int, ...] | None = field(
+        default=None,
+        metadata=cli(
+            "--object-ids",
+            "mesh / skeletonize only these segment ids (comma-separated)",
+            parse=parse_ids,
+            metavar="ID,ID,...",
+        ),
+    )
     engine: str = field(  # "gpu": shard tasks run the batched pipeline on CUDA workers
         default="cpu",
         metadata=cli(
@@ -394,8 +467,34 @@ class ConvertOptions:
                 f"{{mips}} must be a non-negative integer or 'auto', got {self.mips!r}",
                 mips=NAMED,
             )
+        _check_generation(self)
         if self.downsample is not None and self.downsample not in DOWNSAMPLE_METHODS:
             raise OptionError(
                 f"{{downsample}} is not a downsampling method; choose one of {DOWNSAMPLE_METHODS}",
                 downsample=self.downsample,
             )
+
+
+def _whole(value: Any, least: int) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and value >= least
+
+
+def _check_generation(options: ConvertOptions) -> None:
+    """The values the mesh and skeleton generation options can take."""
+    error, lods, block, ids = (
+        options.mesh_max_error, options.mesh_lods, options.mesh_block, options.object_ids
+    )  # fmt: skip
+    if error is not None and not (isinstance(error, int | float) and 0 <= error < float("inf")):
+        raise OptionError("{mesh_max_error} must be a distance in nm, 0 or more",
+                          mesh_max_error=error)  # fmt: skip
+    if lods != "auto" and not _whole(lods, 1):
+        raise OptionError("{mesh_lods} must be a number of levels (1 or more) or 'auto'",
+                          mesh_lods=lods)  # fmt: skip
+    for name in ("mesh_level", "dust_threshold"):
+        if not _whole(getattr(options, name), 0):
+            raise OptionError(f"{{{name}}} must be a whole number, 0 or more",
+                              **{name: getattr(options, name)})  # fmt: skip
+    if block is not None and (len(block) != 3 or not all(_whole(n, 2) for n in block)):
+        raise OptionError("{mesh_block} must be three whole numbers of 2 or more", mesh_block=block)
+    if ids is not None and (not ids or not all(_whole(i, 1) and i < 2**64 for i in ids)):
+        raise OptionError("{object_ids} must be segment ids from 1 to 2**64 - 1", object_ids=ids)

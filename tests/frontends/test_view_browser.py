@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import label_shapes
 import numpy as np
 import pytest
 import tensorstore as ts
@@ -26,7 +27,11 @@ from segment_objects import write_multilod_meshes, write_segmentation, write_ske
 
 from shardwright import api
 from shardwright.demo import write_demo_volumes
+from shardwright.formats.meshes import MultiLodManifest
+from shardwright.formats.sharded_reader import ShardedReader
+from shardwright.formats.sharding import ShardingSpec
 from shardwright.serve import make_server
+from shardwright.store import Store
 from shardwright.viewer import ViewError, capture_png, headless_browser, open_view
 
 _MISSING = [
@@ -83,6 +88,14 @@ def volumes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         str(root / "unsharded-objects"), str(root / "ours-objects"), with_meshes=True,
         with_skeletons=True, scheduler="sync", progress=False,
     )  # fmt: skip
+    # Meshes and skeletons generated in the conversion of a CloudVolume segmentation, and
+    # their unsharded twin.
+    labels_url = label_shapes.write_precomputed(root / "shapes")
+    api.convert(
+        labels_url, str(root / "ours-generated"), generate_meshes=True, generate_skeletons=True,
+        mesh_block=(32, 32, 32), scheduler="sync", progress=False,
+    )  # fmt: skip
+    _unsharded_twin(root / "ours-generated", root / "unsharded-generated")
     # An OME-Zarr pyramid of two levels; TensorStore's twin gets level 1 from numpy.
     api.convert(
         str(root / "image.npy"), str(root / "ours-pyramid.zarr"), format="zarr3", mips=1,
@@ -91,6 +104,31 @@ def volumes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     _tensorstore_zarr3(root / "ts-pyramid.zarr", image, _average_2x(image))
     _tensorstore_zarr3(root / "ts-base-only.zarr", image)
     return {"root": root}
+
+
+def _unsharded_twin(ours: pathlib.Path, twin: pathlib.Path) -> None:
+    """A copy of `ours` whose meshes and skeletons are stored unsharded, object by object,
+    read out of our shards as a reader does (the fragment data lies right before each
+    manifest)."""
+    shutil.copytree(ours, twin, ignore=shutil.ignore_patterns("mesh", "skeletons"))
+    for sub in ("mesh", "skeletons"):
+        info = json.loads((ours / sub / "info").read_text())
+        reader = ShardedReader(ShardingSpec.from_json(info.pop("sharding")),
+                               Store(str(ours / sub)).read_range)  # fmt: skip
+        (twin / sub).mkdir()
+        (twin / sub / "info").write_text(json.dumps(info))
+        for segment in label_shapes.SEGMENTS.values():
+            blob = reader.read(segment)
+            assert blob is not None
+            if sub == "skeletons":
+                (twin / sub / str(segment)).write_bytes(blob)
+                continue
+            key, start, _ = reader.locate(segment)  # type: ignore[misc]
+            size = MultiLodManifest.from_bytes(blob).data_nbytes
+            (twin / sub / f"{segment}.index").write_bytes(blob)
+            (twin / sub / str(segment)).write_bytes(
+                (ours / sub / key).read_bytes()[start - size : start]
+            )
 
 
 def _average_2x(zyx: np.ndarray) -> np.ndarray:
@@ -248,6 +286,21 @@ def test_sharded_meshes_and_skeletons_show_as_the_unsharded_ones(
     state["layers"][0]["segments"] = []
     bare = render(state, "data/ours-objects", "no-segment-selected")
     assert not np.array_equal(mine, bare)  # the meshes and skeletons are on screen
+
+
+def test_generated_meshes_and_skeletons_show_as_their_unsharded_twin(
+    volumes: dict[str, Any], render: Render
+) -> None:
+    """Neuroglancer's 3-D panel draws the meshes and skeletons the job generated, sharded,
+    exactly as the same objects stored one file each."""
+    state = _state_of(volumes["root"] / "ours-generated", layout="3d")
+    state["layers"][0]["segments"] = [str(s) for s in label_shapes.SEGMENTS.values()]
+    mine = render(state, "data/ours-generated", "ours-generated")
+    reference = render(state, "data/unsharded-generated", "unsharded-generated")
+    assert np.array_equal(mine, reference), f"{(mine != reference).any(-1).sum()} pixels differ"
+    state["layers"][0]["segments"] = []
+    bare = render(state, "data/ours-generated", "generated-none-selected")
+    assert (mine != bare).any(axis=-1).mean() > 0.02  # the objects are on screen
 
 
 def test_an_ome_zarr_pyramid_level_shows_as_tensorstores(

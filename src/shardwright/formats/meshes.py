@@ -188,12 +188,6 @@ def legacy_to_multilod(
     quantization that maps those integers to themselves (the format does not support Draco's
     own quantization), keeping vertex and triangle order.
     """
-    try:
-        import DracoPy
-    except ImportError:
-        raise MeshFormatError(
-            "converting legacy meshes needs a Draco encoder: pip install 'shardwright[meshes]'"
-        ) from None
     vertices, triangles = [], []
     base = 0
     for name, data in fragments:
@@ -211,14 +205,7 @@ def legacy_to_multilod(
     extent = np.maximum(high.astype(np.float64) - low, 1e-6).astype(np.float32)
     quantized = np.rint((points - low) / extent * top).clip(0, top).astype(np.float32)
     if len(faces):
-        data = DracoPy.encode(
-            quantized,
-            faces,
-            quantization_bits=LEGACY_QUANTIZATION_BITS,
-            quantization_range=top,
-            quantization_origin=np.zeros(3),
-            preserve_order=True,
-        )
+        data = draco_fragment(quantized, faces, LEGACY_QUANTIZATION_BITS, preserve_order=True)
         sizes = np.asarray([len(data)], np.uint32)
         positions = np.zeros((3, 1), np.uint32)
     else:
@@ -232,3 +219,43 @@ def legacy_to_multilod(
         fragment_sizes=(sizes,),
     )
     return manifest.to_bytes(), bytes(data)
+
+
+# -- fragments ---------------------------------------------------------------------------------
+def draco_fragment(
+    quantized: np.ndarray, faces: np.ndarray, bits: int, *, preserve_order: bool = False
+) -> bytes:
+    """One fragment's Draco bytes: integer vertex positions in [0, 2**bits - 1] (float32
+    holding integers) encoded with a quantization that maps them to themselves, as the
+    format requires (it does not support Draco's own quantization)."""
+    try:
+        import DracoPy
+    except ImportError:
+        raise MeshFormatError(
+            "encoding multi-resolution meshes needs a Draco encoder: pip install "
+            "'shardwright[meshes]'"
+        ) from None
+    top = (1 << bits) - 1
+    return bytes(
+        DracoPy.encode(
+            quantized,
+            faces,
+            quantization_bits=bits,
+            quantization_range=top,
+            quantization_origin=np.zeros(3),
+            preserve_order=preserve_order,
+        )
+    )
+
+
+def zorder(positions: np.ndarray) -> np.ndarray:
+    """The order that sorts fragment positions ([n, 3] uint32, x y z) along the Z-curve
+    the manifest requires (x the lowest bit of each triple)."""
+    codes = np.zeros(len(positions), np.uint64)
+    values = np.asarray(positions, np.uint64)
+    for bit in range(21):  # 3 x 21 bits fit a uint64
+        for axis in range(3):
+            codes |= ((values[:, axis] >> np.uint64(bit)) & np.uint64(1)) << np.uint64(
+                3 * bit + axis
+            )
+    return np.argsort(codes, kind="stable")

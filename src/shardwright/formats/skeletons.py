@@ -78,3 +78,20 @@ def check_skeleton(
                 f"segment {segment_id}: an edge names vertex {int(ends.max())} of {vertices}"
             )
     return vertices, edges
+
+
+def encode_skeleton(
+    vertices: np.ndarray, edges: np.ndarray, attributes: Sequence[np.ndarray] = ()
+) -> bytes:
+    """An encoded skeleton: vertex count, edge count, positions [n, 3] float32, edges
+    [m, 2] uint32, then each vertex attribute's values in the `info`'s order."""
+    vertices = np.ascontiguousarray(vertices, "<f4").reshape(-1, 3)
+    edges = np.ascontiguousarray(edges, "<u4").reshape(-1, 2)
+    parts = [struct.pack("<II", len(vertices), len(edges)), vertices.tobytes(), edges.tobytes()]
+    for values in attributes:
+        if len(values) != len(vertices):
+            raise SkeletonFormatError(
+                f"a vertex attribute has {len(values)} values for {len(vertices)} vertices"
+            )
+        parts.append(np.ascontiguousarray(values).astype(values.dtype.newbyteorder("<")).tobytes())
+    return b"".join(parts)

@@ -25,7 +25,7 @@ from shardwright.manifest import (
     metadata_text,
     write_manifest,
 )
-from shardwright.planning import Plan
+from shardwright.planning import GENERATED, Plan
 from shardwright.store import JobRun, Store
 
 
@@ -96,6 +96,9 @@ def finish_dataset(
         stored = {shard.key for shard in manifest.shards} | set(metadata)
         found = journal.replaced(store, stored, set(receipts.keys()))
     write_manifest(store, manifest)
+    if begun.plan.dataset == GENERATED:  # every output shard is stored: the spools are done
+        for key in store.list_keys(journal.EXCHANGE.rstrip("/")):
+            store.delete(key)
     if found is not None:
         journal.remove(store, found)
         lease.release(store)

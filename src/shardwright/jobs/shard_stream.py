@@ -22,11 +22,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from shardwright.engine.engines import Engine, engine_for
+from shardwright.engine.generation import BlockDone, run_block, run_generated_shard
 from shardwright.engine.objects import run_object_shard
 from shardwright.engine.pyramid import Handoff, Piece
+from shardwright.generation.exchange import Exchange
 from shardwright.lifecycle import journal
 from shardwright.manifest import Receipt
-from shardwright.planning import OBJECTS, VOLUME, ConversionPlan, Plan, ShardTask
+from shardwright.planning import GENERATED, OBJECTS, VOLUME, ConversionPlan, Plan, ShardTask
+from shardwright.planning.generation import GeneratedPlan, GeneratedShardTask
 from shardwright.planning.objects import ObjectPlan, ObjectShardTask
 from shardwright.store import Store
 
@@ -54,7 +57,8 @@ class TaskContext:
 class Node:
     """One task of the stream: `run(context, shard, *inputs)`, where `inputs` are the
     results of the earlier nodes named by `inputs`. `consumers`: how many later nodes take
-    its result; with none, its result carries receipts (`receipts_in`) for the manifest.
+    its result; with none, its result carries receipts (`receipts_in`) for the manifest,
+    unless `collect` takes it (returning the receipts progress counts: a block spool's).
     `gpu`: it must run on a worker that declares a GPU."""
 
     key: str
@@ -63,6 +67,13 @@ class Node:
     inputs: tuple[str, ...] = ()
     consumers: int = 0
     gpu: bool = False
+    collect: Callable[[Any], list[Receipt]] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Barrier:
+    """Not a task: the window waits for every task submitted before it (the nodes after it
+    are made from what those returned)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,8 +87,8 @@ class LevelResult:
 
 # What a node takes besides its context (a volume's or pyramid's shard, a mesh or skeleton
 # shard, the key of the task a piece is for, or nothing), and what it returns.
-NodeShard = ShardTask | ObjectShardTask | str | None
-NodeResult = Receipt | LevelResult | Piece | list[Receipt]
+NodeShard = ShardTask | ObjectShardTask | GeneratedShardTask | tuple[int, int, int] | str | None
+NodeResult = Receipt | LevelResult | Piece | list[Receipt] | BlockDone
 
 
 def receipts_in(result: Receipt | LevelResult | list[Receipt]) -> list[Receipt]:
@@ -185,15 +196,55 @@ def _object_nodes(plan: ObjectPlan, token: str) -> Iterator[Node]:
         yield Node(f"shard-{task.key}-{token}", _object_shard, task)
 
 
-# The shard tasks of each kind of dataset (`Plan.dataset`).
-SHARD_NODES: dict[str, Callable[[Any, str], Iterator[Node]]] = {
-    VOLUME: _volume_nodes,
-    OBJECTS: _object_nodes,
-}
+def _block(context: TaskContext, position: tuple[int, int, int]) -> BlockDone:
+    plan = context.plan
+    assert isinstance(plan, GeneratedPlan)
+    done = run_block(plan, position, context.store, resume=context.resume)
+    return dataclasses.replace(done, receipt=journal.record(context.store, done.receipt))
 
 
-def shard_nodes(plan: Plan, token: str) -> Iterator[Node]:
+def _generated_shard(context: TaskContext, task: GeneratedShardTask) -> Receipt:
+    plan = context.plan
+    assert isinstance(plan, GeneratedPlan)
+    receipt = run_generated_shard(plan, task, context.store, resume=context.resume)
+    return journal.record(context.store, receipt)
+
+
+def _generated_nodes(
+    plan: GeneratedPlan, token: str, exchanges: dict[str, Exchange]
+) -> Iterator[Node | Barrier]:
+    """The block tasks (run by the first output's stream), a barrier, then a task per output
+    shard that any block sent a piece to, with the ranges it reads."""
+    table = exchanges.setdefault(plan.generation.exchange, Exchange())
+
+    def collect(result: BlockDone) -> list[Receipt]:
+        table.add(result.block)
+        return [result.receipt]
+
+    if plan.runs_blocks:
+        for position in plan.generation.grid.positions():
+            key = f"block-{plan.generation.grid.key(position)}-{token}"
+            yield Node(key, _block, position, collect=collect)
+        yield Barrier()
+    for number in table.shards(plan.output):
+        task = GeneratedShardTask(
+            plan.sharding.shard_filename(number), number, tuple(table.ranges(plan.output, number))
+        )
+        yield Node(f"shard-{task.key}-{token}", _generated_shard, task)
+
+
+def shard_nodes(
+    plan: Plan, token: str, exchanges: dict[str, Exchange] | None = None
+) -> Iterator[Node | Barrier]:
     """The stream of `plan`'s shard tasks; `token` must make their keys unique to this job
     and dataset: a Dask cluster handed a key it still holds returns that task's result
-    instead of running the new task (a job's mesh and skeleton shards share file names)."""
-    return SHARD_NODES[plan.dataset](plan, token)
+    instead of running the new task (a job's mesh and skeleton shards share file names).
+    `exchanges`: the job's tables of block spools, shared by its generated outputs."""
+    if plan.dataset == VOLUME:
+        assert isinstance(plan, ConversionPlan)
+        return _volume_nodes(plan, token)
+    if plan.dataset == OBJECTS:
+        assert isinstance(plan, ObjectPlan)
+        return _object_nodes(plan, token)
+    assert plan.dataset == GENERATED and isinstance(plan, GeneratedPlan)
+    return _generated_nodes(plan, token, {} if exchanges is None else exchanges)

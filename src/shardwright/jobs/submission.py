@@ -23,9 +23,10 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 from shardwright.errors import PlanError
+from shardwright.generation.exchange import Exchange
 from shardwright.jobs.coordinator import Begun, begin_dataset, finish_dataset
 from shardwright.jobs.progress import Progress
-from shardwright.jobs.shard_stream import Node, TaskContext, receipts_in, shard_nodes
+from shardwright.jobs.shard_stream import Barrier, Node, TaskContext, receipts_in, shard_nodes
 from shardwright.jobs.workers import GPU_RESOURCE, await_workers, check_gpu_workers, check_reach
 from shardwright.lifecycle.job import Job
 from shardwright.logs import LOG
@@ -237,7 +238,9 @@ class Window:
         return self._size
 
     def run(
-        self, streams: Sequence[tuple[Any, Iterator[Node], ReceiptTable]], progress: Progress
+        self,
+        streams: Sequence[tuple[Any, Iterator[Node | Barrier], ReceiptTable]],
+        progress: Progress,
     ) -> None:
         """Run every node of `streams` (each: a dataset's context handle, its nodes and the
         table its receipts go to); raises the first task error, the rest cancelled."""
@@ -246,6 +249,10 @@ class Window:
         try:
             for context, nodes, table in streams:
                 for node in nodes:
+                    if isinstance(node, Barrier):
+                        while waiting:
+                            self._settle(waiting, progress)
+                        continue
                     while len(waiting) >= self.size():
                         self._settle(waiting, progress)
                         self.runner.released()
@@ -278,8 +285,11 @@ class Window:
             if waiting[handle][0].consumers:
                 self.runner.check(handle)
         for handle, result in zip(carrying, self.runner.results(carrying), strict=True):
+            node, table = waiting[handle]
+            if node.collect is not None:  # not a shard of the manifest: progress only
+                progress.add(node.collect(result))
+                continue
             receipts = receipts_in(result)
-            table = waiting[handle][1]
             for receipt in receipts:
                 table.add(receipt)
             progress.add(receipts)
@@ -310,13 +320,14 @@ def run_job(
                      job.mode)  # fmt: skip
             begun.append(begin_dataset(dataset.plan, dataset.store, dataset.claim, preflight))
         tables = [ReceiptTable() for _ in begun]
+        exchanges: dict[str, Exchange] = {}  # generated outputs' block spools
         streams = [
             (
                 runner.put(
                     f"context-{i}-{token}",
                     TaskContext.of(b.plan, b.store, resume),
                 ),
-                shard_nodes(b.plan, f"{i}-{token}"),
+                shard_nodes(b.plan, f"{i}-{token}", exchanges),
                 table,
             )
             for i, (b, table) in enumerate(zip(begun, tables, strict=True))

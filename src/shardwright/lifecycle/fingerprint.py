@@ -81,6 +81,15 @@ def objects_fingerprint(plan: Any) -> Fingerprint:
     }
 
 
+def generated_fingerprint(plan: Any) -> Fingerprint:
+    """Of a GeneratedPlan: the volume's source and everything that shapes the objects."""
+    return {
+        "source": source_fingerprint(plan.source),
+        "output": _json(dict(plan.metadata_documents())),
+        "generation": _json(plan.describe()),
+    }
+
+
 def digest(fingerprint: Fingerprint) -> str:
     """A short, stable name of a fingerprint (what receipts and leases record)."""
     canonical = json.dumps(fingerprint, sort_keys=True, separators=(",", ":"))

@@ -41,7 +41,7 @@ from shardwright.lifecycle.lease import (
     check_free,
     release_run,
 )
-from shardwright.planning import OBJECTS, Plan
+from shardwright.planning import GENERATED, OBJECTS, Plan
 from shardwright.run_options import DEFAULT_LEASE_TIMEOUT, RunOptions
 from shardwright.store import JobRun, Store
 
@@ -190,4 +190,6 @@ def _check_holding(store: Store, holding: Holding, claim: Claim) -> None:
 def _fingerprint(plan: Plan) -> fingerprints.Fingerprint:
     if plan.dataset == OBJECTS:
         return fingerprints.objects_fingerprint(plan)
+    if plan.dataset == GENERATED:
+        return fingerprints.generated_fingerprint(plan)
     return fingerprints.volume_fingerprint(plan)

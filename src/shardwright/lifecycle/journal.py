@@ -32,6 +32,7 @@ JOB_KEY = f"{CONTROL_PREFIX}job.json"
 RECEIPTS = f"{CONTROL_PREFIX}receipts/"
 RETIRED = f"{CONTROL_PREFIX}retired/"
 HEARTBEATS = f"{CONTROL_PREFIX}heartbeat-"
+EXCHANGE = f"{CONTROL_PREFIX}exchange/"  # block spools of generated meshes and skeletons
 
 
 CRC_BLOCK = 16 * 1024 * 1024  # bytes read at a time when a stored object's crc32c is checked

@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from shardwright.planning.base import OBJECTS, VOLUME, Plan
+from shardwright.planning.base import GENERATED, OBJECTS, VOLUME, Plan
 from shardwright.planning.builder import make_plan
 from shardwright.planning.conversion import plan_conversion, with_companions
 from shardwright.planning.geometry import to_zarr_order
@@ -24,6 +24,7 @@ from shardwright.planning.pyramid import Box
 from shardwright.planning.volume import ConversionPlan, ShardTask
 
 __all__ = [
+    "GENERATED",
     "OBJECTS",
     "VOLUME",
     "Box",

@@ -1,8 +1,9 @@
 """What every plan offers the graph, the lifecycle and the front ends.
 
-Two kinds of plan exist: a volume's (`volume.ConversionPlan`) and a directory of meshes or
-skeletons' (`objects.ObjectPlan`). Callers use them through this protocol and branch, where
-they must, on `dataset` ("volume" or "objects"), never on the class.
+Three kinds of plan exist: a volume's (`volume.ConversionPlan`), a directory of meshes or
+skeletons' (`objects.ObjectPlan`) and meshes or skeletons made from a volume
+(`generation.GeneratedPlan`). Callers use them through this protocol and branch, where
+they must, on `dataset`, never on the class.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from shardwright.manifest import OBJECTS, VOLUME
+from shardwright.manifest import GENERATED, OBJECTS, VOLUME
 from shardwright.options import ConvertOptions
 
-__all__ = ["OBJECTS", "VOLUME", "Plan", "ShardOfPlan"]
+__all__ = ["GENERATED", "OBJECTS", "VOLUME", "Plan", "ShardOfPlan"]
 
 
 class ShardOfPlan(Protocol):
@@ -31,7 +32,8 @@ class Plan(Protocol):
 
     @property
     def dataset(self) -> str:
-        """`VOLUME` or `OBJECTS`: which shard task writes this plan's shards."""
+        """`VOLUME`, `OBJECTS` (a directory of meshes or skeletons) or `GENERATED` (meshes or
+        skeletons made from the volume): which shard task writes this plan's shards."""
         ...
 
     @property

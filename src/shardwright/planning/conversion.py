@@ -1,5 +1,6 @@
 """What a source is planned as: a mesh or skeleton directory, or a volume with, when asked,
-its segmentation's meshes and skeletons in the same job."""
+its segmentation's meshes and skeletons in the same job (converted from the directories its
+info names, or made from its voxels)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from shardwright import deadlines
 from shardwright.errors import NAMED, PlanError
 from shardwright.options import ConvertOptions
 from shardwright.planning.builder import make_plan
+from shardwright.planning.generation import with_generated
 from shardwright.planning.objects import ObjectPlan, make_object_plan, object_source_info
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source
@@ -29,17 +31,35 @@ def plan_conversion(
     source = absolute(source) if isinstance(source, str) else source
     info = object_source_info(source, options.source_storage_options)
     if info is not None:
-        if options.with_meshes or options.with_skeletons:
+        if (
+            options.with_meshes
+            or options.with_skeletons
+            or options.generate_meshes
+            or (options.generate_skeletons)
+        ):
             raise PlanError(
-                "{with_meshes} / {with_skeletons} go with a segmentation volume",
-                with_meshes=NAMED,
-                with_skeletons=NAMED,
-            )
+                "{with_meshes} / {with_skeletons} / {generate_meshes} / {generate_skeletons} "
+                "go with a segmentation volume",
+                with_meshes=NAMED, with_skeletons=NAMED, generate_meshes=NAMED,
+                generate_skeletons=NAMED,
+            )  # fmt: skip
         return make_object_plan(str(source), dest, options, info)
+    if (options.with_meshes and options.generate_meshes) or (
+        options.with_skeletons and options.generate_skeletons
+    ):
+        raise PlanError(
+            "{with_meshes} / {with_skeletons} convert existing meshes or skeletons and "
+            "{generate_meshes} / {generate_skeletons} make new ones: both would write the "
+            "same directory; choose one",
+            with_meshes=NAMED, with_skeletons=NAMED, generate_meshes=NAMED,
+            generate_skeletons=NAMED,
+        )  # fmt: skip
     volume = make_plan(source, dest, options)
-    if not (options.with_meshes or options.with_skeletons):
-        return volume
-    return with_companions(volume, source, dest, options)
+    if options.with_meshes or options.with_skeletons:
+        volume = with_companions(volume, source, dest, options)
+    if options.generate_meshes or options.generate_skeletons:
+        volume = with_generated(volume, options)
+    return volume
 
 
 def with_companions(

@@ -254,7 +254,7 @@ def make_object_plan(
         raise within(exc, f"{source}/info: ") from None
     listing = Store(source, options.source_storage_options).list_sizes()
     ids, source_objects, source_bytes = _segments(kind, listing, source)
-    sharding = _choose_sharding(options, kind, ids.size, source_bytes)
+    sharding = choose_sharding(options, kind, ids.size, source_bytes)
     info["sharding"] = sharding.to_json()
     shard_numbers, _ = sharding.locate(ids)
     order = np.lexsort((ids, shard_numbers))
@@ -354,7 +354,7 @@ def _segments(kind: str, listing: Mapping[str, int], source: str) -> tuple[np.nd
     return np.sort(ids), objects, total
 
 
-def _choose_sharding(
+def choose_sharding(
     options: ConvertOptions, kind: str, count: int, total_bytes: int
 ) -> ShardingSpec:
     """Hashed sharding for segment ids: shards of about the target size, at least a few for

@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from shardwright import deadlines
-from shardwright.manifest import OBJECTS
+from shardwright.manifest import GENERATED, OBJECTS
 from shardwright.sources import Source, missing, open_source
 from shardwright.store import Store
 from shardwright.verification.compare import compare_levels, judge_absent
@@ -81,6 +81,10 @@ def verify(
     report.format = manifest.format
     check_state(report, store)
     documents = check_metadata(report, store, manifest)
+    if manifest.dataset == GENERATED:  # made from a volume: its shards, as a reader reads them
+        verify_objects(report, store, manifest, None, full=full, sample=sample,
+                       source_storage_options=None)  # fmt: skip
+        return report
     if manifest.dataset == OBJECTS:  # meshes or skeletons
         if against is not None and not isinstance(against, str):
             raise TypeError("meshes and skeletons verify against a source path or URL")

@@ -1,0 +1,132 @@
+"""The exchange between block tasks and output-shard tasks: one spool object per block.
+
+A block task writes one object holding its pieces (a segment's surface or skeleton within
+the block) grouped by the output shard their segment hashes to, followed by an index of
+those sections and a trailer. The task returns the index (a few bytes per section); the
+coordinator folds the indexes into, for each output shard, the byte ranges that shard's
+task reads. No task holds more than one block's pieces or one shard's segments, and the job
+makes one intermediate object per block, not one per segment.
+
+Layout: sections | index (ENTRY rows) | entry count (uint64) | MAGIC.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from shardwright.errors import MeshFormatError
+
+MESH, SKELETON = 0, 1  # which output a section feeds
+ENTRY = np.dtype([("output", "<u4"), ("shard", "<u4"), ("start", "<u8"), ("stop", "<u8")])
+MAGIC = b"SWXCHG01"
+TRAILER = 8 + len(MAGIC)
+_HEADER = struct.Struct("<QQIIIII")  # segment, voxels, block x y z, vertices, faces/edges
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One segment within one block: a surface (faces [m, 3]) or a skeleton (edges [m, 2],
+    radii). Vertices are float32 nm from the block's origin (grid.block_origin_nm)."""
+
+    segment: int
+    voxels: int  # the segment's voxels in the block's core
+    block: tuple[int, int, int]
+    vertices: np.ndarray
+    links: np.ndarray  # faces or edges, uint32
+    radii: np.ndarray | None = None
+
+    def to_bytes(self) -> bytes:
+        header = _HEADER.pack(
+            self.segment, self.voxels, *self.block, len(self.vertices), len(self.links)
+        )
+        parts = [
+            header,
+            np.ascontiguousarray(self.vertices, "<f4").tobytes(),
+            np.ascontiguousarray(self.links, "<u4").tobytes(),
+        ]
+        if self.radii is not None:
+            parts.append(np.ascontiguousarray(self.radii, "<f4").tobytes())
+        return b"".join(parts)
+
+
+def read_pieces(data: bytes | memoryview, output: int) -> Iterator[Piece]:
+    """The pieces of one section (`output`: MESH or SKELETON)."""
+    view = memoryview(data)
+    width = 3 if output == MESH else 2
+    offset = 0
+    while offset < len(view):
+        try:
+            segment, voxels, bx, by, bz, nv, nl = _HEADER.unpack_from(view, offset)
+            offset += _HEADER.size
+            vertices = np.frombuffer(view, "<f4", 3 * nv, offset).reshape(-1, 3)
+            offset += 12 * nv
+            links = np.frombuffer(view, "<u4", width * nl, offset).reshape(-1, width)
+            offset += 4 * width * nl
+            radii = None
+            if output == SKELETON:
+                radii = np.frombuffer(view, "<f4", nv, offset)
+                offset += 4 * nv
+        except (struct.error, ValueError) as exc:
+            raise MeshFormatError(f"an exchange section is truncated: {exc}") from None
+        yield Piece(segment, voxels, (bx, by, bz), vertices, links, radii)
+
+
+def spool(sections: dict[tuple[int, int], list[bytes]]) -> tuple[list[bytes], np.ndarray]:
+    """The pieces of a block's spool object and its index, from (output, shard) -> pieces."""
+    parts: list[bytes] = []
+    rows = []
+    offset = 0
+    for (output, shard), pieces in sorted(sections.items()):
+        size = sum(len(p) for p in pieces)
+        rows.append((output, shard, offset, offset + size))
+        parts.extend(pieces)
+        offset += size
+    index = np.array(rows, ENTRY)
+    parts += [index.tobytes(), struct.pack("<Q", len(index)), MAGIC]
+    return parts, index
+
+
+def index_size(trailer: bytes) -> int:
+    """The bytes of the index before a spool object's trailer (its last TRAILER bytes)."""
+    if len(trailer) != TRAILER or trailer[8:] != MAGIC:
+        raise MeshFormatError("not a block spool object: its trailer is wrong")
+    (entries,) = struct.unpack_from("<Q", trailer)
+    return entries * ENTRY.itemsize
+
+
+def parse_index(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, ENTRY).copy()
+
+
+@dataclass(frozen=True)
+class BlockIndex:
+    """What a block task returns: its spool object's key and index."""
+
+    key: str
+    index: np.ndarray
+
+
+class Exchange:
+    """The coordinator's table: for each (output, shard), the (key, start, stop) ranges its
+    task reads, gathered from the blocks' indexes as they finish."""
+
+    def __init__(self) -> None:
+        self._ranges: dict[tuple[int, int], list[tuple[str, int, int]]] = defaultdict(list)
+
+    def add(self, block: BlockIndex) -> None:
+        for row in block.index.tolist():
+            output, shard, start, stop = row
+            self._ranges[(output, shard)].append((block.key, start, stop))
+
+    def shards(self, output: int) -> list[int]:
+        """The shards of `output` that any block sent a piece to, in order."""
+        return sorted(shard for kind, shard in self._ranges if kind == output)
+
+    def ranges(self, output: int, shard: int) -> Sequence[tuple[str, int, int]]:
+        """In block order, whatever order the blocks finished in (the same bytes each run)."""
+        return tuple(sorted(self._ranges.get((output, shard), ())))

@@ -1,0 +1,75 @@
+"""The block grid meshes and skeletons are made on, in voxels of the level they come from.
+
+A block is one finest-level mesh fragment and one block task. Its task reads the block with
+one more voxel on each high side where a neighbour follows, so that neighbouring surfaces
+and skeletons meet on the shared plane (marching cubes and TEASAR see the same voxels there).
+Positions are in nm: a voxel's centre, as Neuroglancer draws a segmentation, so the grid's
+origin is the centre of the level's voxel (0, 0, 0).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+Triple = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class BlockGrid:
+    """Blocks over a level of `shape` voxels of `resolution` nm; `factor`: base voxels per
+    level voxel along each axis (what a block task reads and reduces)."""
+
+    shape: Triple
+    block: Triple
+    resolution: tuple[float, float, float]
+    factor: Triple
+    origin_nm: tuple[float, float, float]  # centre of level voxel (0, 0, 0)
+
+    @property
+    def counts(self) -> Triple:
+        x, y, z = (-(-s // b) for s, b in zip(self.shape, self.block, strict=True))
+        return (x, y, z)
+
+    @property
+    def block_count(self) -> int:
+        x, y, z = self.counts
+        return x * y * z
+
+    @property
+    def block_nm(self) -> tuple[float, float, float]:
+        """The finest fragment's extent (the manifests' `chunk_shape`)."""
+        x, y, z = (b * r for b, r in zip(self.block, self.resolution, strict=True))
+        return (x, y, z)
+
+    def positions(self) -> Iterator[Triple]:
+        """Every block position, x fastest."""
+        x, y, z = self.counts
+        for k, j, i in itertools.product(range(z), range(y), range(x)):
+            yield (i, j, k)
+
+    def core(self, position: Triple) -> tuple[Triple, Triple]:
+        """The voxels [start, stop) the block owns (its voxel counts come from these)."""
+        start = tuple(p * b for p, b in zip(position, self.block, strict=True))
+        stop = tuple(min(s + b, n) for s, b, n in zip(start, self.block, self.shape, strict=True))
+        return start, stop  # type: ignore[return-value]
+
+    def read_box(self, position: Triple) -> tuple[Triple, Triple]:
+        """The voxels a block task reads: its core and one voxel more where a block follows."""
+        start, stop = self.core(position)
+        grown = tuple(min(s + 1, n) for s, n in zip(stop, self.shape, strict=True))
+        return start, grown  # type: ignore[return-value]
+
+    def block_origin_nm(self, position: Triple) -> tuple[float, float, float]:
+        """Where the block's first voxel centre lies (block-local positions start there)."""
+        x, y, z = (
+            o + p * b * r
+            for o, p, b, r in zip(
+                self.origin_nm, position, self.block, self.resolution, strict=True
+            )
+        )
+        return (x, y, z)
+
+    def key(self, position: Triple) -> str:
+        return "_".join(str(p) for p in position)

@@ -1,0 +1,172 @@
+"""Surfaces: a block's marching cubes (zmesh) and one segment's levels of detail.
+
+Level of detail 0 is each block's surface simplified by at most the plan's error with its
+open border kept where it is (zmesh's simplifier does not move border vertices): the block
+was read with one voxel more on its high sides, so neighbouring blocks' borders are the same
+polyline on their shared plane and the surface has no cracks. Each coarser level decimates
+the segment's whole surface of the level below (welded: the seams are interior) to about a
+quarter of its triangles (quadric decimation, zmesh's fqmr), then cuts it on the grid of the
+level's 2 x 2 x 2 children, so no triangle crosses that grid (as the format requires) and
+neighbouring fragments share the cut exactly. (zmesh's error-bounded simplifier is not used
+again on its own output: on some welded surfaces it never returns.)
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from shardwright.formats.meshes import MultiLodManifest, draco_fragment, zorder
+from shardwright.generation.exchange import Piece
+from shardwright.generation.grid import BlockGrid
+
+QUANTIZATION_BITS = 16
+REDUCTION = 100  # a triangle target simplification never reaches: the error bound stops it
+FACES_PER_LEVEL = 4  # each coarser level keeps about a quarter of the triangles
+MIN_FACES = 16  # below this a level keeps the mesh as it is
+
+Mesh = tuple[np.ndarray, np.ndarray]  # vertices [n, 3] float32 nm, faces [m, 3] uint32
+
+
+def block_surfaces(
+    labels: np.ndarray, grid: BlockGrid, max_error: float, wanted: Iterable[int]
+) -> dict[int, Mesh]:
+    """Each wanted segment's surface in one block (labels [x, y, z], read with the block's
+    overlap), vertices in nm from the block's origin, simplified within `max_error`."""
+    import zmesh
+
+    mesher = zmesh.Mesher(grid.resolution)
+    mesher.mesh(np.asfortranarray(labels), close=False)
+    out: dict[int, Mesh] = {}
+    for segment in sorted(set(mesher.ids()) & set(wanted)):
+        if max_error > 0:
+            mesh = mesher.get(
+                segment, normals=False, reduction_factor=REDUCTION, max_error=max_error,
+                voxel_centered=True,
+            )  # fmt: skip
+        else:
+            mesh = mesher.get(segment, normals=False, reduction_factor=0, max_error=0,
+                              voxel_centered=True)  # fmt: skip
+        mesher.erase(segment)
+        half = np.asarray(grid.resolution, np.float32) / 2  # zmesh's voxel centre: (i + .5) r
+        vertices = np.asarray(mesh.vertices, np.float32) - half
+        if len(mesh.faces):
+            out[int(segment)] = (vertices, np.asarray(mesh.faces, np.uint32))
+    mesher.clear()
+    return out
+
+
+def weld(vertices: np.ndarray, faces: np.ndarray) -> Mesh:
+    """One vertex per position (parts laid side by side share their border vertices exactly),
+    without triangles of no area (simplification leaves slivers, which make zmesh's
+    simplifier place vertices at NaN)."""
+    unique, inverse = np.unique(vertices, axis=0, return_inverse=True)
+    faces = inverse.reshape(-1)[faces.astype(np.int64)].astype(np.uint32)
+    corners = unique.astype(np.float64)[faces.astype(np.int64)]
+    doubled = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
+    keep = np.einsum("ij,ij->i", doubled, doubled) > 0
+    return unique.astype(np.float32), faces[keep]
+
+
+def lod_count(positions: np.ndarray) -> int:
+    """Levels until one fragment covers every finest fragment of a segment."""
+    spread = np.bitwise_xor(positions.min(axis=0), positions.max(axis=0))
+    return 1 + max(int(v).bit_length() for v in spread.tolist())
+
+
+def multires_mesh(
+    pieces: Sequence[Piece], grid: BlockGrid, max_error: float, lods: int | None
+) -> tuple[bytes, bytes]:
+    """One segment's (manifest, fragment data) from its pieces: `lods` levels of detail
+    (None: `lod_count`)."""
+    size = np.asarray(grid.block_nm, np.float64)
+    fragments = {piece.block: (piece.vertices, piece.links) for piece in pieces}
+    positions = np.array(sorted(fragments), np.int64).reshape(-1, 3)
+    count = lods if lods is not None else lod_count(positions)
+    whole = weld(*_joined(
+        [((v + np.asarray(p) * size).astype(np.float32), f)
+         for p, (v, f) in sorted(fragments.items())]
+    ))  # fmt: skip
+    levels = [fragments]
+    for lod in range(1, count):
+        whole = weld(*_decimated(whole))
+        levels.append(_cut(whole, size * 2 ** (lod - 1)))
+    scale = max(max_error, min(grid.resolution))
+    return _encode(levels, grid, size, scale)
+
+
+def _decimated(mesh: Mesh) -> Mesh:
+    """A quarter of the triangles (one level coarser), by quadric decimation."""
+    import zmesh
+
+    vertices, faces = mesh
+    target = len(faces) // FACES_PER_LEVEL
+    if target < MIN_FACES:
+        return mesh
+    result = zmesh.simplify_fqmr(zmesh.Mesh(vertices, faces, None), target_count=target)
+    out = np.asarray(result.vertices, np.float32)
+    if not np.isfinite(out).all():
+        return mesh
+    return out, np.asarray(result.faces, np.uint32)
+
+
+def _cut(mesh: Mesh, child_size: np.ndarray) -> dict[tuple[int, int, int], Mesh]:
+    """The level's fragments: the whole mesh cut on the grid of their children (so no
+    triangle crosses it) and grouped eight children to a fragment, vertices from the
+    fragment's corner."""
+    import zmesh
+
+    cells = zmesh.chunk_mesh(zmesh.Mesh(*mesh, None), tuple(child_size.tolist()), (0.0, 0.0, 0.0))
+    parts: dict[tuple[int, int, int], list[Mesh]] = defaultdict(list)
+    for cell, piece in sorted(cells.items()):
+        if not len(piece.faces) or min(cell) < 0:
+            continue
+        parent = (cell[0] >> 1, cell[1] >> 1, cell[2] >> 1)
+        corner = np.asarray(parent, np.float64) * child_size * 2
+        vertices = np.clip(np.asarray(piece.vertices, np.float64) - corner, 0, child_size * 2)
+        parts[parent].append((vertices.astype(np.float32), np.asarray(piece.faces, np.uint32)))
+    return {parent: _joined(meshes) for parent, meshes in parts.items()}
+
+
+def _joined(meshes: Sequence[Mesh]) -> Mesh:
+    base, vertices, faces = 0, [], []
+    for v, f in meshes:
+        vertices.append(v)
+        faces.append(f.astype(np.uint32) + np.uint32(base))
+        base += len(v)
+    return np.concatenate(vertices), np.concatenate(faces)
+
+
+def _encode(
+    levels: list[dict[tuple[int, int, int], Mesh]],
+    grid: BlockGrid,
+    size: np.ndarray,
+    scale: float,
+) -> tuple[bytes, bytes]:
+    top = (1 << QUANTIZATION_BITS) - 1
+    data: list[bytes] = []
+    positions, sizes = [], []
+    for lod, fragments in enumerate(levels):
+        keys = np.array(sorted(fragments), np.uint32).reshape(-1, 3)
+        keys = keys[zorder(keys)]
+        box = size * 2**lod
+        lod_sizes = []
+        for key in keys.tolist():
+            vertices, faces = fragments[tuple(key)]
+            quantized = np.rint(vertices / box * top).clip(0, top).astype(np.float32)
+            blob = draco_fragment(quantized, faces, QUANTIZATION_BITS)
+            data.append(blob)
+            lod_sizes.append(len(blob))
+        positions.append(keys.T.copy())
+        sizes.append(np.asarray(lod_sizes, np.uint32))
+    manifest = MultiLodManifest(
+        chunk_shape=tuple(float(v) for v in size),  # type: ignore[arg-type]
+        grid_origin=grid.origin_nm,
+        lod_scales=tuple(scale * 2**lod for lod in range(len(levels))),
+        vertex_offsets=np.zeros((len(levels), 3), np.float32),
+        fragment_positions=tuple(positions),
+        fragment_sizes=tuple(sizes),
+    )
+    return manifest.to_bytes(), b"".join(data)

@@ -1,0 +1,334 @@
+"""Meshes and skeletons made from the segmentation, planned with the volume they come from.
+
+The level meshed (`--mesh-level`, default the finest) is cut into blocks (`--mesh-block`);
+one block task per block reads it once and makes both its surfaces and its skeletons; one
+task per output shard then joins each segment's pieces into its multi-resolution mesh or
+skeleton. The sharding of each output must be fixed before the blocks run (a block groups
+its pieces by the shard their segment hashes to), and how many segments the volume holds is
+not known then: the plan estimates it from a few sampled blocks (more segments than there
+are is harmless: smaller minishards).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from shardwright.errors import NAMED, PlanError
+from shardwright.formats.meshes import IDENTITY_TRANSFORM, MULTILOD_TYPE
+from shardwright.formats.sharding import ShardingSpec
+from shardwright.formats.skeletons import SKELETON_TYPE
+from shardwright.generation.exchange import MESH, SKELETON
+from shardwright.generation.grid import BlockGrid
+from shardwright.generation.surfaces import QUANTIZATION_BITS
+from shardwright.generation.tracing import RADIUS_ATTRIBUTE
+from shardwright.options import ConvertOptions
+from shardwright.planning.base import GENERATED
+from shardwright.planning.objects import MULTILOD, SKELETONS, choose_sharding
+from shardwright.planning.pyramid import level_resolution
+from shardwright.planning.text import human_bytes, xyz
+from shardwright.planning.volume import ConversionPlan
+from shardwright.sources import Source
+
+DIRECTORIES = {MESH: "mesh", SKELETON: "skeletons"}
+DEFAULT_BLOCK = (128, 128, 128)
+SAMPLED_BLOCKS = 4
+BYTES_PER_SEGMENT = {MESH: 16 * 1024, SKELETON: 2 * 1024}  # to size shards before any exists
+NEEDED = ("zmesh", "kimimaro", "DracoPy")  # the meshes extra
+SEGMENTATION_METHOD = "mode"  # how a block of an upper level is reduced, as the pyramid does
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What both outputs share: the block grid, how surfaces are simplified, which segments."""
+
+    grid: BlockGrid
+    level: int
+    step: tuple[
+        int, int, int
+    ]  # the pyramid's factor between levels (a block reduced `level` times)
+    max_error: float  # nm, at the finest level of detail
+    lods: int | None  # None: each segment's own count (until one fragment covers it)
+    dust_threshold: int
+    object_ids: frozenset[int] | None
+    outputs: tuple[int, ...]  # MESH and / or SKELETON, the blocks make what these need
+    shardings: dict[int, ShardingSpec]
+    exchange: str  # the destination whose `.shardwright/exchange/` holds the block spools
+    estimated_segments: int
+
+    def wants(self, segment: int) -> bool:
+        return segment != 0 and (self.object_ids is None or segment in self.object_ids)
+
+
+@dataclass(frozen=True)
+class GeneratedShardTask:
+    """One output shard: its key, number and the byte ranges of the block spools it reads
+    (known once every block task has returned)."""
+
+    key: str
+    shard_number: int
+    ranges: tuple[tuple[str, int, int], ...]
+
+    @property
+    def chunk_count(self) -> int:
+        return len(self.ranges)
+
+
+@dataclass(frozen=True)
+class GeneratedPlan:
+    """One generated output (meshes or skeletons) of a volume's job: a `base.Plan`. The
+    first output's plan also runs the block tasks (`runs_blocks`)."""
+
+    output: int  # MESH or SKELETON
+    dest: str
+    options: ConvertOptions
+    source: Source
+    generation: Generation
+    runs_blocks: bool
+
+    dataset: ClassVar[str] = GENERATED
+    companions: ClassVar[tuple[()]] = ()
+
+    @property
+    def kind(self) -> str:
+        return MULTILOD if self.output == MESH else SKELETONS
+
+    @property
+    def sharding(self) -> ShardingSpec:
+        return self.generation.shardings[self.output]
+
+    @property
+    def info(self) -> dict[str, Any]:
+        sharding = self.sharding.to_json()
+        if self.output == MESH:
+            return {
+                "@type": MULTILOD_TYPE,
+                "vertex_quantization_bits": QUANTIZATION_BITS,
+                "transform": list(IDENTITY_TRANSFORM),
+                "lod_scale_multiplier": 1.0,
+                "sharding": sharding,
+            }
+        return {
+            "@type": SKELETON_TYPE,
+            "transform": list(IDENTITY_TRANSFORM),
+            "vertex_attributes": [RADIUS_ATTRIBUTE],
+            "sharding": sharding,
+        }
+
+    @property
+    def source_url(self) -> str | None:
+        location = getattr(self.source, "location", None)
+        return location() if callable(location) else self.source.url
+
+    @property
+    def source_bytes(self) -> int:
+        """Bytes the block tasks read (the run with the blocks reads the level once)."""
+        if not self.runs_blocks:
+            return 0
+        base = [s * f for s, f in zip(self.generation.grid.shape, self.generation.grid.factor,
+                                      strict=True)]  # fmt: skip
+        return math.prod(base) * self.source.dtype.itemsize
+
+    @property
+    def block_count(self) -> int:
+        return self.generation.grid.block_count if self.runs_blocks else 0
+
+    @property
+    def shard_count(self) -> int:
+        """Shards expected (segments hash evenly; the count is known once blocks ran)."""
+        return min(self.sharding.num_shards, max(1, self.generation.estimated_segments))
+
+    @property
+    def shard_total(self) -> int:
+        """Tasks of this output, as progress counts them: its blocks and its shards."""
+        return self.block_count + self.shard_count
+
+    @property
+    def spool_budget(self) -> int:
+        return self.options.memory_budget // 2
+
+    @property
+    def compression_level(self) -> int | None:
+        return self.options.compression_level
+
+    @property
+    def exchange_storage_options(self) -> dict[str, Any]:
+        """How output-shard tasks reach the block spools (they lie below DEST)."""
+        return dict(self.options.storage_options)
+
+    def shards(self) -> Iterator[GeneratedShardTask]:
+        """Known only from the blocks' spools: the job asks its exchange (jobs/)."""
+        return iter(())
+
+    def for_shard_tasks(self) -> GeneratedPlan:
+        return self
+
+    def metadata_documents(self) -> list[tuple[str, dict[str, Any]]]:
+        return [("info", self.info)]
+
+    def describe(self) -> dict[str, Any]:
+        g = self.generation
+        return {
+            "source": self.source_url,
+            "destination": self.dest,
+            "format": "precomputed",
+            "object_type": self.info["@type"],
+            "generated_from_level": g.level,
+            "block_xyz": list(g.grid.block),
+            "blocks": g.grid.block_count,
+            "max_error_nm": g.max_error,
+            "lods": g.lods if g.lods is not None else "auto",
+            "dust_threshold": g.dust_threshold,
+            "object_ids": sorted(g.object_ids) if g.object_ids is not None else None,
+            "estimated_segments": g.estimated_segments,
+            "sharding": self.sharding.to_json(),
+            "memory_budget": self.options.memory_budget,
+        }
+
+    def report(self) -> str:
+        g = self.generation
+        spec = self.sharding
+        what = (
+            f"multi-resolution meshes (Draco, {QUANTIZATION_BITS}-bit), levels of detail "
+            f"{g.lods if g.lods is not None else 'auto'}, error {g.max_error:g} nm doubling per "
+            "level"
+            if self.output == MESH
+            else "TEASAR skeletons (kimimaro), radius attribute"
+        )
+        lines = [
+            f"generated    {self.dest}: {what}",
+            f"  from       level {g.level} of the volume ({xyz(g.grid.shape)} voxels of "
+            f"{xyz(g.grid.resolution)} nm), {g.grid.block_count:,} blocks of {xyz(g.grid.block)}",
+            f"  sharding   {spec.hash}, minishard {spec.minishard_bits}, shard {spec.shard_bits} "
+            f"({spec.num_shards:,} shards) for ~{g.estimated_segments:,} segments (estimated "
+            "from sampled blocks)",
+        ]
+        if self.runs_blocks:
+            lines.append(
+                f"  exchange   one spool object per block under {g.exchange}/.shardwright/"
+                f"exchange/, ~{human_bytes(_exchange_estimate(g))} in all, removed after the "
+                "manifests; meshing and skeletons run on the CPU workers"
+            )
+        return "\n".join(lines)
+
+
+def _exchange_estimate(g: Generation) -> int:
+    return sum(BYTES_PER_SEGMENT[o] for o in g.outputs) * g.estimated_segments * 2
+
+
+def with_generated(volume: ConversionPlan, options: ConvertOptions) -> ConversionPlan:
+    """The volume plan with the meshes / skeletons the options ask to make from it."""
+    if volume.layer_type != "segmentation" or volume.dtype.kind not in "ui":
+        raise PlanError(
+            "{generate_meshes} / {generate_skeletons} need a segmentation (integer labels), "
+            f"not a {volume.layer_type} of {volume.dtype}",
+            generate_meshes=NAMED,
+            generate_skeletons=NAMED,
+        )
+    if not volume.layout.names_companions:
+        raise PlanError(
+            "{generate_meshes} / {generate_skeletons} write precomputed meshes and skeletons "
+            "beside a precomputed volume: use {format} precomputed",
+            generate_meshes=NAMED,
+            generate_skeletons=NAMED,
+            format=NAMED,
+        )
+    if volume.num_channels != 1:
+        raise PlanError("meshes and skeletons need a single-channel segmentation")
+    missing = [name for name in NEEDED if importlib.util.find_spec(name) is None]
+    if missing:
+        raise PlanError(
+            f"{{generate_meshes}} / {{generate_skeletons}} need {', '.join(missing)}: pip "
+            "install 'shardwright[meshes]'",
+            generate_meshes=NAMED,
+            generate_skeletons=NAMED,
+        )
+    grid = _grid(volume, options)
+    outputs = tuple(
+        o for o, asked in ((MESH, options.generate_meshes),
+                           (SKELETON, options.generate_skeletons)) if asked
+    )  # fmt: skip
+    segments = _estimate_segments(volume.source, grid, options)
+    plain = dataclasses.replace(
+        options, compression=None, shard_bits=None, minishard_bits=None, preshift_bits=None,
+        hash=None,
+    )  # fmt: skip
+    shardings = {
+        o: choose_sharding(plain, MULTILOD if o == MESH else SKELETONS, segments,
+                           segments * BYTES_PER_SEGMENT[o])
+        for o in outputs
+    }  # fmt: skip
+    dests = {o: f"{volume.dest.rstrip('/')}/{DIRECTORIES[o]}" for o in outputs}
+    generation = Generation(
+        grid=grid,
+        level=options.mesh_level,
+        step=volume.pyramid.factor if volume.pyramid is not None else (1, 1, 1),
+        max_error=min(grid.resolution) if options.mesh_max_error is None
+        else float(options.mesh_max_error),
+        lods=None if options.mesh_lods == "auto" else int(options.mesh_lods),
+        dust_threshold=options.dust_threshold,
+        object_ids=None if options.object_ids is None else frozenset(options.object_ids),
+        outputs=outputs,
+        shardings=shardings,
+        exchange=dests[outputs[0]],
+        estimated_segments=segments,
+    )  # fmt: skip
+    plans = tuple(
+        GeneratedPlan(o, dests[o], options, volume.source, generation, i == 0)
+        for i, o in enumerate(outputs)
+    )
+    names = {"mesh" if o == MESH else "skeletons": DIRECTORIES[o] for o in outputs}
+    return dataclasses.replace(
+        volume, layout=volume.layout.naming(names), companions=(*volume.companions, *plans)
+    )
+
+
+def _grid(volume: ConversionPlan, options: ConvertOptions) -> BlockGrid:
+    level = options.mesh_level
+    if level >= volume.level_count:
+        raise PlanError(
+            f"{{mesh_level}} {level}: the volume has {volume.level_count} level(s); pass "
+            "{mips} to build the pyramid it is made from",
+            mesh_level=NAMED,
+            mips=NAMED,
+        )
+    factor: tuple[int, int, int] = (1, 1, 1)
+    resolution = volume.resolution
+    if level and volume.pyramid is not None:
+        f = volume.pyramid.factor
+        factor = (f[0] ** level, f[1] ** level, f[2] ** level)
+        resolution = level_resolution(volume.resolution, f, level)  # type: ignore[assignment]
+    shape = tuple(-(-s // f) for s, f in zip(volume.size, factor, strict=True))
+    block = tuple(
+        max(2, min(b, s)) for b, s in zip(options.mesh_block or DEFAULT_BLOCK, shape, strict=True)
+    )
+    origin = tuple(
+        o * r0 + 0.5 * r
+        for o, r0, r in zip(volume.voxel_offset, volume.resolution, resolution, strict=True)
+    )
+    return BlockGrid(shape, block, resolution, factor, origin)  # type: ignore[arg-type]
+
+
+def _estimate_segments(source: Source, grid: BlockGrid, options: ConvertOptions) -> int:
+    """Segments in the volume, from the distinct ids of a few blocks spread across it."""
+    if options.object_ids is not None:
+        return len(options.object_ids)
+    positions = list(grid.positions())
+    picks = np.linspace(0, len(positions) - 1, min(SAMPLED_BLOCKS, len(positions)))
+    distinct = 0
+    for i in sorted({int(p) for p in picks}):
+        start, stop = grid.core(positions[i])
+        base_start = tuple(s * f for s, f in zip(start, grid.factor, strict=True))
+        base_stop = tuple(
+            min(s * f, n) for s, f, n in zip(stop, grid.factor, source.shape_xyz, strict=True)
+        )
+        labels = source.read(base_start, base_stop)  # type: ignore[arg-type]
+        distinct += int(np.count_nonzero(np.unique(labels)))
+    sampled = len({int(p) for p in picks})
+    return max(1, math.ceil(distinct * len(positions) / max(1, sampled)))

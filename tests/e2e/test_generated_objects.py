@@ -1,0 +1,274 @@
+"""Meshes and skeletons made from a segmentation in the conversion's own job
+(--generate-meshes, --generate-skeletons): read back by CloudVolume, measured against zmesh
+and kimimaro run on the whole volume, verified, the same bytes on every scheduler and after
+a kill and --resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import label_shapes
+import numpy as np
+import pytest
+
+from shardwright import api
+from shardwright.errors import PlanError
+from shardwright.formats.meshes import MultiLodManifest
+from shardwright.formats.sharded_reader import ShardedReader
+from shardwright.formats.sharding import ShardingSpec
+from shardwright.generation.surfaces import lod_count
+from shardwright.generation.tracing import TICK_THRESHOLD, teasar_params
+from shardwright.options import ConvertOptions
+from shardwright.store import Store
+
+zmesh = pytest.importorskip("zmesh")
+kimimaro = pytest.importorskip("kimimaro")
+pytest.importorskip("cloudvolume")
+
+BLOCK = (32, 32, 32)
+OPTIONS = ["--generate-meshes", "--generate-skeletons", "--mesh-block", "32,32,32", "--quiet"]
+DRIVER = pathlib.Path(__file__).parents[1] / "lifecycle_driver.py"
+ELONGATED = ("tube", "bent", "box")  # TEASAR's skeleton of a ball depends on where it is cut
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "shardwright.cli", *args], capture_output=True, text=True
+    )
+
+
+def _shards(dest: pathlib.Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(dest)): p.read_bytes()
+        for sub in ("mesh", "skeletons")
+        for p in (dest / sub).glob("*.shard")
+    }
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, pathlib.Path]:
+    """The label volume (CloudVolume-written) converted once on the default scheduler."""
+    root = tmp_path_factory.mktemp("generated")
+    source = label_shapes.write_precomputed(root / "labels")
+    dest = root / "out"
+    done = _cli("convert", source, str(dest), *OPTIONS)
+    assert done.returncode == 0, done.stderr
+    return source, dest
+
+
+@pytest.fixture(scope="module")
+def whole_volume() -> tuple[dict[int, object], dict[int, object]]:
+    """zmesh's unsimplified surfaces and kimimaro's skeletons of the whole volume."""
+    labels = label_shapes.labels()
+    mesher = zmesh.Mesher(label_shapes.RESOLUTION)
+    mesher.mesh(labels)
+    ids = label_shapes.SEGMENTS.values()
+    surfaces = {
+        i: mesher.get(i, normals=False, reduction_factor=0, max_error=0, voxel_centered=True)
+        for i in ids
+    }
+    skeletons = kimimaro.skeletonize(
+        labels, teasar_params=teasar_params(), anisotropy=label_shapes.RESOLUTION,
+        dust_threshold=0, progress=False,
+    )  # fmt: skip
+    cleaned = {
+        i: kimimaro.postprocess(s, dust_threshold=0, tick_threshold=TICK_THRESHOLD)
+        for i, s in skeletons.items()
+    }
+    return surfaces, cleaned
+
+
+def _area(vertices: np.ndarray, faces: np.ndarray) -> float:
+    v = np.asarray(vertices, np.float64)
+    f = np.asarray(faces, np.int64)
+    return float(0.5 * np.linalg.norm(np.cross(v[f[:, 1]] - v[f[:, 0]], v[f[:, 2]] - v[f[:, 0]]),
+                                      axis=1).sum())  # fmt: skip
+
+
+def test_every_segment_has_a_mesh_close_to_the_whole_volume_surface(
+    converted: tuple[str, pathlib.Path], whole_volume: tuple[dict, dict]
+) -> None:
+    from cloudvolume import CloudVolume
+
+    _, dest = converted
+    surfaces, _ = whole_volume
+    volume = CloudVolume(f"file://{dest}", progress=False)
+    largest = max(label_shapes.RESOLUTION)
+    labels = label_shapes.labels()
+    for name, segment in label_shapes.SEGMENTS.items():
+        got = volume.mesh.get(segment, lod=0)
+        mesh = got[segment] if isinstance(got, dict) else got
+        full = surfaces[segment]
+        ratio = _area(mesh.vertices, mesh.faces) / _area(full.vertices, full.faces)
+        assert 0.95 <= ratio <= 1.05, (name, ratio)
+        low, high = mesh.vertices.min(axis=0), mesh.vertices.max(axis=0)
+        assert np.abs(low - full.vertices.min(axis=0)).max() <= largest, name
+        assert np.abs(high - full.vertices.max(axis=0)).max() <= largest, name
+        where = np.argwhere(labels == segment)  # the segment's own box, in nm
+        box_low = where.min(axis=0) * label_shapes.RESOLUTION - largest
+        box_high = (where.max(axis=0) + 1) * label_shapes.RESOLUTION + largest
+        assert (mesh.vertices >= box_low).all() and (mesh.vertices <= box_high).all(), name
+        assert len(mesh.vertices) < len(full.vertices), name  # simplified
+
+
+def test_each_mesh_has_the_documented_levels_of_detail(
+    converted: tuple[str, pathlib.Path],
+) -> None:
+    """auto: levels until one fragment covers the segment's blocks; every level's fragments
+    decode (CloudVolume), the coarsest is one fragment."""
+    from cloudvolume import CloudVolume
+
+    _, dest = converted
+    info = json.loads((dest / "mesh" / "info").read_text())
+    spec = ShardingSpec.from_json(info["sharding"])
+    store = Store(str(dest / "mesh"))
+    reader = ShardedReader(spec, store.read_range)
+    volume = CloudVolume(f"file://{dest}", progress=False)
+    labels = label_shapes.labels()
+    for name, segment in label_shapes.SEGMENTS.items():
+        blocks = np.unique(np.argwhere(labels == segment) // BLOCK, axis=0)
+        manifest = MultiLodManifest.from_bytes(reader.read(segment))
+        assert manifest.num_lods == lod_count(blocks), name
+        assert manifest.fragment_positions[-1].shape[1] == 1, name
+        for lod in range(manifest.num_lods):
+            got = volume.mesh.get(segment, lod=lod)
+            mesh = got[segment] if isinstance(got, dict) else got
+            assert len(mesh.faces) > 0, (name, lod)
+
+
+def test_skeletons_follow_the_whole_volume_skeletons(
+    converted: tuple[str, pathlib.Path], whole_volume: tuple[dict, dict]
+) -> None:
+    from cloudvolume import CloudVolume
+
+    _, dest = converted
+    _, skeletons = whole_volume
+    volume = CloudVolume(f"file://{dest}", progress=False)
+    for name, segment in label_shapes.SEGMENTS.items():
+        skeleton = volume.skeleton.get(segment)
+        assert len(skeleton.components()) == 1, name  # joined across blocks
+        assert (skeleton.radius > 0).all(), name
+        if name in ELONGATED:
+            ratio = skeleton.cable_length() / skeletons[segment].cable_length()
+            assert 0.85 <= ratio <= 1.15, (name, ratio)
+
+
+def test_the_job_verifies_and_leaves_no_intermediates(converted: tuple[str, pathlib.Path]) -> None:
+    source, dest = converted
+    info = json.loads((dest / "info").read_text())
+    assert (info["mesh"], info["skeletons"]) == ("mesh", "skeletons")
+    assert api.verify(str(dest), source, full=True).ok
+    for sub in ("mesh", "skeletons"):
+        report = api.verify(str(dest / sub), full=True)
+        assert report.ok, report.problems
+        assert not (dest / sub / ".shardwright" / "exchange").exists()
+        assert not list((dest / sub / ".shardwright" / "receipts").rglob("block-*"))
+    assert _cli("verify", str(dest / "mesh")).returncode == 0
+
+
+def test_a_process_cluster_writes_the_same_bytes(
+    converted: tuple[str, pathlib.Path], tmp_path: pathlib.Path
+) -> None:
+    source, dest = converted
+    again = tmp_path / "again"
+    done = _cli("convert", source, str(again), *OPTIONS, "--scheduler", "processes")
+    assert done.returncode == 0, done.stderr
+    assert _shards(again) == _shards(dest)
+
+
+def test_a_killed_job_resumes_to_the_same_bytes(
+    converted: tuple[str, pathlib.Path], tmp_path: pathlib.Path
+) -> None:
+    """Killed (the whole process group) after some block spools were journaled: --resume
+    keeps them and writes what an uninterrupted job writes."""
+    source, dest = converted
+    resumed = tmp_path / "resumed"
+    marker = tmp_path / "paused"
+    proc = subprocess.Popen(
+        [sys.executable, str(DRIVER), "shards:10", str(marker), "convert", source,
+         str(resumed), *OPTIONS, "--scheduler", "sync"],
+        start_new_session=True,
+    )  # fmt: skip
+    deadline = time.time() + 120
+    while not marker.exists():
+        assert proc.poll() is None and time.time() < deadline, "the job never paused"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert list((resumed / "mesh" / ".shardwright" / "exchange").glob("block-*"))
+    done = _cli("convert", source, str(resumed), *OPTIONS, "--resume")
+    assert done.returncode == 0, done.stderr
+    assert _shards(resumed) == _shards(dest)
+    assert api.verify(str(resumed / "mesh"), full=True).ok
+
+
+def test_object_ids_and_dust_threshold_choose_the_segments(tmp_path: pathlib.Path) -> None:
+    source = label_shapes.write_precomputed(tmp_path / "labels")
+    tube, bent = label_shapes.SEGMENTS["tube"], label_shapes.SEGMENTS["bent"]
+    dest = tmp_path / "some"
+    options = ["--mesh-block", "64,64,32", "--scheduler", "sync", "--quiet"]
+    done = _cli("convert", source, str(dest), "--generate-meshes", *options,
+                "--object-ids", f"{tube},{bent}", "--dust-threshold", "2000")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    labels = label_shapes.labels()
+    assert (labels == tube).sum() > 2000 > (labels == bent).sum()  # the test's premise
+    info = json.loads((dest / "mesh" / "info").read_text())
+    reader = ShardedReader(
+        ShardingSpec.from_json(info["sharding"]), Store(str(dest / "mesh")).read_range
+    )
+    found = reader.read_many(list(label_shapes.SEGMENTS.values()))
+    assert {s for s, blob in found.items() if blob is not None} == {tube}
+    assert not (dest / "skeletons").exists()
+    assert "skeletons" not in json.loads((dest / "info").read_text())
+
+
+@pytest.mark.parametrize(
+    ("options", "wording"),
+    [
+        ({"layer_type": "image"}, "need a segmentation"),
+        ({"format": "zarr3"}, "beside a precomputed volume"),
+        ({"mesh_level": 2}, "mesh_level 2: the volume has 1 level"),
+        ({"with_meshes": True}, "both would write the same directory"),
+    ],
+)
+def test_what_cannot_be_generated_is_refused_before_anything_is_written(
+    tmp_path: pathlib.Path, options: dict, wording: str
+) -> None:
+    source = label_shapes.write_precomputed(tmp_path / "labels")
+    dest = tmp_path / "refused"
+    with pytest.raises(PlanError, match=wording):
+        api.plan(source, str(dest), ConvertOptions(generate_meshes=True, **options))
+    assert not dest.exists()
+
+
+def test_plan_shows_both_datasets_their_sharding_and_the_spools(tmp_path: pathlib.Path) -> None:
+    source = label_shapes.write_precomputed(tmp_path / "labels")
+    shown = _cli("plan", source, str(tmp_path / "out"), *OPTIONS[:-1])
+    assert shown.returncode == 0, shown.stderr
+    text = shown.stdout
+    assert f"generated    {tmp_path / 'out' / 'mesh'}: multi-resolution meshes" in text
+    assert f"generated    {tmp_path / 'out' / 'skeletons'}: TEASAR skeletons" in text
+    assert "24 blocks of 32 x 32 x 32" in text  # 4 x 3 x 2
+    assert text.count("sharding   murmurhash3_x86_128") == 2
+    assert "one spool object per block" in text and "removed after the manifests" in text
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_generation_flags_are_one_clear_error(tmp_path: pathlib.Path) -> None:
+    source = label_shapes.write_precomputed(tmp_path / "labels")
+    for flags, wording in [
+        (["--object-ids", "12,x"], "expected segment ids"),
+        (["--mesh-lods", "none"], "expected a number of levels"),
+        (["--mesh-block", "32,32"], "expected three values"),
+        (["--mesh-block", "1,32,32"], "must be three whole numbers of 2 or more"),
+    ]:
+        done = _cli("convert", source, str(tmp_path / "out"), "--generate-meshes", *flags)
+        assert done.returncode == 2, (flags, done.stderr)
+        assert wording in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / "out").exists()
