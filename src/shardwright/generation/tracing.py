@@ -22,11 +22,12 @@ TICK_THRESHOLD = 3500  # nm: branches shorter than this from a junction are bord
 
 
 def teasar_params() -> dict[str, Any]:
-    """TEASAR parameters as Igneous chooses them by default (in nm, so they follow the voxel
-    size): the invalidation ball scale x radius + const, soma detection for large radii."""
+    """TEASAR parameters as Igneous's `skeleton forge` chooses them by default (in nm, so they
+    follow the voxel size): the invalidation ball scale x radius + const, soma detection for
+    large radii."""
     return {
         "scale": 4,
-        "const": 500,
+        "const": 10,
         "pdrf_scale": 100000,
         "pdrf_exponent": 4,
         "soma_detection_threshold": 1100,
