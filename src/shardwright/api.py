@@ -21,7 +21,7 @@ from shardwright.jobs.submission import check_window, run_job
 from shardwright.lifecycle.job import Job
 from shardwright.manifest import Manifest
 from shardwright.options import ConvertOptions
-from shardwright.planning import ConversionPlan, ObjectPlan, plan_conversion
+from shardwright.planning import GENERATED, ConversionPlan, ObjectPlan, plan_conversion
 from shardwright.planning.text import human_bytes
 from shardwright.run_options import RunOptions, split_keywords
 from shardwright.sources import Source
@@ -181,6 +181,7 @@ class PendingConversion:
                 gpu=gpu,
                 announce=progress.enabled,
                 wait_for_workers=settings.wait_for_workers,
+                holds_gil=any(d.plan.dataset == GENERATED for d in self.job.datasets),
             ) as tasks:
                 try:
                     return run_job(

@@ -173,12 +173,15 @@ def test_the_job_verifies_and_leaves_no_intermediates(converted: tuple[str, path
     assert _cli("verify", str(dest / "mesh")).returncode == 0
 
 
-def test_a_process_cluster_writes_the_same_bytes(
-    converted: tuple[str, pathlib.Path], tmp_path: pathlib.Path
+@pytest.mark.parametrize("scheduler", ["processes", "threads"])
+def test_every_scheduler_writes_the_same_bytes(
+    converted: tuple[str, pathlib.Path], tmp_path: pathlib.Path, scheduler: str
 ) -> None:
+    """The default (a local cluster of worker processes, meshing holding the GIL), one
+    process per core, and threads of one process."""
     source, dest = converted
     again = tmp_path / "again"
-    done = _cli("convert", source, str(again), *OPTIONS, "--scheduler", "processes")
+    done = _cli("convert", source, str(again), *OPTIONS, "--scheduler", scheduler)
     assert done.returncode == 0, done.stderr
     assert _shards(again) == _shards(dest)
 

@@ -86,12 +86,15 @@ def connect(
     dashboard: bool,
     gpu: bool = False,
     announce: bool = False,
+    holds_gil: bool = False,
 ) -> Iterator[Any]:
     """A distributed client: to the given address, or to a local cluster we start and stop.
 
     The default local cluster runs its workers as threads of this process: shard tasks spend
     their time in C codecs and I/O that release the GIL, and starting no processes saves
-    about a second per job. `processes` starts one single-threaded worker process per core.
+    about a second per job. `processes` starts one single-threaded worker process per core,
+    as the default does for a job whose tasks hold the GIL (`holds_gil`: meshing and
+    skeletons, in zmesh's simplifier and kimimaro's Python).
     `dashboard`: whether the cluster serves the dashboard (its link printed) and runs the
     workers' statistical profiler, which samples every thread's stack every 10 ms while
     holding the GIL the shard tasks need (about 8 % of a codec-bound job on 2 cores); without
@@ -119,7 +122,7 @@ def connect(
     else:
         cores = workers or max(1, os.cpu_count() or 1)
         with dask.config.set({"distributed.worker.profile.enabled": dashboard}):
-            if scheduler == "processes":
+            if scheduler == "processes" or (holds_gil and scheduler in (None, "", "local")):
                 cluster = local_cluster(
                     processes=True, workers=cores, threads=1, dashboard=dashboard
                 )
@@ -210,12 +213,14 @@ def runner(
     gpu: bool = False,
     announce: bool = False,
     wait_for_workers: float | None = None,
+    holds_gil: bool = False,
 ) -> Iterator[Runner]:
     """Where the job's tasks run: the user's client, the cluster named by `scheduler` (one we
     start by default), or threads of this process (`threads`, `sync`). GPU tasks run on a
     distributed cluster only, whose workers declare a GPU. `announce`: print the dashboard
     link of a cluster the job connects to; `wait_for_workers`: how long a cluster may have no
-    worker before the job gives up (None: as long as it takes, said every 30 s)."""
+    worker before the job gives up (None: as long as it takes, said every 30 s); `holds_gil`:
+    the job's tasks hold the GIL, so a cluster we start runs worker processes."""
     client = chosen_client(scheduler, client)
     if client is not None:
         yield DistributedRunner(client, wait_for_workers=wait_for_workers, gpu=gpu)
@@ -234,6 +239,6 @@ def runner(
         finally:
             pool.close()
         return
-    with connect(scheduler, workers, dashboard, gpu, announce) as own_client:
+    with connect(scheduler, workers, dashboard, gpu, announce, holds_gil) as own_client:
         started = scheduler_address(scheduler) is None
         yield DistributedRunner(own_client, started, wait_for_workers, gpu)
