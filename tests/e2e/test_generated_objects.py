@@ -251,6 +251,7 @@ def test_object_ids_and_dust_threshold_choose_the_segments(tmp_path: pathlib.Pat
         ({"format": "zarr3"}, "beside a precomputed volume"),
         ({"mesh_level": 2}, "mesh_level 2: the volume has 1 level"),
         ({"with_meshes": True}, "both would write the same directory"),
+        ({"memory_budget": 16 * 1024**2, "mesh_block": (128, 96, 64)}, "more than memory_budget"),
     ],
 )
 def test_what_cannot_be_generated_is_refused_before_anything_is_written(

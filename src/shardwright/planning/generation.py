@@ -41,7 +41,10 @@ DEFAULT_BLOCK = (128, 128, 128)
 SAMPLED_BLOCKS = 4
 BYTES_PER_SEGMENT = {MESH: 16 * 1024, SKELETON: 2 * 1024}  # to size shards before any exists
 NEEDED = ("zmesh", "kimimaro", "DracoPy")  # the meshes extra
-SEGMENTATION_METHOD = "mode"  # how a block of an upper level is reduced, as the pyramid does
+SEGMENTATION_METHOD = "mode"
+# Measured on a 128^3 block of ~200 neurite-like segments: ~2 triangles per voxel before
+# simplification (zmesh holds ~20 bytes each), the distance transform's float32 and TEASAR's.
+BYTES_PER_BLOCK_VOXEL = 48  # how a block of an upper level is reduced, as the pyramid does
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,12 @@ class GeneratedPlan:
         return self.options.memory_budget // 2
 
     @property
+    def block_task_bytes(self) -> int:
+        """Modelled peak of a block task: its labels (read at the base resolution, then
+        reduced) and what marching cubes, the distance transform and TEASAR hold per voxel."""
+        return _block_task_bytes(self.generation.grid, self.source.dtype.itemsize)
+
+    @property
     def compression_level(self) -> int | None:
         return self.options.compression_level
 
@@ -189,6 +198,7 @@ class GeneratedPlan:
             "estimated_segments": g.estimated_segments,
             "sharding": self.sharding.to_json(),
             "memory_budget": self.options.memory_budget,
+            "block_task_bytes": self.block_task_bytes,
         }
 
     def report(self) -> str:
@@ -213,9 +223,15 @@ class GeneratedPlan:
             lines.append(
                 f"  exchange   one spool object per block under {g.exchange}/.shardwright/"
                 f"exchange/, ~{human_bytes(_exchange_estimate(g))} in all, removed after the "
-                "manifests; meshing and skeletons run on the CPU workers"
+                "manifests; meshing and skeletons run on the CPU workers, ~"
+                f"{human_bytes(self.block_task_bytes)} per block task"
             )
         return "\n".join(lines)
+
+
+def _block_task_bytes(grid: BlockGrid, itemsize: int) -> int:
+    read = math.prod(b + 1 for b in grid.block)
+    return read * (math.prod(grid.factor) * itemsize + BYTES_PER_BLOCK_VOXEL)
 
 
 def _exchange_estimate(g: Generation) -> int:
@@ -250,6 +266,15 @@ def with_generated(volume: ConversionPlan, options: ConvertOptions) -> Conversio
             generate_skeletons=NAMED,
         )
     grid = _grid(volume, options)
+    needed = _block_task_bytes(grid, volume.dtype.itemsize)
+    if needed > options.memory_budget:
+        raise PlanError(
+            f"a block task of {xyz(grid.block)} voxels needs ~{human_bytes(needed)}, more than "
+            f"{{memory_budget}} {human_bytes(options.memory_budget)}: pass a smaller "
+            "{mesh_block} or a larger budget",
+            memory_budget=NAMED,
+            mesh_block=NAMED,
+        )
     outputs = tuple(
         o for o, asked in ((MESH, options.generate_meshes),
                            (SKELETON, options.generate_skeletons)) if asked
