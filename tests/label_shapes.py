@@ -13,7 +13,7 @@ SEGMENTS = {
     "ball": 11,
     "overlapping_ball": 12,  # cuts into the first ball: they share a surface
     "box": 2**40 + 7,  # a large id, flat faces
-    "tube": 31,  # along x through every block in x
+    "tube": 31,  # along x through every block, closed where it meets the dataset's edges
     "bent": 77,  # an L: two arms meeting at a corner, crossing block borders
 }
 
@@ -25,7 +25,7 @@ def labels() -> np.ndarray:
     out[(x - 40) ** 2 + (y - 40) ** 2 + ((z - 30) * 2) ** 2 < 24**2] = SEGMENTS["ball"]
     out[(x - 64) ** 2 + (y - 48) ** 2 + ((z - 34) * 2) ** 2 < 20**2] = SEGMENTS["overlapping_ball"]
     out[(abs(x - 100) < 12) & (abs(y - 20) < 9) & (abs(z - 50) < 8)] = SEGMENTS["box"]
-    out[((y - 80) ** 2 + ((z - 12) * 2) ** 2 < 5**2) & (x >= 4) & (x < 124)] = SEGMENTS["tube"]
+    out[(y - 80) ** 2 + ((z - 12) * 2) ** 2 < 5**2] = SEGMENTS["tube"]
     arm_x = (x >= 70) & (x < 120) & ((y - 70) ** 2 + ((z - 52) * 2) ** 2 < 4**2)
     arm_y = (y >= 40) & (y <= 70) & ((x - 119) ** 2 + ((z - 52) * 2) ** 2 < 4**2)
     out[arm_x | arm_y] = SEGMENTS["bent"]

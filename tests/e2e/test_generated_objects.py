@@ -77,15 +77,17 @@ def converted(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, pathlib.Pa
 
 @pytest.fixture(scope="module")
 def whole_volume() -> tuple[dict[int, object], dict[int, object]]:
-    """zmesh's unsimplified surfaces and kimimaro's skeletons of the whole volume."""
+    """zmesh's unsimplified surfaces (closed at the dataset's edges) and kimimaro's skeletons
+    of the whole volume."""
     labels = label_shapes.labels()
     mesher = zmesh.Mesher(label_shapes.RESOLUTION)
-    mesher.mesh(labels)
+    mesher.mesh(labels, close=True)
     ids = label_shapes.SEGMENTS.values()
-    surfaces = {
-        i: mesher.get(i, normals=False, reduction_factor=0, max_error=0, voxel_centered=True)
-        for i in ids
-    }
+    surfaces = {}
+    for i in ids:  # close=True pads the volume: its positions are one voxel high
+        mesh = mesher.get(i, normals=False, reduction_factor=0, max_error=0, voxel_centered=True)
+        mesh.vertices = mesh.vertices - np.float32(label_shapes.RESOLUTION)
+        surfaces[i] = mesh
     skeletons = kimimaro.skeletonize(
         labels, teasar_params=teasar_params(), anisotropy=label_shapes.RESOLUTION,
         dust_threshold=0, progress=False,

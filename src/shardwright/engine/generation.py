@@ -99,7 +99,8 @@ class BlockProducer:
         sections: dict[tuple[int, int], list[bytes]] = defaultdict(list)
         segments = np.array(sorted(voxels), np.uint64)
         if MESH in g.outputs:
-            surfaces = block_surfaces(labels, g.grid, g.max_error, voxels)
+            closed = g.grid.dataset_edges(self.position)
+            surfaces = block_surfaces(labels, g.grid, g.max_error, voxels, closed)
             empty = (np.zeros((0, 3), np.float32), np.zeros((0, 3), np.uint32))
             for segment, shard in _shards(self.plan, MESH, segments):
                 vertices, faces = surfaces.get(segment, empty)

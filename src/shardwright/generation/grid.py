@@ -61,6 +61,15 @@ class BlockGrid:
         grown = tuple(min(s + 1, n) for s, n in zip(stop, self.shape, strict=True))
         return start, grown  # type: ignore[return-value]
 
+    def dataset_edges(
+        self, position: Triple
+    ) -> tuple[tuple[bool, bool, bool], tuple[bool, bool, bool]]:
+        """(low, high): along each axis, whether the block's side is the dataset's edge."""
+        start, stop = self.core(position)
+        low = tuple(s == 0 for s in start)
+        high = tuple(s == n for s, n in zip(stop, self.shape, strict=True))
+        return low, high  # type: ignore[return-value]
+
     def block_origin_nm(self, position: Triple) -> tuple[float, float, float]:
         """Where the block's first voxel centre lies (block-local positions start there)."""
         x, y, z = (

@@ -31,14 +31,27 @@ Mesh = tuple[np.ndarray, np.ndarray]  # vertices [n, 3] float32 nm, faces [m, 3]
 
 
 def block_surfaces(
-    labels: np.ndarray, grid: BlockGrid, max_error: float, wanted: Iterable[int]
+    labels: np.ndarray,
+    grid: BlockGrid,
+    max_error: float,
+    wanted: Iterable[int],
+    closed: tuple[tuple[bool, bool, bool], tuple[bool, bool, bool]] = ((False,) * 3,) * 2,
 ) -> dict[int, Mesh]:
     """Each wanted segment's surface in one block (labels [x, y, z], read with the block's
-    overlap), vertices in nm from the block's origin, simplified within `max_error`."""
+    overlap), vertices in nm from the block's origin, simplified within `max_error`.
+    `closed`: (low, high) sides per axis where the block meets the dataset's edge: surfaces
+    are closed there (a zero layer beyond the data), as Igneous closes dataset edges; the
+    caps on a low edge lie half a voxel below the grid and are held on the fragment's border."""
     import zmesh
 
+    low, high = closed
+    padded = np.pad(labels, [(int(a), int(b)) for a, b in zip(low, high, strict=True)])
     mesher = zmesh.Mesher(grid.resolution)
-    mesher.mesh(np.asfortranarray(labels), close=False)
+    mesher.mesh(np.asfortranarray(padded), close=False)
+    resolution = np.asarray(grid.resolution, np.float32)
+    # zmesh's voxel centre is (i + .5) r of the padded array; block-local positions start
+    # at the centre of the block's first voxel.
+    shift = resolution / 2 + np.asarray(low, np.float32) * resolution
     out: dict[int, Mesh] = {}
     for segment in sorted(set(mesher.ids()) & set(wanted)):
         if max_error > 0:
@@ -50,9 +63,8 @@ def block_surfaces(
             mesh = mesher.get(segment, normals=False, reduction_factor=0, max_error=0,
                               voxel_centered=True)  # fmt: skip
         mesher.erase(segment)
-        half = np.asarray(grid.resolution, np.float32) / 2  # zmesh's voxel centre: (i + .5) r
-        vertices = np.asarray(mesh.vertices, np.float32) - half
         if len(mesh.faces):
+            vertices = np.asarray(mesh.vertices, np.float32) - shift
             out[int(segment)] = (vertices, np.asarray(mesh.faces, np.uint32))
     mesher.clear()
     return out
@@ -89,6 +101,9 @@ def multires_mesh(
         [((v + np.asarray(p) * size).astype(np.float32), f)
          for p, (v, f) in sorted(fragments.items())]
     ))  # fmt: skip
+    # A cap on the dataset's low edge lies half a voxel below the grid (level 0's fragments
+    # hold it on their border, as quantization does): so do the coarser levels.
+    whole = (np.maximum(whole[0], np.float32(0)), whole[1])
     levels = [fragments]
     for lod in range(1, count):
         whole = weld(*_decimated(whole))
