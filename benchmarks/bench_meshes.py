@@ -1,0 +1,957 @@
+"""Meshes and skeletons made from a segmentation: shardwright vs Igneous, time, memory, quality.
+
+A deterministic neuron-like uint64 segmentation (default 512 x 512 x 256 voxels at 8 x 8 x 40 nm,
+~1,000 segments: persistent random-walk tubes of 50-300 nm radius, a few somata, split where
+they touch as a Voronoi partition of their centre lines, background between) is written as an
+unsharded precomputed volume (64^3 chunks, compressed_segmentation + gzip) with CloudVolume.
+Then, each as a fresh process tree timed end to end, with the peak of the summed RSS and PSS of
+all its processes sampled every 0.1 s:
+
+- **Igneous**: in a copy of that layer, `create_meshing_tasks(sharded=True)` and
+  `create_skeletonizing_tasks(sharded=True)` into a FileQueue (`fq://`), run by
+  `igneous -p CORES execute -x`; then `create_sharded_multires_mesh_tasks` and
+  `create_sharded_skeleton_merge_tasks`, run the same way. The parameters are those of
+  Igneous's own command line (`igneous mesh forge --sharded`, `mesh merge-sharded`,
+  `skeleton forge --sharded`, `skeleton merge-sharded`) unless an option here changes them;
+  all are recorded.
+- **shardwright**: `python -m shardwright.cli convert SRC DEST --generate-meshes
+  --generate-skeletons` (DEST/mesh: sharded `neuroglancer_multilod_draco`, DEST/skeletons:
+  sharded `neuroglancer_skeletons`). A failure is recorded with its output, not raised.
+
+Quality, read back with CloudVolume from each output: per segment, the surface area of the level
+of detail 0 mesh over that of zmesh's unsimplified, closed mesh of the whole volume
+(`Mesher.get(id, reduction_factor=0, max_error=0, voxel_centered=True)`), and the skeleton's
+cable length over that of kimimaro run on the whole volume with Igneous's TEASAR parameters;
+min / median / max over the segments both have, total vertices, segments with output. The
+reference is computed once per work folder and cached there (`reference.json`).
+
+Igneous lives in an environment of its own (it pins DracoPy < 2; the project's has 2.x):
+
+    python3 -m venv /work/igneous-venv
+    /work/igneous-venv/bin/pip install igneous-pipeline cloud-volume zmesh kimimaro DracoPy psutil
+
+and runs there through `--igneous-python` (this file is started there as `bench_meshes.py
+igneous-worker ...`); shardwright runs with `--shardwright-python` (default: this interpreter).
+The orchestrating interpreter needs numpy, scipy, psutil, cloud-volume, zmesh and kimimaro
+(the project's test environment has them):
+
+    .venv/bin/python benchmarks/bench_meshes.py --igneous-python /work/igneous-venv/bin/python
+    .venv/bin/python benchmarks/bench_meshes.py --shape 128,128,64 --work /tmp/bm   # quick try
+    .venv/bin/python benchmarks/bench_meshes.py --skip-igneous --work /tmp/bm       # reuse SRC
+
+The JSON goes to `results/meshes-DATE.json` (`--out` elsewhere). The process trees' RSS sums
+count shared pages once per process; PSS shares them out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import importlib.metadata
+import json
+import os
+import pathlib
+import platform
+import resource
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve()
+RESULTS = HERE.parent / "results"
+PACKAGES = (
+    "igneous-pipeline",
+    "cloud-volume",
+    "zmesh",
+    "kimimaro",
+    "DracoPy",
+    "task-queue",
+    "numpy",
+    "scipy",
+    "psutil",
+    "shardwright",
+)
+FULL_SHAPE = (512, 512, 256)
+FULL_SEGMENTS = 1000
+
+
+# --------------------------------------------------------------------------- the segmentation
+
+
+def _xyz(text: str, kind: type = int) -> tuple:
+    parts = tuple(kind(p) for p in text.split(","))
+    if len(parts) != 3:
+        raise argparse.ArgumentTypeError(f"expected X,Y,Z, got {text!r}")
+    return parts
+
+
+def _walk(
+    rng: np.random.Generator, start: np.ndarray, extent: np.ndarray, length: float, step: float
+) -> np.ndarray:
+    """Points (nm) of a persistent random walk from `start`, cut where it first leaves the box.
+
+    The heading drifts as a random walk of its own (no per-step renormalising loop), so the
+    path bends smoothly over a few hundred nm, as neurites do.
+    """
+    steps = max(2, int(length / step))
+    heading = rng.normal(size=3)
+    heading /= np.linalg.norm(heading)
+    drift = np.cumsum(rng.normal(scale=0.07, size=(steps, 3)), axis=0) + heading
+    drift /= np.linalg.norm(drift, axis=1, keepdims=True)
+    points = start + np.cumsum(step * drift, axis=0)
+    inside = np.all((points >= 0) & (points < extent), axis=1)
+    leaves = np.flatnonzero(~inside)
+    return points[: leaves[0]] if leaves.size else points
+
+
+def make_segmentation(
+    shape: tuple[int, int, int],
+    resolution: tuple[float, float, float],
+    segments: int,
+    seed: int,
+) -> np.ndarray:
+    """A (x, y, z) uint64 segmentation of `segments` neuron-like objects, the same for a seed.
+
+    Every object is one to four tubes (random walks through a shared start point, 50-300 nm
+    radius, thinner side branches); one in 200 also has a soma (a 400-800 nm ball). Each voxel
+    belongs to the nearest centre-line point (a Voronoi partition, so touching objects split
+    along a surface as EM segmentations do) if it lies within that point's radius, else to the
+    background (0). Ids are distinct random values in [1, 2**40).
+    """
+    from scipy import ndimage
+
+    rng = np.random.default_rng(seed)
+    res = np.asarray(resolution, dtype=np.float64)
+    extent = np.asarray(shape, dtype=np.float64) * res
+    ids = np.unique(rng.integers(1, 2**40, size=segments + 64, dtype=np.uint64))
+    ids = rng.permutation(ids)[:segments]
+    points: list[np.ndarray] = []
+    owner: list[np.ndarray] = []
+    radii: list[np.ndarray] = []
+    somata = max(1, segments // 200)
+    for index in range(segments):
+        start = rng.uniform(0, extent)
+        radius = float(np.clip(rng.lognormal(np.log(110.0), 0.35), 50.0, 300.0))
+        tubes = [start[None, :]]
+        tube_radii = [radius]
+        if index < somata:
+            tube_radii[0] = rng.uniform(400.0, 800.0)
+        for branch in range(1 + min(int(rng.poisson(1.2)), 3)):
+            walk = _walk(rng, start, extent, rng.uniform(2000.0, 9000.0), 30.0)
+            tubes.append(walk)
+            tube_radii.append(radius if branch < 2 else radius * rng.uniform(0.5, 0.8))
+        for tube, tube_radius in zip(tubes, tube_radii, strict=True):
+            points.append(tube)
+            owner.append(np.full(len(tube), index, dtype=np.int32))
+            radii.append(np.full(len(tube), tube_radius, dtype=np.float32))
+    centres = np.concatenate(points)
+    centre_owner = np.concatenate(owner)
+    centre_radius = np.concatenate(radii)
+    voxel = np.floor(centres / res).astype(np.int64)
+    voxel = np.minimum(np.maximum(voxel, 0), np.asarray(shape) - 1)
+
+    nearest = np.full(shape, -1, dtype=np.int32)  # centre-line point index per seed voxel
+    nearest[voxel[:, 0], voxel[:, 1], voxel[:, 2]] = np.arange(len(centres), dtype=np.int32)
+    distance, where = ndimage.distance_transform_edt(nearest < 0, sampling=res, return_indices=True)
+    nearest = nearest[where[0], where[1], where[2]]
+    del where
+    inside = distance <= centre_radius[nearest]
+    del distance
+    labels = np.where(inside, ids[centre_owner[nearest]], np.uint64(0))
+    return np.asfortranarray(labels.astype(np.uint64, copy=False))
+
+
+def write_segmentation(
+    labels: np.ndarray,
+    folder: pathlib.Path,
+    resolution: tuple[float, float, float],
+    chunk: tuple[int, int, int],
+    encoding: str,
+) -> None:
+    from cloudvolume import CloudVolume
+
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    CloudVolume.from_numpy(
+        labels,
+        vol_path=f"file://{folder}",
+        resolution=resolution,
+        voxel_offset=(0, 0, 0),
+        chunk_size=chunk,
+        layer_type="segmentation",
+        encoding=encoding,
+        compress="gzip",
+        progress=False,
+    )
+
+
+def read_segmentation(folder: pathlib.Path) -> np.ndarray:
+    from cloudvolume import CloudVolume
+
+    volume = CloudVolume(f"file://{folder}", mip=0, progress=False)
+    return np.asfortranarray(volume[:, :, :][..., 0])
+
+
+def source_volume(args: argparse.Namespace, work: pathlib.Path) -> tuple[pathlib.Path, dict]:
+    """Write the segmentation under `work/src` (or reuse the one the same parameters wrote)."""
+    folder = work / "src"
+    stamp_path = work / "src.json"
+    wanted = {
+        "shape": list(args.shape),
+        "resolution": list(args.resolution),
+        "segments_requested": args.segments,
+        "seed": args.seed,
+        "chunk_size": list(args.chunk),
+        "encoding": args.encoding,
+        "compress": "gzip",
+        "generator": "random-walk tubes + somata, Voronoi split of centre lines (v1)",
+    }
+    if stamp_path.exists() and (folder / "info").exists():
+        stamp = json.loads(stamp_path.read_text())
+        if {k: stamp.get(k) for k in wanted} == wanted:
+            print(f"reusing {folder}", file=sys.stderr)
+            return folder, stamp
+    started = time.perf_counter()
+    labels = make_segmentation(args.shape, args.resolution, args.segments, args.seed)
+    made = time.perf_counter() - started
+    write_segmentation(labels, folder, args.resolution, args.chunk, args.encoding)
+    present = np.unique(labels)
+    stamp = dict(wanted)
+    stamp.update(
+        segments_present=int(np.count_nonzero(present)),
+        background_fraction=round(float(np.count_nonzero(labels == 0) / labels.size), 4),
+        labels_sha256=hashlib.sha256(np.ascontiguousarray(labels).tobytes()).hexdigest(),
+        source_bytes=tree_bytes(folder),
+        seconds_to_make=round(made, 1),
+    )
+    stamp_path.write_text(json.dumps(stamp, indent=2) + "\n")
+    print(
+        f"wrote {folder}: {stamp['segments_present']} segments, "
+        f"{stamp['background_fraction']:.0%} background, made in {made:.0f} s",
+        file=sys.stderr,
+    )
+    return folder, stamp
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def tree_bytes(path: pathlib.Path) -> int:
+    if not path.exists():
+        return 0
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def run_measured(
+    command: list[str], log: pathlib.Path, timeout: float, interval: float = 0.1
+) -> dict[str, Any]:
+    """Run `command` as its own process group; wall time and peak summed RSS / PSS of its tree."""
+    import psutil
+
+    log.parent.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()
+    usage_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if load_before[0] > 0.5:
+        print(f"warning: load average {load_before[0]:.2f} before the run", file=sys.stderr)
+    peak_rss = peak_pss = peak_one = 0
+    peak_processes = 0
+    with open(log, "wb") as out:
+        started = time.perf_counter()
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        root = psutil.Process(process.pid)
+        timed_out = False
+        while process.poll() is None:
+            rss = pss = 0
+            try:
+                members = [root, *root.children(recursive=True)]
+            except psutil.Error:
+                members = []
+            for member in members:
+                try:
+                    info = member.memory_full_info()
+                except psutil.Error:
+                    continue
+                rss += info.rss
+                pss += getattr(info, "pss", info.rss)
+                peak_one = max(peak_one, info.rss)
+            peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
+            peak_processes = max(peak_processes, len(members))
+            if time.perf_counter() - started > timeout:
+                timed_out = True
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                break
+            time.sleep(interval)
+        wall = time.perf_counter() - started
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (usage.ru_utime - usage_before.ru_utime) + (usage.ru_stime - usage_before.ru_stime)
+    text = log.read_text(errors="replace")
+    return {
+        "command": shlex.join(command),
+        "returncode": process.returncode,
+        "timed_out": timed_out,
+        "wall_seconds": round(wall, 2),
+        # user + system time of the whole tree (every process in it was waited for): less
+        # sensitive than the wall time to other work on the machine
+        "cpu_seconds": round(cpu, 1),
+        "peak_rss_sum_bytes": peak_rss,
+        "peak_pss_sum_bytes": peak_pss,
+        "peak_rss_one_process_bytes": peak_one,
+        "peak_processes": peak_processes,
+        # another job on the machine skews the times: the 1-minute load just before, and the
+        # 1/5/15-minute loads at the end (this run's own processes count in them)
+        "loadavg_before": round(load_before[0], 2),
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        "log": str(log),
+        "log_tail": text[-3000:] if process.returncode else "",
+    }
+
+
+# --------------------------------------------------------------------------- Igneous
+
+
+def igneous_parameters(args: argparse.Namespace) -> dict[str, Any]:
+    """What the Igneous half asks for: its command line's defaults, bar the options here."""
+    return {
+        "mesh_forge": {
+            "mip": 0,
+            "shape": list(args.mesh_shape),
+            "simplification": True,
+            "max_simplification_error": args.mesh_max_error,
+            "dust_threshold": None,
+            "sharded": True,
+            "spatial_index": True,
+            "closed_dataset_edges": True,
+            "fill_holes": 0,
+            "compress": "gzip",
+        },
+        "mesh_merge": {
+            "num_lod": args.mesh_nlod,
+            "vertex_quantization_bits": 16,
+            "draco_compression_level": 7,
+            "shard_index_bytes": 2**13,
+            "minishard_index_bytes": 2**15,
+            "min_shards": 1,
+            "max_labels_per_shard": 1000,
+            "minishard_index_encoding": "gzip",
+            "min_chunk_size": [256, 256, 256],
+        },
+        "skeleton_forge": {
+            "mip": 0,
+            "shape": list(args.skeleton_shape),
+            "teasar_params": teasar_parameters(args),
+            "dust_threshold": args.skeleton_dust,
+            "fix_branching": True,
+            "fix_borders": True,
+            "fix_avocados": False,
+            "fill_holes": 0,
+            "sharded": True,
+            "spatial_index": True,
+            "parallel": 1,
+        },
+        "skeleton_merge": {
+            "dust_threshold": args.min_cable_length,
+            "tick_threshold": 0,
+            "max_cable_length": None,
+            "shard_index_bytes": 2**13,
+            "minishard_index_bytes": 2**15,
+            "min_shards": 1,
+            "max_labels_per_shard": 2000,
+            "minishard_index_encoding": "gzip",
+            "data_encoding": "gzip",
+        },
+        "execute": {"parallel": args.cores, "lease_seconds": 7200, "exit_on_empty": True},
+    }
+
+
+def teasar_parameters(args: argparse.Namespace) -> dict[str, Any]:
+    """`igneous skeleton forge`'s TEASAR defaults (physical units: nm at this resolution)."""
+    return {
+        "scale": args.teasar_scale,
+        "const": args.teasar_const,
+        "pdrf_exponent": 4,
+        "pdrf_scale": 100000,
+        "soma_detection_threshold": 1100,
+        "soma_acceptance_threshold": 3500,
+        "soma_invalidation_scale": 1.0,
+        "soma_invalidation_const": 300,
+        "max_paths": None,
+    }
+
+
+def _igneous_command() -> list[str]:
+    script = pathlib.Path(sys.executable).parent / "igneous"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "import sys; from igneous_cli.cli import main; sys.exit(main())"]
+
+
+def _igneous_execute(queue: pathlib.Path, execute: dict[str, Any]) -> float:
+    from taskqueue import TaskQueue
+
+    started = time.perf_counter()
+    subprocess.run(
+        [
+            *_igneous_command(),
+            "-p",
+            str(execute["parallel"]),
+            "execute",
+            "-x",
+            "-q",
+            "--lease-sec",
+            str(execute["lease_seconds"]),
+            f"fq://{queue}",
+        ],
+        check=True,
+    )
+    seconds = time.perf_counter() - started
+    left = TaskQueue(f"fq://{queue}").enqueued
+    if left:
+        raise RuntimeError(f"{left} Igneous tasks left in fq://{queue} (one failed?)")
+    return seconds
+
+
+def igneous_worker(argv: list[str]) -> None:
+    """Runs in Igneous's environment: forge then merge meshes and skeletons of one layer."""
+    parser = argparse.ArgumentParser(prog="bench_meshes.py igneous-worker")
+    parser.add_argument("--layer", required=True, help="the precomputed folder (written into)")
+    parser.add_argument("--queue", required=True, help="a folder for the FileQueue")
+    parser.add_argument("--params", required=True, help="igneous_parameters() as JSON")
+    parser.add_argument("--report", required=True, help="JSON written here at the end")
+    args = parser.parse_args(argv)
+
+    import igneous.task_creation as tc
+    from taskqueue import TaskQueue
+
+    params = json.loads(args.params)
+    layer = f"file://{pathlib.Path(args.layer).resolve()}"
+    report: dict[str, Any] = {"versions": versions(*PACKAGES), "phases": {}, "tasks": {}}
+    phases, tasks = report["phases"], report["tasks"]
+
+    def enqueue(name: str, iterator: Any) -> None:
+        batch = list(iterator)
+        tasks[name] = len(batch)
+        queue = TaskQueue(f"fq://{pathlib.Path(args.queue).resolve()}")
+        queue.insert(batch)
+
+    started = time.perf_counter()
+    forge_mesh, forge_skel = params["mesh_forge"], params["skeleton_forge"]
+    enqueue(
+        "mesh_forge",
+        tc.create_meshing_tasks(
+            layer,
+            forge_mesh["mip"],
+            shape=tuple(forge_mesh["shape"]),
+            simplification=forge_mesh["simplification"],
+            max_simplification_error=forge_mesh["max_simplification_error"],
+            dust_threshold=forge_mesh["dust_threshold"],
+            sharded=forge_mesh["sharded"],
+            spatial_index=forge_mesh["spatial_index"],
+            closed_dataset_edges=forge_mesh["closed_dataset_edges"],
+            fill_holes=forge_mesh["fill_holes"],
+            compress=forge_mesh["compress"],
+        ),
+    )
+    enqueue(
+        "skeleton_forge",
+        tc.create_skeletonizing_tasks(
+            layer,
+            forge_skel["mip"],
+            shape=tuple(forge_skel["shape"]),
+            teasar_params=forge_skel["teasar_params"],
+            dust_threshold=forge_skel["dust_threshold"],
+            fix_branching=forge_skel["fix_branching"],
+            fix_borders=forge_skel["fix_borders"],
+            fix_avocados=forge_skel["fix_avocados"],
+            fill_holes=forge_skel["fill_holes"],
+            sharded=forge_skel["sharded"],
+            spatial_index=forge_skel["spatial_index"],
+            parallel=forge_skel["parallel"],
+        ),
+    )
+    phases["forge_enqueue"] = time.perf_counter() - started
+    phases["forge_execute"] = _igneous_execute(pathlib.Path(args.queue), params["execute"])
+
+    merge_started = time.perf_counter()
+    merge_mesh, merge_skel = params["mesh_merge"], params["skeleton_merge"]
+    enqueue(
+        "mesh_merge",
+        tc.create_sharded_multires_mesh_tasks(
+            layer,
+            num_lod=merge_mesh["num_lod"],
+            vertex_quantization_bits=merge_mesh["vertex_quantization_bits"],
+            draco_compression_level=merge_mesh["draco_compression_level"],
+            shard_index_bytes=merge_mesh["shard_index_bytes"],
+            minishard_index_bytes=merge_mesh["minishard_index_bytes"],
+            min_shards=merge_mesh["min_shards"],
+            max_labels_per_shard=merge_mesh["max_labels_per_shard"],
+            minishard_index_encoding=merge_mesh["minishard_index_encoding"],
+            min_chunk_size=tuple(merge_mesh["min_chunk_size"]),
+            progress=False,
+        ),
+    )
+    enqueue(
+        "skeleton_merge",
+        tc.create_sharded_skeleton_merge_tasks(
+            layer,
+            dust_threshold=merge_skel["dust_threshold"],
+            tick_threshold=merge_skel["tick_threshold"],
+            max_cable_length=merge_skel["max_cable_length"],
+            shard_index_bytes=merge_skel["shard_index_bytes"],
+            minishard_index_bytes=merge_skel["minishard_index_bytes"],
+            min_shards=merge_skel["min_shards"],
+            max_labels_per_shard=merge_skel["max_labels_per_shard"],
+            minishard_index_encoding=merge_skel["minishard_index_encoding"],
+            data_encoding=merge_skel["data_encoding"],
+        ),
+    )
+    phases["merge_enqueue"] = time.perf_counter() - merge_started
+    phases["merge_execute"] = _igneous_execute(pathlib.Path(args.queue), params["execute"])
+    phases["total_in_worker"] = time.perf_counter() - started
+    report["phases"] = {k: round(v, 2) for k, v in phases.items()}
+    report["api"] = [
+        "igneous.task_creation.create_meshing_tasks",
+        "igneous.task_creation.create_skeletonizing_tasks",
+        "igneous.task_creation.create_sharded_multires_mesh_tasks",
+        "igneous.task_creation.create_sharded_skeleton_merge_tasks",
+        "taskqueue.TaskQueue('fq://...').insert",
+        "igneous -p N execute -x",
+    ]
+    pathlib.Path(args.report).write_text(json.dumps(report, indent=2) + "\n")
+
+
+def run_igneous(
+    args: argparse.Namespace, source: pathlib.Path, work: pathlib.Path
+) -> tuple[dict[str, Any], pathlib.Path | None]:
+    folder = work / "igneous"
+    if folder.exists():
+        shutil.rmtree(folder)
+    layer, queue, report = folder / "layer", folder / "queue", folder / "report.json"
+    shutil.copytree(source, layer)  # Igneous writes its mesh and skeleton dirs into the layer
+    queue.mkdir(parents=True)
+    params = igneous_parameters(args)
+    command = [
+        args.igneous_python,
+        str(HERE),
+        "igneous-worker",
+        "--layer",
+        str(layer),
+        "--queue",
+        str(queue),
+        "--params",
+        json.dumps(params),
+        "--report",
+        str(report),
+    ]
+    print("igneous:", shlex.join(command[:3]), "...", file=sys.stderr)
+    result: dict[str, Any] = {"parameters": params, "python": args.igneous_python}
+    result.update(run_measured(command, folder / "log.txt", args.timeout))
+    if report.exists():
+        result.update(json.loads(report.read_text()))
+    if result["returncode"] != 0:
+        result["error"] = f"exit {result['returncode']}: " + result["log_tail"][-1500:]
+        return result, None
+    result.update(output_sizes(layer))
+    return result, layer
+
+
+# --------------------------------------------------------------------------- shardwright
+
+
+def run_shardwright(
+    args: argparse.Namespace, source: pathlib.Path, work: pathlib.Path
+) -> tuple[dict[str, Any], pathlib.Path | None]:
+    folder = work / "shardwright"
+    if folder.exists():
+        shutil.rmtree(folder)
+    dest = folder / "dest"
+    python = args.shardwright_python
+    # compile the package first, as a wheel install would (see _common.compile_package)
+    subprocess.run(
+        [
+            python,
+            "-c",
+            "import compileall, os, shardwright; "
+            "compileall.compile_dir(os.path.dirname(shardwright.__file__), quiet=1)",
+        ],
+        check=False,
+        capture_output=True,
+    )
+    command = [
+        python,
+        "-m",
+        args.shardwright_module,
+        "convert",
+        str(source),
+        str(dest),
+        "--generate-meshes",
+        "--generate-skeletons",
+        *shlex.split(args.shardwright_args),
+    ]
+    print("shardwright:", shlex.join(command), file=sys.stderr)
+    result: dict[str, Any] = {"python": python}
+    result.update(run_measured(command, folder / "log.txt", args.timeout))
+    if result["returncode"] != 0:
+        result["error"] = f"exit {result['returncode']}: " + result["log_tail"][-1500:]
+        return result, None
+    result.update(output_sizes(dest))
+    return result, dest
+
+
+# --------------------------------------------------------------------------- outputs, quality
+
+
+def output_sizes(layer: pathlib.Path) -> dict[str, Any]:
+    """Bytes of the mesh and skeleton dirs the layer's info names: final (shards + info) and
+    everything there (an Igneous run leaves its fragments and spatial index beside them)."""
+    info = json.loads((layer / "info").read_text())
+    out: dict[str, Any] = {}
+    for kind in ("mesh", "skeletons"):
+        name = info.get(kind)
+        if not name:
+            out[f"{kind}_dir"] = None
+            continue
+        folder = layer / name
+        kind_info = folder / "info"
+        final = [p for p in folder.rglob("*") if p.suffix == ".shard" or p.name == "info"]
+        out[f"{kind}_dir"] = name
+        out[f"{kind}_type"] = (
+            json.loads(kind_info.read_text()).get("@type") if kind_info.exists() else None
+        )
+        out[f"{kind}_shard_files"] = sum(1 for p in final if p.suffix == ".shard")
+        out[f"{kind}_output_bytes"] = sum(p.stat().st_size for p in final)
+        out[f"{kind}_dir_bytes"] = tree_bytes(folder)
+    out["output_bytes"] = sum(out.get(f"{k}_output_bytes", 0) for k in ("mesh", "skeletons"))
+    out["dir_bytes"] = sum(out.get(f"{k}_dir_bytes", 0) for k in ("mesh", "skeletons"))
+    return out
+
+
+def surface_area(vertices: np.ndarray, faces: np.ndarray) -> float:
+    if len(faces) == 0:
+        return 0.0
+    v = np.asarray(vertices, dtype=np.float64)
+    f = np.asarray(faces, dtype=np.int64)
+    a, b, c = v[f[:, 0]], v[f[:, 1]], v[f[:, 2]]
+    return float(np.linalg.norm(np.cross(b - a, c - a), axis=1).sum() / 2)
+
+
+def reference(args: argparse.Namespace, source: pathlib.Path, work: pathlib.Path) -> dict[str, Any]:
+    """zmesh's unsimplified closed meshes and kimimaro's skeletons of the whole volume."""
+    path = work / "reference.json"
+    teasar = teasar_parameters(args)
+    key = {
+        "source": json.loads((work / "src.json").read_text())["labels_sha256"],
+        "teasar_params": teasar,
+        "dust_threshold": args.skeleton_dust,
+    }
+    if path.exists():
+        cached = json.loads(path.read_text())
+        if cached.get("key") == key:
+            return cached
+    import kimimaro
+    import zmesh
+
+    labels = read_segmentation(source)
+    started = time.perf_counter()
+    mesher = zmesh.Mesher(args.resolution)
+    mesher.mesh(labels, close=True)
+    meshes = {}
+    for segment in mesher.ids():
+        mesh = mesher.get(
+            segment, normals=False, reduction_factor=0, max_error=0, voxel_centered=True
+        )
+        meshes[str(int(segment))] = [surface_area(mesh.vertices, mesh.faces), len(mesh.vertices)]
+        mesher.erase(segment)
+    del mesher
+    mesh_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    skeletons = kimimaro.skeletonize(
+        labels,
+        teasar_params=teasar,
+        anisotropy=args.resolution,
+        dust_threshold=args.skeleton_dust,
+        fix_branching=True,
+        fix_borders=True,
+        fix_avocados=False,
+        progress=False,
+        parallel=args.cores,
+    )
+    cables = {str(int(k)): float(s.cable_length()) for k, s in skeletons.items()}
+    record = {
+        "key": key,
+        "mesh": meshes,
+        "cable": cables,
+        "zmesh_seconds": round(mesh_seconds, 1),
+        "kimimaro_seconds": round(time.perf_counter() - started, 1),
+        "kimimaro_parallel": args.cores,
+    }
+    path.write_text(json.dumps(record) + "\n")
+    return record
+
+
+def _spread(values: list[float]) -> dict[str, Any]:
+    if not values:
+        return {"n": 0, "min": None, "median": None, "max": None}
+    array = np.asarray(values)
+    return {
+        "n": int(array.size),
+        "min": round(float(array.min()), 4),
+        "median": round(float(np.median(array)), 4),
+        "max": round(float(array.max()), 4),
+    }
+
+
+def quality(layer: pathlib.Path, ref: dict[str, Any], min_cable: float) -> dict[str, Any]:
+    """Meshes (level of detail 0) and skeletons read back with CloudVolume, against `ref`
+    (and how many reference skeletons reach Igneous's merge filter, `min_cable` nm)."""
+    from cloudvolume import CloudVolume
+
+    volume = CloudVolume(f"file://{layer}", progress=False)
+    segments = sorted(int(k) for k in ref["mesh"])
+    out: dict[str, Any] = {}
+    try:
+        try:
+            meshes = volume.mesh.get(segments, lod=0, allow_missing=True)
+        except TypeError:  # a source without allow_missing
+            meshes = volume.mesh.get(segments, lod=0)
+        ratios, vertices, faces = [], 0, 0
+        for segment, mesh in meshes.items():
+            vertices += len(mesh.vertices)
+            faces += len(mesh.faces)
+            want = ref["mesh"].get(str(int(segment)), [0.0, 0])[0]
+            if want > 0:
+                ratios.append(surface_area(mesh.vertices, mesh.faces) / want)
+        out["mesh"] = {
+            "segments_with_mesh": len(meshes),
+            "segments_in_reference": len(ref["mesh"]),
+            "lod0_vertices": vertices,
+            "lod0_faces": faces,
+            "reference_vertices": int(sum(v for _, v in ref["mesh"].values())),
+            "area_ratio": _spread(ratios),
+        }
+    except Exception as error:  # a reader failure is a finding, not a crash
+        out["mesh"] = {"error": f"{type(error).__name__}: {error}"[:1000]}
+    try:
+        ratios, found, vertices, cable = [], 0, 0, 0.0
+        for segment in segments:
+            try:
+                skeleton = volume.skeleton.get(segment)
+            except Exception:
+                continue
+            if skeleton is None or len(skeleton.vertices) == 0:
+                continue
+            found += 1
+            vertices += len(skeleton.vertices)
+            length = float(skeleton.cable_length())
+            cable += length
+            want = ref["cable"].get(str(segment), 0.0)
+            if want > 0:
+                ratios.append(length / want)
+        out["skeleton"] = {
+            "segments_with_skeleton": found,
+            "segments_in_reference": len(ref["cable"]),
+            "vertices": vertices,
+            "cable_nm": round(cable, 1),
+            "reference_cable_nm": round(sum(ref["cable"].values()), 1),
+            "reference_at_least_min_cable": sum(1 for c in ref["cable"].values() if c >= min_cable),
+            "cable_ratio": _spread(ratios),
+        }
+    except Exception as error:
+        out["skeleton"] = {"error": f"{type(error).__name__}: {error}"[:1000]}
+    return out
+
+
+# --------------------------------------------------------------------------- report
+
+
+def versions(*packages: str) -> dict[str, str]:
+    found = {}
+    for name in packages:
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = "absent"
+    return found
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def print_table(tools: dict[str, dict[str, Any]]) -> None:
+    rows = [
+        ("wall s", lambda r: r.get("wall_seconds")),
+        ("cpu s (tree)", lambda r: r.get("cpu_seconds")),
+        ("peak RSS sum MiB", lambda r: r.get("peak_rss_sum_bytes", 0) / 2**20),
+        ("peak PSS sum MiB", lambda r: r.get("peak_pss_sum_bytes", 0) / 2**20),
+        ("output MiB", lambda r: r.get("output_bytes", 0) / 2**20),
+        ("dirs MiB (w/ fragments)", lambda r: r.get("dir_bytes", 0) / 2**20),
+        ("meshes", lambda r: r.get("quality", {}).get("mesh", {}).get("segments_with_mesh")),
+        ("LOD0 vertices", lambda r: r.get("quality", {}).get("mesh", {}).get("lod0_vertices")),
+        (
+            "skeletons",
+            lambda r: r.get("quality", {}).get("skeleton", {}).get("segments_with_skeleton"),
+        ),
+    ]
+    for name, field in (("area", "mesh"), ("cable", "skeleton")):
+        for stat in ("min", "median", "max"):
+            rows.append(
+                (
+                    f"{name} ratio {stat}",
+                    lambda r, f=field, n=name, s=stat: (
+                        r.get("quality", {}).get(f, {}).get(f"{n}_ratio", {}).get(s)
+                    ),
+                )
+            )
+    names = list(tools)
+    print(f"{'':26}" + "".join(f"{n:>16}" for n in names))
+    for label, get in rows:
+        cells = []
+        for n in names:
+            record = tools[n]
+            cells.append("error" if "error" in record and label != "wall s" else _fmt(get(record)))
+        print(f"{label:26}" + "".join(f"{c:>16}" for c in cells))
+    for n in names:
+        if "error" in tools[n]:
+            print(f"{n}: {tools[n]['error'].splitlines()[-1] if tools[n]['error'] else ''}")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", type=_xyz, default=FULL_SHAPE, help="X,Y,Z voxels")
+    parser.add_argument("--resolution", type=lambda t: _xyz(t, float), default=(8.0, 8.0, 40.0))
+    parser.add_argument(
+        "--segments", type=int, default=None, help="default: 1000 scaled by the shape's volume"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--chunk", type=_xyz, default=(64, 64, 64))
+    parser.add_argument(
+        "--encoding", choices=("compressed_segmentation", "raw"), default="compressed_segmentation"
+    )
+    parser.add_argument("--work", default=None, help="work folder (default: a new temp dir)")
+    parser.add_argument("--out", default=None, help="JSON path (default results/meshes-DATE)")
+    parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds per tool run")
+    parser.add_argument("--igneous-python", default=sys.executable)
+    parser.add_argument("--shardwright-python", default=sys.executable)
+    parser.add_argument(
+        "--shardwright-module", default="shardwright.cli", help="run as python -m MODULE"
+    )
+    parser.add_argument("--shardwright-args", default="", help="more convert options")
+    parser.add_argument("--skip-igneous", action="store_true")
+    parser.add_argument("--skip-shardwright", action="store_true")
+    parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--mesh-shape", type=_xyz, default=(448, 448, 448))
+    parser.add_argument("--mesh-max-error", type=float, default=40.0, help="nm (Igneous)")
+    parser.add_argument("--mesh-nlod", type=int, default=1, help="Igneous merge-sharded --nlod")
+    parser.add_argument("--skeleton-shape", type=_xyz, default=(512, 512, 512))
+    parser.add_argument("--skeleton-dust", type=int, default=1000, help="voxels")
+    parser.add_argument("--min-cable-length", type=float, default=1000.0, help="nm")
+    parser.add_argument("--teasar-scale", type=float, default=4.0)
+    parser.add_argument("--teasar-const", type=float, default=10.0, help="nm")
+    args = parser.parse_args(argv)
+    if args.segments is None:
+        fraction = np.prod(args.shape) / np.prod(FULL_SHAPE)
+        args.segments = max(20, round(FULL_SEGMENTS * float(fraction)))
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["igneous-worker"]:
+        igneous_worker(argv[1:])
+        return
+    args = parse_args(argv)
+    work = pathlib.Path(args.work or tempfile.mkdtemp(prefix="bench_meshes-")).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    source, stamp = source_volume(args, work)
+
+    tools: dict[str, dict[str, Any]] = {}
+    outputs: dict[str, pathlib.Path] = {}
+    if not args.skip_igneous:
+        tools["igneous"], layer = run_igneous(args, source, work)
+        if layer is not None:
+            outputs["igneous"] = layer
+    if not args.skip_shardwright:
+        tools["shardwright"], dest = run_shardwright(args, source, work)
+        if dest is not None:
+            outputs["shardwright"] = dest
+    ref_info: dict[str, Any] = {}
+    if outputs and not args.skip_quality:
+        ref = reference(args, source, work)
+        ref_info = {k: ref[k] for k in ("zmesh_seconds", "kimimaro_seconds", "kimimaro_parallel")}
+        ref_info.update(
+            meshes=len(ref["mesh"]),
+            skeletons=len(ref["cable"]),
+            vertices=int(sum(v for _, v in ref["mesh"].values())),
+            cable_nm=round(sum(ref["cable"].values()), 1),
+        )
+        for name, folder in outputs.items():
+            tools[name]["quality"] = quality(folder, ref, args.min_cable_length)
+
+    ratio = None
+    ign, shw = tools.get("igneous", {}), tools.get("shardwright", {})
+    if (
+        "error" not in ign
+        and "error" not in shw
+        and ign.get("wall_seconds")
+        and shw.get("wall_seconds")
+    ):
+        ratio = round(ign["wall_seconds"] / shw["wall_seconds"], 3)
+    record = {
+        "benchmark": "meshes",
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+        },
+        "versions": versions(*PACKAGES),
+        "parameters": {
+            "source": stamp,
+            "cores": args.cores,
+            "work": str(work),
+            "reference": {
+                "zmesh": "Mesher(resolution).mesh(labels, close=True); get(id, normals=False, "
+                "reduction_factor=0, max_error=0, voxel_centered=True)",
+                "kimimaro": {
+                    "teasar_params": teasar_parameters(args),
+                    "anisotropy": list(args.resolution),
+                    "dust_threshold": args.skeleton_dust,
+                    "fix_branching": True,
+                    "fix_borders": True,
+                },
+                **ref_info,
+            },
+            "shardwright_args": args.shardwright_args,
+        },
+        "tools": tools,
+        "igneous_over_shardwright_time": ratio,
+    }
+    out = pathlib.Path(args.out) if args.out else RESULTS / f"meshes-{datetime.date.today()}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=2) + "\n")
+    print_table(tools)
+    if ratio is not None:
+        print(f"igneous / shardwright time: {ratio}")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+"""`python -m shardwright`: the command line."""
+
+from shardwright.cli import entry
+
+entry()
