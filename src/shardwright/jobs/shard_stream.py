@@ -13,6 +13,10 @@ receipts included, which travel up with it; one that feeds several is split by s
 tasks, so each consumer fetches only its piece, and its receipts come back through one more.
 Every task costs the scheduler and worker a millisecond or two of Python (under the GIL the
 shard tasks need): the stream has as few as the data flow allows.
+
+Generated meshes and skeletons stream their block tasks, then a `Barrier` (the window waits
+for every task before it), then one task per output shard, made from the block spools'
+indexes the coordinator gathered meanwhile (docs/architecture.md, "the exchange").
 """
 
 from __future__ import annotations
@@ -86,7 +90,8 @@ class LevelResult:
 
 
 # What a node takes besides its context (a volume's or pyramid's shard, a mesh or skeleton
-# shard, the key of the task a piece is for, or nothing), and what it returns.
+# shard, a generated output's shard or block position, the key of the task a piece is for,
+# or nothing), and what it returns.
 NodeShard = ShardTask | ObjectShardTask | GeneratedShardTask | tuple[int, int, int] | str | None
 NodeResult = Receipt | LevelResult | Piece | list[Receipt] | BlockDone
 

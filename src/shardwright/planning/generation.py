@@ -39,6 +39,7 @@ from shardwright.sources import Source
 DIRECTORIES = {MESH: "mesh", SKELETON: "skeletons"}
 DEFAULT_BLOCK = (128, 128, 128)
 SAMPLED_BLOCKS = 4
+SAMPLE_EDGE = 128  # base voxels along each axis of a sampled block
 BYTES_PER_SEGMENT = {MESH: 16 * 1024, SKELETON: 2 * 1024}  # to size shards before any exists
 NEEDED = ("zmesh", "kimimaro", "DracoPy")  # the meshes extra
 SEGMENTATION_METHOD = "mode"
@@ -350,8 +351,9 @@ def _estimate_segments(source: Source, grid: BlockGrid, options: ConvertOptions)
     for i in sorted({int(p) for p in picks}):
         start, stop = grid.core(positions[i])
         base_start = tuple(s * f for s, f in zip(start, grid.factor, strict=True))
-        base_stop = tuple(
-            min(s * f, n) for s, f, n in zip(stop, grid.factor, source.shape_xyz, strict=True)
+        base_stop = tuple(  # at most SAMPLE_EDGE voxels along each axis: a sample, not a read
+            min(s * f, n, b + SAMPLE_EDGE)
+            for s, f, n, b in zip(stop, grid.factor, source.shape_xyz, base_start, strict=True)
         )
         labels = source.read(base_start, base_stop)  # type: ignore[arg-type]
         distinct += int(np.count_nonzero(np.unique(labels)))
