@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -185,6 +186,8 @@ def test_the_job_verifies_and_leaves_no_intermediates(converted: tuple[str, path
         assert not (dest / sub / ".shardwright" / "exchange").exists()
         assert not list((dest / sub / ".shardwright" / "receipts").rglob("block-*"))
     assert _cli("verify", str(dest / "mesh")).returncode == 0
+    shown = _cli("status", str(dest / "mesh"))
+    assert shown.returncode == 0 and "finished" in shown.stdout and "(100.0 %)" in shown.stdout
 
 
 @pytest.mark.parametrize("scheduler", ["processes", "threads"])
@@ -217,6 +220,11 @@ def test_a_killed_job_resumes_to_the_same_objects(
     while not marker.exists():
         assert proc.poll() is None and time.time() < deadline, "the job never paused"
         time.sleep(0.05)
+    shown = _cli("status", str(resumed / "mesh"))  # block tasks count as its progress
+    assert shown.returncode == 0 and "running" in shown.stdout, shown.stdout
+    counted = re.search(r"shards\s+(\d+) / (\d+)", shown.stdout)
+    assert counted is not None, shown.stdout
+    assert int(counted[1]) > 0 and int(counted[2]) > 24  # 24 blocks, then the shards
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert list((resumed / "mesh" / ".shardwright" / "exchange").glob("block-*"))

@@ -117,8 +117,9 @@ def _dataset_status(store: Store) -> JobStatus:
     )  # fmt: skip
     if manifest is not None and not live:
         status.state = "finished"
-        status.shards_stored = manifest.totals.shards
-        status.shards_planned = status.shards_planned or status.shards_stored
+        # Done: what the manifest holds is the whole (a plan's count may have been an
+        # estimate: generated meshes' shards and blocks).
+        status.shards_stored = status.shards_planned = manifest.totals.shards
         return status
     if live:
         status.state = "replacing" if manifest is not None else "running"
