@@ -72,8 +72,8 @@ def block_surfaces(
 
 def weld(vertices: np.ndarray, faces: np.ndarray) -> Mesh:
     """One vertex per position (parts laid side by side share their border vertices exactly),
-    without triangles of no area (simplification leaves slivers, which make zmesh's
-    simplifier place vertices at NaN)."""
+    without triangles of no area (simplification leaves slivers; zmesh's simplifiers place
+    vertices at NaN around them)."""
     unique, inverse = np.unique(vertices, axis=0, return_inverse=True)
     faces = inverse.reshape(-1)[faces.astype(np.int64)].astype(np.uint32)
     corners = unique.astype(np.float64)[faces.astype(np.int64)]
