@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import hashlib
-import importlib.metadata
 import json
 import os
 import pathlib
@@ -66,7 +65,9 @@ from typing import Any
 import numpy as np
 
 HERE = pathlib.Path(__file__).resolve()
-RESULTS = HERE.parent / "results"
+sys.path.insert(0, str(HERE.parent))
+from _common import RESULTS, versions  # noqa: E402
+
 PACKAGES = (
     "igneous-pipeline",
     "cloud-volume",
@@ -773,16 +774,6 @@ def quality(layer: pathlib.Path, ref: dict[str, Any], min_cable: float) -> dict[
 
 
 # --------------------------------------------------------------------------- report
-
-
-def versions(*packages: str) -> dict[str, str]:
-    found = {}
-    for name in packages:
-        try:
-            found[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            found[name] = "absent"
-    return found
 
 
 def _fmt(value: Any) -> str:

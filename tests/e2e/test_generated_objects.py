@@ -100,6 +100,12 @@ def whole_volume() -> tuple[dict[int, object], dict[int, object]]:
     return surfaces, cleaned
 
 
+def _mesh(volume: Any, segment: int, lod: int) -> Any:
+    """One segment's mesh at one level of detail, as CloudVolume reads it."""
+    got = volume.mesh.get(segment, lod=lod)
+    return got[segment] if isinstance(got, dict) else got
+
+
 def _area(vertices: np.ndarray, faces: np.ndarray) -> float:
     v = np.asarray(vertices, np.float64)
     f = np.asarray(faces, np.int64)
@@ -118,8 +124,7 @@ def test_every_segment_has_a_mesh_close_to_the_whole_volume_surface(
     largest = max(label_shapes.RESOLUTION)
     labels = label_shapes.labels()
     for name, segment in label_shapes.SEGMENTS.items():
-        got = volume.mesh.get(segment, lod=0)
-        mesh = got[segment] if isinstance(got, dict) else got
+        mesh = _mesh(volume, segment, 0)
         full = surfaces[segment]
         ratio = _area(mesh.vertices, mesh.faces) / _area(full.vertices, full.faces)
         assert 0.95 <= ratio <= 1.05, (name, ratio)
@@ -153,8 +158,7 @@ def test_each_mesh_has_the_documented_levels_of_detail(
         assert manifest.num_lods == lod_count(blocks), name
         assert manifest.fragment_positions[-1].shape[1] == 1, name
         for lod in range(manifest.num_lods):
-            got = volume.mesh.get(segment, lod=lod)
-            mesh = got[segment] if isinstance(got, dict) else got
+            mesh = _mesh(volume, segment, lod)
             assert len(mesh.faces) > 0, (name, lod)
 
 
@@ -317,8 +321,7 @@ def test_meshes_from_an_upper_pyramid_level(tmp_path: pathlib.Path) -> None:
     mesher.mesh(label_shapes.labels())
     coarse_voxel = np.multiply(label_shapes.RESOLUTION, (2, 2, 1))
     for name, segment in label_shapes.SEGMENTS.items():
-        got = volume.mesh.get(segment, lod=0)
-        mesh = got[segment] if isinstance(got, dict) else got
+        mesh = _mesh(volume, segment, 0)
         fine = mesher.get(segment, normals=False, reduction_factor=0, max_error=0,
                           voxel_centered=True)  # fmt: skip
         low, high = mesh.vertices.min(axis=0), mesh.vertices.max(axis=0)

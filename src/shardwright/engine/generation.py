@@ -79,11 +79,9 @@ class BlockProducer:
         """The block (with its overlap) at the level meshed, [x, y, z]."""
         g = self.plan.generation
         grid = g.grid
-        start, stop = grid.read_box(self.position)
-        shape = self.plan.source.shape_xyz
-        base_start = tuple(s * f for s, f in zip(start, grid.factor, strict=True))
-        base_stop = tuple(min(s * f, n) for s, f, n in zip(stop, grid.factor, shape, strict=True))
-        block = self.plan.source.read(base_start, base_stop)  # type: ignore[arg-type]
+        base_start, base_stop = grid.base_box(*grid.read_box(self.position),
+                                              self.plan.source.shape_xyz)  # fmt: skip
+        block = self.plan.source.read(base_start, base_stop)
         for _ in range(g.level):
             block = downsample(np, block, g.step, SEGMENTATION_METHOD)
         return np.asarray(block[..., 0])
@@ -107,12 +105,12 @@ class BlockProducer:
                 piece = Piece(segment, voxels[segment], self.position, vertices, faces)
                 sections[(MESH, shard)].append(piece.to_bytes())
         if SKELETON in g.outputs:
-            for segment, (vertices, edges, radii) in block_skeletons(
-                labels, g.grid, voxels
-            ).items():
-                shard = _shards(self.plan, SKELETON, np.array([segment], np.uint64))[0][1]
-                piece = Piece(segment, voxels[segment], self.position, vertices, edges, radii)
-                sections[(SKELETON, shard)].append(piece.to_bytes())
+            skeletons = block_skeletons(labels, g.grid, voxels)
+            for segment, shard in _shards(self.plan, SKELETON, segments):
+                if segment in skeletons:
+                    vertices, edges, radii = skeletons[segment]
+                    piece = Piece(segment, voxels[segment], self.position, vertices, edges, radii)
+                    sections[(SKELETON, shard)].append(piece.to_bytes())
         parts, self.index = exchange.spool(sections)
         key = f"block-{g.grid.key(self.position)}"
         return ShardFile(key, sum(len(p) for p in parts), len(self.index), lambda: parts)

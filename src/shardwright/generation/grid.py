@@ -61,6 +61,13 @@ class BlockGrid:
         grown = tuple(min(s + 1, n) for s, n in zip(stop, self.shape, strict=True))
         return start, grown  # type: ignore[return-value]
 
+    def base_box(self, start: Triple, stop: Triple, limit: Triple) -> tuple[Triple, Triple]:
+        """The base-level voxels [start, stop) that level box [start, stop) reduces from,
+        within the base's `limit` (its shape)."""
+        base_start = tuple(s * f for s, f in zip(start, self.factor, strict=True))
+        base_stop = tuple(min(s * f, n) for s, f, n in zip(stop, self.factor, limit, strict=True))
+        return base_start, base_stop  # type: ignore[return-value]
+
     def dataset_edges(
         self, position: Triple
     ) -> tuple[tuple[bool, bool, bool], tuple[bool, bool, bool]]:

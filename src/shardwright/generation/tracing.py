@@ -108,11 +108,3 @@ def _without_ticks(
         np.asarray(cleaned.edges, np.int64).reshape(-1, 2),
         np.asarray(cleaned.radius, np.float32),
     )
-
-
-def cable_length(vertices: np.ndarray, edges: np.ndarray) -> float:
-    """The summed length of a skeleton's edges (nm)."""
-    if not len(edges):
-        return 0.0
-    ends = vertices[edges.astype(np.int64)]
-    return float(np.linalg.norm(ends[:, 0] - ends[:, 1], axis=1).sum())

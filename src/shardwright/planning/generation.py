@@ -35,6 +35,7 @@ from shardwright.planning.pyramid import level_resolution
 from shardwright.planning.text import human_bytes, xyz
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source
+from shardwright.sources.base import location_of
 
 DIRECTORIES = {MESH: "mesh", SKELETON: "skeletons"}
 DEFAULT_BLOCK = (128, 128, 128)
@@ -127,8 +128,7 @@ class GeneratedPlan:
 
     @property
     def source_url(self) -> str | None:
-        location = getattr(self.source, "location", None)
-        return location() if callable(location) else self.source.url
+        return location_of(self.source)
 
     @property
     def source_bytes(self) -> int:
@@ -349,13 +349,12 @@ def _estimate_segments(source: Source, grid: BlockGrid, options: ConvertOptions)
     picks = np.linspace(0, len(positions) - 1, min(SAMPLED_BLOCKS, len(positions)))
     distinct = 0
     for i in sorted({int(p) for p in picks}):
-        start, stop = grid.core(positions[i])
-        base_start = tuple(s * f for s, f in zip(start, grid.factor, strict=True))
-        base_stop = tuple(  # at most SAMPLE_EDGE voxels along each axis: a sample, not a read
-            min(s * f, n, b + SAMPLE_EDGE)
-            for s, f, n, b in zip(stop, grid.factor, source.shape_xyz, base_start, strict=True)
+        base_start, base_stop = grid.base_box(*grid.core(positions[i]), source.shape_xyz)
+        # at most SAMPLE_EDGE voxels along each axis: a sample, not a read
+        sample_stop = tuple(
+            min(b, a + SAMPLE_EDGE) for a, b in zip(base_start, base_stop, strict=True)
         )
-        labels = source.read(base_start, base_stop)  # type: ignore[arg-type]
+        labels = source.read(base_start, sample_stop)  # type: ignore[arg-type]
         distinct += int(np.count_nonzero(np.unique(labels)))
     sampled = len({int(p) for p in picks})
     return max(1, math.ceil(distinct * len(positions) / max(1, sampled)))

@@ -23,6 +23,7 @@ from shardwright.planning import pyramid, report
 from shardwright.planning.base import VOLUME, Plan
 from shardwright.planning.geometry import Geometry
 from shardwright.planning.pyramid import REDUCE_SLAB_MAX, REDUCE_SLAB_SHARE, Box
+from shardwright.sources.base import location_of
 
 if TYPE_CHECKING:
     from shardwright.planning.layouts.base import ByteStage, Document, VolumeLayout
@@ -140,8 +141,7 @@ class ConversionPlan(Geometry):
 
     @property
     def source_url(self) -> str | None:
-        location = getattr(self.source, "location", None)  # a user's own Source may lack it
-        return location() if callable(location) else self.source.url
+        return location_of(self.source)
 
     @property
     def source_bytes(self) -> int:

@@ -67,6 +67,12 @@ class Source(Protocol):
         ...
 
 
+def location_of(source: Source) -> str:
+    """Where a source lies, as the user named it (a user's own Source may lack `location`)."""
+    location = getattr(source, "location", None)
+    return location() if callable(location) else source.url
+
+
 def json_object(text: str | bytes, where: str) -> dict[str, Any]:
     """A metadata document (`info`, `zarr.json`, a TensorStore spec) as a JSON object, or one
     SourceError naming `where` it came from."""
