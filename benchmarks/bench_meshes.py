@@ -72,6 +72,7 @@ PACKAGES = (
     "igneous-pipeline",
     "cloud-volume",
     "zmesh",
+    "meshoptimizer",
     "kimimaro",
     "DracoPy",
     "task-queue",

@@ -25,7 +25,7 @@ from shardwright.formats.meshes import MultiLodManifest
 from shardwright.formats.sharded_reader import ShardedReader
 from shardwright.formats.sharding import ShardingSpec
 from shardwright.generation.surfaces import lod_count
-from shardwright.generation.tracing import TICK_THRESHOLD, teasar_params
+from shardwright.generation.tracing import teasar_params
 from shardwright.options import ConvertOptions
 from shardwright.store import Store
 
@@ -93,11 +93,7 @@ def whole_volume() -> tuple[dict[int, object], dict[int, object]]:
         labels, teasar_params=teasar_params(), anisotropy=label_shapes.RESOLUTION,
         dust_threshold=0, progress=False,
     )  # fmt: skip
-    cleaned = {
-        i: kimimaro.postprocess(s, dust_threshold=0, tick_threshold=TICK_THRESHOLD)
-        for i, s in skeletons.items()
-    }
-    return surfaces, cleaned
+    return surfaces, skeletons
 
 
 def _mesh(volume: Any, segment: int, lod: int) -> Any:

@@ -1,18 +1,22 @@
 """Surfaces: a block's marching cubes (zmesh) and one segment's levels of detail.
 
-Level of detail 0 is each block's surface simplified by at most the plan's error with its
-open border kept where it is (zmesh's simplifier does not move border vertices): the block
-was read with one voxel more on its high sides, so neighbouring blocks' borders are the same
-polyline on their shared plane and the surface has no cracks. Each coarser level decimates
-the segment's whole surface of the level below (welded: the seams are interior) to about a
-quarter of its triangles (quadric decimation, zmesh's fqmr), then cuts it on the grid of the
-level's 2 x 2 x 2 children, so no triangle crosses that grid (as the format requires) and
-neighbouring fragments share the cut exactly. (zmesh's error-bounded simplifier is not used
-again on its own output: on some welded surfaces it never returns.)
+Level of detail 0 is each block's surface simplified (meshoptimizer's quadric edge collapse)
+within the plan's error in nm, its open border locked where it is: the block was read with
+one voxel more on its high sides, so neighbouring blocks' borders are the same polyline on
+their shared plane and the surface has no cracks. Each coarser level decimates the segment's
+whole surface of the level below (welded: the seams are interior) to about a quarter of its
+triangles, then cuts it on the grid of the level's 2 x 2 x 2 children, so no triangle crosses
+that grid (as the format requires) and neighbouring fragments share the cut exactly.
+
+meshoptimizer rather than zmesh's own simplifiers: it is about seven times faster than
+zmesh's error-bounded one and leaves fewer triangles for the same error, it collapses edges
+onto existing vertices (no vertex leaves the surface's box, none becomes NaN), and it returns
+on every surface (zmesh's error-bounded simplifier never returns on some it simplified once).
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
@@ -21,11 +25,17 @@ import numpy as np
 from shardwright.formats.meshes import MultiLodManifest, draco_fragment, zorder
 from shardwright.generation.exchange import Piece
 from shardwright.generation.grid import BlockGrid
+from shardwright.generation.welding import unique_positions
 
 QUANTIZATION_BITS = 16
-REDUCTION = 100  # a triangle target simplification never reaches: the error bound stops it
 FACES_PER_LEVEL = 4  # each coarser level keeps about a quarter of the triangles
 MIN_FACES = 16  # below this a level keeps the mesh as it is
+# meshoptimizer's error is how far a kept vertex lies from the planes of the triangles it
+# replaced; the corners it cuts off lie farther. Given half the bound, it keeps fewer
+# triangles than zmesh's simplifier given all of it, closer to the unsimplified surface
+# (a 128^3 block of bench_meshes' volume at 8 nm: 296 k triangles vs 445 k; area 0.978-1.013
+# of the unsimplified surface, median 0.996, vs 0.964-1.007, median 0.983).
+ERROR_SHARE = 0.5
 
 Mesh = tuple[np.ndarray, np.ndarray]  # vertices [n, 3] float32 nm, faces [m, 3] uint32
 
@@ -54,28 +64,26 @@ def block_surfaces(
     shift = resolution / 2 + np.asarray(low, np.float32) * resolution
     out: dict[int, Mesh] = {}
     for segment in sorted(set(mesher.ids()) & set(wanted)):
-        if max_error > 0:
-            mesh = mesher.get(
-                segment, normals=False, reduction_factor=REDUCTION, max_error=max_error,
-                voxel_centered=True,
-            )  # fmt: skip
-        else:
-            mesh = mesher.get(segment, normals=False, reduction_factor=0, max_error=0,
-                              voxel_centered=True)  # fmt: skip
+        mesh = mesher.get(segment, normals=False, reduction_factor=0, max_error=0,
+                          voxel_centered=True)  # fmt: skip
         mesher.erase(segment)
         if len(mesh.faces):
             vertices = np.asarray(mesh.vertices, np.float32) - shift
-            out[int(segment)] = (vertices, np.asarray(mesh.faces, np.uint32))
+            faces = np.asarray(mesh.faces, np.uint32)
+            if max_error > 0:
+                vertices, faces = simplified(
+                    (vertices, faces), 0, max_error * ERROR_SHARE, lock_border=True
+                )
+            out[int(segment)] = (vertices, faces)
     mesher.clear()
     return out
 
 
 def weld(vertices: np.ndarray, faces: np.ndarray) -> Mesh:
     """One vertex per position (parts laid side by side share their border vertices exactly),
-    without triangles of no area (simplification leaves slivers; zmesh's simplifiers place
-    vertices at NaN around them)."""
-    unique, inverse = np.unique(vertices, axis=0, return_inverse=True)
-    faces = inverse.reshape(-1)[faces.astype(np.int64)].astype(np.uint32)
+    without triangles of no area (collapsing edges and cutting on a grid can leave slivers)."""
+    unique, inverse = unique_positions(np.asarray(vertices, np.float32))
+    faces = inverse[faces.astype(np.int64)].astype(np.uint32)
     corners = unique.astype(np.float64)[faces.astype(np.int64)]
     doubled = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
     keep = np.einsum("ij,ij->i", doubled, doubled) > 0
@@ -114,17 +122,29 @@ def multires_mesh(
 
 def _decimated(mesh: Mesh) -> Mesh:
     """A quarter of the triangles (one level coarser), by quadric decimation."""
-    import zmesh
-
-    vertices, faces = mesh
-    target = len(faces) // FACES_PER_LEVEL
+    target = len(mesh[1]) // FACES_PER_LEVEL
     if target < MIN_FACES:
         return mesh
-    result = zmesh.simplify_fqmr(zmesh.Mesh(vertices, faces, None), target_count=target)
-    out = np.asarray(result.vertices, np.float32)
-    if not np.isfinite(out).all():
-        return mesh
-    return out, np.asarray(result.faces, np.uint32)
+    return simplified(mesh, target, math.inf, lock_border=False)
+
+
+def simplified(mesh: Mesh, target_faces: int, max_error: float, lock_border: bool) -> Mesh:
+    """The mesh with edges collapsed until `target_faces` remain or the next collapse would
+    move the surface more than `max_error` nm; only the vertices still used are kept."""
+    import meshoptimizer
+
+    vertices = np.ascontiguousarray(mesh[0], np.float32)
+    indices = np.ascontiguousarray(mesh[1], np.uint32).reshape(-1)
+    options = meshoptimizer.SIMPLIFY_ERROR_ABSOLUTE
+    if lock_border:
+        options |= meshoptimizer.SIMPLIFY_LOCK_BORDER
+    out = np.empty_like(indices)
+    count = meshoptimizer.simplify(
+        out, indices, vertices, len(indices), len(vertices), vertices.strides[0],
+        target_faces * 3, min(float(max_error), float(np.finfo(np.float32).max)), options,
+    )  # fmt: skip
+    used, faces = np.unique(out[:count], return_inverse=True)
+    return vertices[used], faces.reshape(-1, 3).astype(np.uint32)
 
 
 def _cut(mesh: Mesh, child_size: np.ndarray) -> dict[tuple[int, int, int], Mesh]:
