@@ -10,6 +10,7 @@ cluster is started or connected: importing shardwright starts nothing and stays 
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import urllib.parse
@@ -102,6 +103,8 @@ def connect(
     """
     from distributed import Client
 
+    # The client logs its lost connections with their tracebacks; the job says it in one line.
+    logging.getLogger("distributed.client").setLevel(logs.cluster_level())
     address = scheduler_address(scheduler)
     if address is not None:
         try:

@@ -17,12 +17,13 @@ a thread pool (`--scheduler threads` or `sync`, no cluster at all).
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import time
 import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
-from shardwright.errors import PlanError
+from shardwright.errors import JobFailed, PlanError
 from shardwright.generation.exchange import Exchange
 from shardwright.jobs.coordinator import Begun, begin_dataset, finish_dataset
 from shardwright.jobs.progress import Progress
@@ -126,10 +127,32 @@ class DistributedRunner:
         return future
 
     def finished(self) -> list[Any]:
-        return self._done.next_batch(block=True)
+        with self._scheduler_kept():
+            return self._done.next_batch(block=True)
 
     def results(self, handles: list[Any]) -> list[Any]:
-        return self.client.gather(handles) if handles else []
+        with self._scheduler_kept():
+            return self.client.gather(handles) if handles else []
+
+    @contextlib.contextmanager
+    def _scheduler_kept(self) -> Iterator[None]:
+        """A lost scheduler said as what it is (distributed raises its connection errors, or
+        cancels every future once the client stops reconnecting), with what to do; a task's
+        own error, the client still connected, goes through as it is."""
+        from distributed.comm.core import CommClosedError
+
+        address = self.client.scheduler.address
+        try:
+            yield
+        except Exception as exc:
+            if not isinstance(exc, CommClosedError) and self.client.status == "running":
+                raise
+            said = (str(exc).splitlines() or [""])[0]  # distributed's own advice follows
+            raise JobFailed(
+                f"lost the Dask scheduler at {address} while the job ran "
+                f"({type(exc).__name__}: {said}); the shards stored so far are kept: once a "
+                "scheduler and its workers are back, run the same command with --resume"
+            ) from None
 
     def check(self, handle: Any) -> None:
         if handle.status == "error":

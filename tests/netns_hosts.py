@@ -1,0 +1,158 @@
+"""Test hosts: network namespaces a test creates itself, joined by one bridge, each running real
+processes (a Dask scheduler, workers, moto's S3 server, the job's client).
+
+Each host is a namespace with one veth into the bridge and an address of a /24 chosen for this
+run from 10.213.0.0/16 (test hosts only: no route leaves the bridge). The test process itself
+reaches them through the bridge's own address (.1), as an operator's shell on the network
+would. Helpers kill every process of a host, cut and restore its link. Everything is torn down
+when the `Hosts` context ends, also when the test failed. Needs root and `ip` (iproute2);
+`skip_reason()` says why not where they are missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+
+def skip_reason() -> str | None:
+    """Why test hosts cannot be made here, or None."""
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    if shutil.which("ip") is None:
+        return "no `ip` command (install iproute2)"
+    probe = f"swprobe{os.getpid()}"
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if made.returncode != 0:
+        return f"cannot create a network namespace: {made.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return None
+
+
+def _ip(*words: str) -> None:
+    subprocess.run(["ip", *words], check=True, capture_output=True, text=True)
+
+
+@dataclass
+class Host:
+    """One namespace: its name, address, and the processes the test started there."""
+
+    namespace: str
+    address: str
+    link: str  # the veth end on the bridge's side: down cuts the host off
+    processes: list[subprocess.Popen[str]] = field(default_factory=list)
+
+    def spawn(self, args: Sequence[str], env: dict[str, str] | None = None,
+              log: str | None = None) -> subprocess.Popen[str]:  # fmt: skip
+        """A process in this host (output to `log`, else discarded)."""
+        out = open(log, "a") if log else subprocess.DEVNULL  # noqa: SIM115 (the process owns it)
+        process = subprocess.Popen(
+            ["ip", "netns", "exec", self.namespace, *args],
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **(env or {})},
+            stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        )  # fmt: skip
+        self.processes.append(process)
+        return process
+
+    def run(self, args: Sequence[str], env: dict[str, str] | None = None,
+            timeout: float = 300) -> subprocess.CompletedProcess[str]:  # fmt: skip
+        """A command in this host, waited for."""
+        return subprocess.run(
+            ["ip", "netns", "exec", self.namespace, *args],
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **(env or {})},
+            capture_output=True, text=True, timeout=timeout,
+        )  # fmt: skip
+
+    def pids(self) -> list[int]:
+        listed = subprocess.run(["ip", "netns", "pids", self.namespace],
+                                capture_output=True, text=True)  # fmt: skip
+        return [int(p) for p in listed.stdout.split()]
+
+    def kill_all(self) -> None:
+        """Every process in the namespace, at once (SIGKILL): the host is gone."""
+        for _ in range(5):
+            pids = self.pids()
+            if not pids:
+                return
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.1)
+
+    def cut(self) -> None:
+        _ip("link", "set", self.link, "down")
+
+    def restore(self) -> None:
+        _ip("link", "set", self.link, "up")
+
+
+class Hosts:
+    """Namespaces on one bridge; `add(name)` makes one. A context manager that tears all down."""
+
+    def __init__(self) -> None:
+        self.tag = f"{os.getpid() % 10000}{random.randrange(100)}"
+        self.subnet = f"10.213.{random.randrange(1, 255)}"
+        self.bridge = f"swbr{self.tag}"[:15]
+        self.gateway = f"{self.subnet}.1"
+        self.hosts: dict[str, Host] = {}
+
+    def __enter__(self) -> Hosts:
+        _ip("link", "add", self.bridge, "type", "bridge")
+        _ip("addr", "add", f"{self.gateway}/24", "dev", self.bridge)
+        _ip("link", "set", self.bridge, "up")
+        return self
+
+    def add(self, name: str) -> Host:
+        index = len(self.hosts) + 2
+        namespace = f"sw{self.tag}-{name}"
+        outside, inside = f"sw{self.tag}h{index}"[:15], f"sw{self.tag}n{index}"[:15]
+        address = f"{self.subnet}.{index}"
+        _ip("netns", "add", namespace)
+        self.hosts[name] = host = Host(namespace, address, outside)
+        _ip("link", "add", outside, "type", "veth", "peer", "name", inside)
+        _ip("link", "set", inside, "netns", namespace)
+        _ip("link", "set", outside, "master", self.bridge, "up")
+        _ip("-n", namespace, "addr", "add", f"{address}/24", "dev", inside)
+        _ip("-n", namespace, "link", "set", inside, "up")
+        _ip("-n", namespace, "link", "set", "lo", "up")
+        _ip("-n", namespace, "route", "add", "default", "via", self.gateway)
+        return host
+
+    def __exit__(self, *exc: object) -> None:
+        for host in self.hosts.values():
+            host.kill_all()
+            for process in host.processes:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=5)
+            subprocess.run(["ip", "netns", "del", host.namespace], capture_output=True)
+            subprocess.run(["ip", "link", "del", host.link], capture_output=True)
+        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
+
+
+def wait_for_port(host: Host, port: int, timeout: float = 60) -> None:
+    """Until something listens on host:port (reached from this process, over the bridge)."""
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((host.address, port), timeout=1):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nothing listens on {host.address}:{port}") from None
+            time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def hosts() -> Iterator[Hosts]:
+    with Hosts() as made:
+        yield made
