@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 
@@ -150,9 +150,3 @@ def wait_for_port(host: Host, port: int, timeout: float = 60) -> None:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"nothing listens on {host.address}:{port}") from None
             time.sleep(0.2)
-
-
-@contextlib.contextmanager
-def hosts() -> Iterator[Hosts]:
-    with Hosts() as made:
-        yield made

@@ -85,7 +85,7 @@ class Lab:
 
 @pytest.fixture
 def lab(tmp_path: pathlib.Path) -> Iterator[Lab]:
-    with netns_hosts.hosts() as net:
+    with Hosts() as net:
         store, scheduler = net.add("store"), net.add("sched")
         workers = [net.add("w1"), net.add("w2")]
         client = net.add("client")
@@ -188,3 +188,19 @@ def test_the_scheduler_host_killed_is_reported_and_a_new_one_resumes(lab: Lab) -
     assert resumed.wait(timeout=300) == 0, resumed_log.read_text()
     assert "kept from an earlier run" in resumed_log.read_text()
     _finished(lab, voxels)
+
+
+def test_a_worker_host_cut_off_mid_job_is_replaced_and_writes_nothing_wrong_on_return(
+    lab: Lab,
+) -> None:
+    voxels = _source(lab)
+    job, log = lab.start_job()
+    _mid_job(lab, job, log)
+    cut = lab.workers[0]
+    cut.cut()  # its processes live on, unreachable, with whatever task they hold
+    assert job.wait(timeout=300) == 0, log.read_text()
+    assert "wrote 128 shards" in log.read_text()
+    _finished(lab, voxels)
+    cut.restore()  # it comes back after the job: the scheduler has dropped it, it shuts down
+    _wait_for(lambda: not cut.pids(), 120, "the cut-off worker host did not shut down")
+    _finished(lab, voxels)  # nothing it wrote on its return left a wrong shard
