@@ -45,6 +45,16 @@ def versions(*packages: str) -> dict[str, str]:
     return out
 
 
+def machine() -> dict[str, Any]:
+    """What a result says of the machine it was measured on."""
+    return {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+
+
 def write_result(
     name: str,
     figures: dict[str, Any],
@@ -57,13 +67,7 @@ def write_result(
     record = {
         "benchmark": name,
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "platform": platform.platform(),
-            "processor": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "device": device,
-        },
+        "machine": {**machine(), "device": device},
         "versions": versions(*packages),
         "figures": figures,
     }

@@ -51,7 +51,6 @@ import hashlib
 import json
 import os
 import pathlib
-import platform
 import resource
 import shlex
 import shutil
@@ -66,7 +65,7 @@ import numpy as np
 
 HERE = pathlib.Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
-from _common import RESULTS, versions  # noqa: E402
+from _common import RESULTS, machine, versions  # noqa: E402
 
 PACKAGES = (
     "igneous-pipeline",
@@ -908,12 +907,7 @@ def main(argv: list[str] | None = None) -> None:
     record = {
         "benchmark": "meshes",
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "platform": platform.platform(),
-            "processor": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-        },
+        "machine": machine(),
         "versions": versions(*PACKAGES),
         "parameters": {
             "source": stamp,

@@ -137,9 +137,8 @@ def _without_face_branches(points: np.ndarray, edges: np.ndarray, grid: BlockGri
         if np.linalg.norm(np.diff(path, axis=0), axis=1).sum() > FACE_BRANCH_LIMIT:
             continue
         for vertex in branch:
-            for n in neighbours[vertex]:
-                if n != vertex:
-                    neighbours[n].discard(vertex)
+            for n in neighbours[vertex]:  # welding left no edge from a vertex to itself
+                neighbours[n].discard(vertex)
             neighbours[vertex].clear()
         if len(neighbours[current]) == 1 and on_face[current]:
             ends.append(current)
