@@ -1,12 +1,14 @@
 """Test hosts: network namespaces a test creates itself, joined by one bridge, each running real
 processes (a Dask scheduler, workers, moto's S3 server, the job's client).
 
-Each host is a namespace with one veth into the bridge and an address of a /24 chosen for this
-run from 10.213.0.0/16 (test hosts only: no route leaves the bridge). The test process itself
-reaches them through the bridge's own address (.1), as an operator's shell on the network
-would. Helpers kill every process of a host, cut and restore its link. Everything is torn down
-when the `Hosts` context ends, also when the test failed. Needs root and `ip` (iproute2);
-`skip_reason()` says why not where they are missing.
+Each host is a network namespace with one veth into the bridge and an address of a /24 chosen
+for this run from 10.213.0.0/16 (test hosts only: no route leaves the bridge); its processes
+also get a host name of their own (a UTS namespace), as on separate machines. The test process
+itself reaches them through the bridge's own address (.1), as an operator's shell on the
+network would. Helpers kill every process of a host, cut and restore its link or its route to
+one other host. Everything is torn down when the `Hosts` context ends, also when the test
+failed. Needs root, `ip` (iproute2) and `unshare`; `skip_reason()` says why not where they
+are missing; packet loss needs `nft` (nftables) besides: `loss_skip_reason()`.
 """
 
 from __future__ import annotations
@@ -29,12 +31,19 @@ def skip_reason() -> str | None:
         return "network namespaces need root"
     if shutil.which("ip") is None:
         return "no `ip` command (install iproute2)"
+    if shutil.which("unshare") is None:
+        return "no `unshare` command (install util-linux)"
     probe = f"swprobe{os.getpid()}"
     made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
     if made.returncode != 0:
         return f"cannot create a network namespace: {made.stderr.strip()}"
     subprocess.run(["ip", "netns", "del", probe], capture_output=True)
     return None
+
+
+def loss_skip_reason() -> str | None:
+    """Why packet loss cannot be made on test hosts here, or None."""
+    return skip_reason() or (None if shutil.which("nft") else "no `nft` command (install nftables)")
 
 
 def _ip(*words: str) -> None:
@@ -45,17 +54,23 @@ def _ip(*words: str) -> None:
 class Host:
     """One namespace: its name, address, and the processes the test started there."""
 
+    name: str
     namespace: str
     address: str
     link: str  # the veth end on the bridge's side: down cuts the host off
     processes: list[subprocess.Popen[str]] = field(default_factory=list)
+
+    def command(self, args: Sequence[str]) -> list[str]:
+        """`args` run in this host: its network, and its own host name."""
+        named = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', self.name]
+        return ["ip", "netns", "exec", self.namespace, *named, *args]
 
     def spawn(self, args: Sequence[str], env: dict[str, str] | None = None,
               log: str | None = None) -> subprocess.Popen[str]:  # fmt: skip
         """A process in this host (output to `log`, else discarded)."""
         out = open(log, "a") if log else subprocess.DEVNULL  # noqa: SIM115 (the process owns it)
         process = subprocess.Popen(
-            ["ip", "netns", "exec", self.namespace, *args],
+            self.command(args),
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **(env or {})},
             stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         )  # fmt: skip
@@ -66,7 +81,7 @@ class Host:
             timeout: float = 300) -> subprocess.CompletedProcess[str]:  # fmt: skip
         """A command in this host, waited for."""
         return subprocess.run(
-            ["ip", "netns", "exec", self.namespace, *args],
+            self.command(args),
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **(env or {})},
             capture_output=True, text=True, timeout=timeout,
         )  # fmt: skip
@@ -93,6 +108,28 @@ class Host:
     def restore(self) -> None:
         _ip("link", "set", self.link, "up")
 
+    def cut_from(self, other: Host) -> None:
+        """Nothing this host sends reaches `other` any more (its other links stay up)."""
+        _ip("-n", self.namespace, "route", "add", "blackhole", f"{other.address}/32")
+
+    def restore_to(self, other: Host) -> None:
+        _ip("-n", self.namespace, "route", "del", "blackhole", f"{other.address}/32")
+
+    def drop(self, percent: float, port: int) -> None:
+        """Drop `percent` of the TCP packets to and from this host's `port`, at random (what
+        `netem loss` does to a link; by nftables, which kernels without netem have)."""
+        per_mille = round(percent * 10)
+        rules = [
+            "add table inet swloss",
+            "add chain inet swloss in { type filter hook input priority 0; }",
+            "add chain inet swloss out { type filter hook output priority 0; }",
+            f"add rule inet swloss in tcp dport {port} numgen random mod 1000 < {per_mille} drop",
+            f"add rule inet swloss out tcp sport {port} numgen random mod 1000 < {per_mille} drop",
+        ]
+        subprocess.run(["ip", "netns", "exec", self.namespace, "nft", "-f", "-"],
+                       input="\n".join(rules) + "\n", check=True, capture_output=True,
+                       text=True)  # fmt: skip
+
 
 class Hosts:
     """Namespaces on one bridge; `add(name)` makes one. A context manager that tears all down."""
@@ -116,7 +153,7 @@ class Hosts:
         outside, inside = f"sw{self.tag}h{index}"[:15], f"sw{self.tag}n{index}"[:15]
         address = f"{self.subnet}.{index}"
         _ip("netns", "add", namespace)
-        self.hosts[name] = host = Host(namespace, address, outside)
+        self.hosts[name] = host = Host(name, namespace, address, outside)
         _ip("link", "add", outside, "type", "veth", "peer", "name", inside)
         _ip("link", "set", inside, "netns", namespace)
         _ip("link", "set", outside, "master", self.bridge, "up")

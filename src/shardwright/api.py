@@ -7,7 +7,7 @@ from typing import Any
 
 from shardwright.engine.engines import engine_for
 from shardwright.engine.gpu import cupy_module
-from shardwright.errors import NAMED, JobFailed, LeaseHeld, PlanError
+from shardwright.errors import NAMED, JobFailed, LeaseHeld, LeaseUnrenewed, PlanError
 from shardwright.jobs.cluster import (
     chosen_client,
     runner,
@@ -196,6 +196,8 @@ class PendingConversion:
                     if type(exc).__name__ == "KilledWorker":  # distributed's, not imported here
                         raise lost_workers(exc, self.plan, tasks) from exc
                     raise
+        except LeaseUnrenewed:
+            raise  # the store does not answer this host: its leases run out by themselves
         except BaseException:
             self.job.release()  # a job that failed gives its leases back (a finished one did)
             raise

@@ -99,7 +99,9 @@ class DestinationError(PlanError):
 
 
 class LeaseHeld(PlanError):
-    """Another job holds the destination's lease."""
+    """Another job holds the destination's lease; `holder` says which (None: unreadable)."""
+
+    holder: str | None = None
 
 
 class GpuUnavailable(PlanError):
@@ -114,6 +116,11 @@ class NvcompUnavailable(PlanError):
 class JobFailed(ShardwrightError, RuntimeError):
     """A job its cluster could not run (workers that kept dying): the message names the shard
     and what to change."""
+
+
+class LeaseUnrenewed(JobFailed):
+    """The coordinator could not renew its job's lease for half the lease's timeout (the store
+    unreachable from it): the job stops before another job may take the destination over."""
 
 
 # -- sources and encodings --------------------------------------------------------------------

@@ -18,7 +18,7 @@ import volumes
 
 import shardwright.engine.engines as engines
 from shardwright import api
-from shardwright.errors import LeaseHeld, PlanError
+from shardwright.errors import LeaseHeld, LeaseUnrenewed, PlanError
 from shardwright.jobs.progress import Progress, duration
 from shardwright.jobs.shard_stream import Node
 from shardwright.jobs.submission import ThreadRunner, Window
@@ -110,6 +110,29 @@ def test_the_window_bounds_tasks_in_flight_and_follows_the_stream() -> None:
     assert window.peak == 3
     assert sorted(table.keys()) == sorted(f"s{i}" for i in range(200))
     assert table.written == 200 and table.bytes == 2000
+
+
+def test_a_window_waiting_on_long_tasks_stops_when_its_watch_says_so() -> None:
+    """A job whose tasks run long still stops once its leases go unrenewed: the window
+    watches while it waits, and cancels what is in flight."""
+    started = time.monotonic()
+
+    def watch() -> None:
+        if time.monotonic() - started > 1.0:
+            raise LeaseUnrenewed("the lease went unrenewed")
+
+    def slow(context: Any, key: str) -> Receipt:
+        time.sleep(3.0)
+        return Receipt(key, 1, 1, 1)
+
+    runner = ThreadRunner(1)
+    try:
+        nodes = (_node(f"s{i}", slow) for i in range(3))
+        with pytest.raises(LeaseUnrenewed):
+            Window(runner, 3, watch).run([(None, nodes, ReceiptTable())], Progress(enabled=False))
+        assert 1.0 < time.monotonic() - started < 2.5  # before the first task returned
+    finally:
+        runner.close()
 
 
 def test_results_that_later_tasks_take_reach_them_and_are_not_collected() -> None:

@@ -4,6 +4,7 @@ the destination's lease; its control objects still go through."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import pickle
@@ -19,7 +20,7 @@ from shardwright.lifecycle import fencing
 from shardwright.lifecycle.job import Job
 from shardwright.lifecycle.lease import Lease, heartbeat_key, lease_key
 from shardwright.run_options import RunOptions
-from shardwright.store import Store
+from shardwright.store import JobRun, Store
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -77,3 +78,48 @@ def test_a_jobs_writer_is_fenced_from_its_first_step(tmp_path: pathlib.Path) -> 
     assert Lease(Store(dest), job="b" * 32).acquire(break_lease=True)
     with pytest.raises(LeaseLost):
         begun.store.write_object("1_1_1/other.shard", b"after")
+
+
+def _frozen_past_its_fence(store: Store, taker: str, racing: dict[str, bytes]) -> JobRun:
+    """A run whose fence passes and then, before its upload, loses the race: another job
+    takes the lease over and writes the same shards (`racing`), as happens to a worker cut
+    off or frozen between its fence and its upload."""
+    first = Lease(store, job="a" * 32)
+    first.acquire(break_lease=True)
+
+    def fence_then_lose(late: Store) -> None:
+        fencing.check_lease(late)  # passes: the lease is still this run's
+        if racing:
+            second = Lease(store, job=taker)
+            assert second.acquire(break_lease=True)
+            newer = store.with_run(fencing.fenced(second.job_run))
+            for key, data in racing.items():
+                newer.write_object(key, data)
+            racing.clear()
+
+    return dataclasses.replace(first.job_run, fence=fence_then_lose)
+
+
+@pytest.mark.parametrize("backend", BACKENDS[2:])  # the stores with conditional writes
+def test_a_write_delayed_past_another_jobs_write_of_its_shard_fails_its_condition(
+    backend: str, request: pytest.FixtureRequest, tmp_path: pathlib.Path
+) -> None:
+    """The race the lease check alone cannot close: the check passed, the upload lands
+    after the next job's write. The upload is conditional on what the key held before the
+    check (absent: S3 and GCS; an older version: S3), so it fails and the fence, asked
+    again, stops the writer; the next job's shard stays."""
+    url, options = open_backend(backend, request, tmp_path)
+    store = Store(url, options)
+    racing = {"1_1_1/0.shard": b"the next job's shard"}
+    late = store.with_run(_frozen_past_its_fence(store, "b" * 32, racing))
+    with pytest.raises(LeaseLost):
+        late.write_object("1_1_1/0.shard", b"a zombie's shard")
+    assert store.read("1_1_1/0.shard") == b"the next job's shard"
+    assert late.requests.counts.get("conflicts") == 1
+    if backend == "s3":  # replacing an object: If-Match its ETag as seen before the check
+        store.write_object("1_1_1/1.shard", b"written by the first job earlier")
+        racing = {"1_1_1/1.shard": b"the next job's rewrite"}
+        late = store.with_run(_frozen_past_its_fence(store, "c" * 32, racing))
+        with pytest.raises(LeaseLost):
+            late.write_object("1_1_1/1.shard", b"a zombie's rewrite")
+        assert store.read("1_1_1/1.shard") == b"the next job's rewrite"

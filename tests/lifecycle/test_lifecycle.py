@@ -28,11 +28,13 @@ import volumes
 
 from shardwright import api
 from shardwright.cli import main as cli_main
-from shardwright.errors import LeaseHeld, LeaseLost, PlanError
+from shardwright.errors import LeaseHeld, LeaseLost, LeaseUnrenewed, PlanError, StoreError
 from shardwright.lifecycle import fencing
 from shardwright.lifecycle.lease import Lease, Renewer, heartbeat_key, lease_key
 from shardwright.manifest import MANIFEST_KEY
+from shardwright.run_options import flag_wording
 from shardwright.store import Store
+from shardwright.stores.local import LocalStore
 
 DRIVER = pathlib.Path(__file__).parents[1] / "lifecycle_driver.py"
 A_OPTIONS = ["--chunk-size", "8,8,8", "--target-shard-bytes", "2048"]  # many small shards
@@ -464,6 +466,42 @@ def test_the_lease_is_renewed_while_its_job_runs(tmp_path: pathlib.Path) -> None
     taker = Lease(store, job="b" * 32)
     assert "stopped renewing" in (taker.acquire() or "")
     assert not running.holds()
+
+
+class _Unreachable(LocalStore):
+    """A destination this host stops reaching once `cut` is set (its requests fail)."""
+
+    cut = False
+
+    def list_sizes(self, prefix: str = "") -> dict[str, int]:
+        if _Unreachable.cut:
+            raise StoreError(f"{self.url}: connection timed out")
+        return super().list_sizes(prefix)
+
+
+def test_a_lease_this_host_cannot_renew_stops_its_job_before_its_timeout(
+    tmp_path: pathlib.Path,
+) -> None:
+    _Unreachable.cut = False
+    store = _Unreachable(str(tmp_path / "out"))
+    running = Lease(store, job="a" * 32, timeout=1.2)
+    running.acquire()
+    renewer = Renewer([(store, running.run, running.timeout)])
+    with renewer:
+        renewer.begun(running.run)
+        time.sleep(1.5)  # renewed every 0.3 s: more than a timeout without a stop
+        renewer.check()
+        _Unreachable.cut = True
+        cut_at = time.monotonic()
+        with pytest.raises(LeaseUnrenewed) as stopped:
+            while time.monotonic() - cut_at < 1.2:
+                renewer.check()
+                time.sleep(0.02)
+        stopped_after = time.monotonic() - cut_at
+    assert 0.2 < stopped_after < 1.2  # half the timeout after the last renewal, within it
+    said = stopped.value.render(flag_wording)
+    assert str(tmp_path / "out") in said and "connection timed out" in said, said
+    assert "before the lease's timeout (1 s)" in said and "--resume" in said, said
 
 
 def test_concurrent_acquires_have_exactly_one_winner(tmp_path: pathlib.Path) -> None:

@@ -20,7 +20,7 @@ import concurrent.futures
 import contextlib
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from shardwright.errors import JobFailed, PlanError
@@ -37,6 +37,7 @@ TASK_RETRIES = 3  # a shard lost with its worker is recomputed elsewhere
 WINDOW_PER_THREAD = 4  # tasks on the cluster per worker thread: enough to never idle
 MIN_WINDOW = 8
 THREADS_REFRESH_S = 5.0  # how often the window follows a cluster that grows or shrinks
+WATCH_S = 1.0  # how often, at least, a waiting window checks the job's leases
 
 
 class Runner(Protocol):
@@ -47,7 +48,7 @@ class Runner(Protocol):
     def ready(self, places: list[tuple[str, str]]) -> None: ...
     def put(self, key: str, value: Any) -> Any: ...
     def submit(self, node: Node, context: Any, inputs: list[Any]) -> Any: ...
-    def finished(self) -> list[Any]: ...
+    def finished(self, timeout: float) -> list[Any]: ...
     def results(self, handles: list[Any]) -> list[Any]: ...
     def check(self, handle: Any) -> None: ...
     def cancel(self, handles: list[Any]) -> None: ...
@@ -126,9 +127,17 @@ class DistributedRunner:
         self._done.add(future)
         return future
 
-    def finished(self) -> list[Any]:
+    def finished(self, timeout: float) -> list[Any]:
+        done = self._done
+        deadline = time.monotonic() + timeout
         with self._scheduler_kept():
-            return self._done.next_batch(block=True)
+            while done.queue.empty() and not done.is_empty():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return []
+                with done.thread_condition:  # notified as each future finishes
+                    done.thread_condition.wait(timeout=min(left, 0.1))
+            return done.next_batch(block=not done.is_empty())
 
     def results(self, handles: list[Any]) -> list[Any]:
         with self._scheduler_kept():
@@ -199,9 +208,9 @@ class ThreadRunner:
         self._pending.add(future)
         return future
 
-    def finished(self) -> list[Any]:
+    def finished(self, timeout: float) -> list[Any]:
         done, self._pending = concurrent.futures.wait(
-            self._pending, return_when=concurrent.futures.FIRST_COMPLETED
+            self._pending, timeout, return_when=concurrent.futures.FIRST_COMPLETED
         )
         return list(done)
 
@@ -242,11 +251,15 @@ def check_window(size: int | None) -> None:
 
 class Window:
     """Feeds nodes to a runner, at most `size` unfinished at once (by default a few per
-    worker thread, following the cluster as it grows or shrinks)."""
+    worker thread, following the cluster as it grows or shrinks). While it waits for tasks
+    it calls `watch` every WATCH_S at least, which raises to stop the job (its leases)."""
 
-    def __init__(self, runner: Runner, size: int | None = None) -> None:
+    def __init__(
+        self, runner: Runner, size: int | None = None, watch: Callable[[], None] | None = None
+    ) -> None:
         check_window(size)
         self.runner = runner
+        self.watch = watch or (lambda: None)
         self.fixed = size
         self._size = 0
         self._sized_at = -THREADS_REFRESH_S
@@ -302,7 +315,8 @@ class Window:
 
     def _settle(self, waiting: dict[Any, tuple[Node, ReceiptTable]], progress: Progress) -> None:
         """Wait for some tasks to finish; fold in the receipts of those that carry them."""
-        done = self.runner.finished()
+        done = self.runner.finished(WATCH_S)
+        self.watch()
         carrying = [handle for handle in done if not waiting[handle][0].consumers]
         for handle in done:
             if waiting[handle][0].consumers:
@@ -335,13 +349,14 @@ def run_job(
     progress = progress or Progress(0, enabled=False)
     places = [place for dataset in job.datasets for place in dataset.places]
     runner.ready(places)  # nothing is written before the cluster can run the job
-    with job.renewer():
+    with job.renewer() as leases:
         begun: list[Begun] = []
         for i, dataset in enumerate(job.datasets):
             preflight = preflight_requests if i == 0 else None
             LOG.info("beginning %s (%s): its lease, job record and metadata", dataset.plan.dest,
                      job.mode)  # fmt: skip
             begun.append(begin_dataset(dataset.plan, dataset.store, dataset.claim, preflight))
+            leases.begun(dataset.claim.run)
         tables = [ReceiptTable() for _ in begun]
         exchanges: dict[str, Exchange] = {}  # generated outputs' block spools
         streams = [
@@ -357,7 +372,7 @@ def run_job(
         ]
         progress.start(sum(b.plan.shard_total for b in begun))
         LOG.info("running %d shard tasks on %s", progress.total, runner.describe())
-        Window(runner, window).run(streams, progress)
+        Window(runner, window, leases.check).run(streams, progress)
         progress.finish()
         LOG.info("every shard task returned; writing the manifests")
         cluster = runner.describe()

@@ -173,7 +173,9 @@ def _acquire(lease: Lease, claim: Claim) -> str | None:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise
-            print(f"shardwright: waiting up to {left:.0f} s: {held}", file=sys.stderr)
+            waiting_for = held.holder or "a lease that cannot be read"
+            print(f"shardwright: waiting up to {left:.0f} s for the lease on {url}, held by "
+                  f"{waiting_for}", file=sys.stderr)  # fmt: skip
             time.sleep(min(LEASE_POLL_SECONDS, left))
         except FileNotFoundError as exc:
             if lease.store.is_local:

@@ -30,12 +30,15 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from shardwright.errors import LeaseHeld, ManifestError, PlanError
+from shardwright.errors import LeaseHeld, LeaseUnrenewed, ManifestError, PlanError
 from shardwright.run_options import DEFAULT_LEASE_TIMEOUT
 from shardwright.store import CONTROL_PREFIX, JobRun, Store
 from shardwright.version import __version__
 
 LEASE_NAME = re.compile(r"lease-(\d{6,})\.json")
+# A coordinator that has not renewed its lease for this share of the timeout stops its job: the
+# rest of the timeout is the margin before another job may take the destination over.
+UNRENEWED_STOP_SHARE = 0.5
 # Runs this process owns: a lease naming this pid but none of these runs was left by an
 # earlier process that had the same pid (a restarted container).
 _LIVE_RUNS: set[str] = set()
@@ -185,13 +188,16 @@ def takeover_notice(
             f"taking over the lease of {who}: it stopped renewing it (timeout "
             f"{holder.timeout:.0f} s)"
         )
-    raise LeaseHeld(
+    expires = holder.timeout - (now - heard)
+    held = LeaseHeld(
         f"{url} is being written by another job: {who}. One job writes a destination at "
         f"a time. Its lease is taken over once it has not been renewed for "
-        f"{holder.timeout:.0f} s (in {holder.timeout - (now - heard):.0f} s); pass "
+        f"{holder.timeout:.0f} s (in {expires:.0f} s); pass "
         "{break_lease} only if you know that job has stopped",
         break_lease=True,
     )
+    held.holder = f"{who} (it expires in {expires:.0f} s unless renewed)"
+    raise held
 
 
 class Lease:
@@ -327,13 +333,20 @@ class Renewer:
     their timeout: a heartbeat while the newest lease of the destination names the run. A
     run's lease is taken by its job's first step, wherever that runs; until then there is
     nothing to renew. A run is done once its lease, having been held, is released or taken
-    over."""
+    over.
+
+    A run the coordinator has begun (`begun`) must be renewed: once it has gone unrenewed for
+    UNRENEWED_STOP_SHARE of its timeout (the store unreachable from this host), `check` stops
+    the job, before the timeout lets another job take the destination over."""
 
     def __init__(self, runs: list[tuple[Store, str, float]]):
         self.runs = list(runs)
         for _, run, _ in self.runs:
             _LIVE_RUNS.add(run)
         self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._renewed: dict[str, float] = {}  # begun run -> monotonic time of its last renewal
+        self._failure: dict[str, str] = {}  # run -> why its last renewal failed
         interval = min((timeout for _, _, timeout in self.runs), default=DEFAULT_LEASE_TIMEOUT) / 4
         self._thread = threading.Thread(
             target=self._loop, args=(interval,), name="shardwright-lease", daemon=True
@@ -344,15 +357,45 @@ class Renewer:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self.stop(wait=not isinstance(exc[1], LeaseUnrenewed))
 
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
+        """Stop renewing; `wait` for a renewal under way (not once the store stopped
+        answering: the thread is a daemon, left to its request)."""
         self._stop.set()
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+        if wait and self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout=10)
+
+    def begun(self, run: str) -> None:
+        """The coordinator holds `run`'s lease from now on (it has just taken it)."""
+        with self._lock:
+            self._renewed[run] = time.monotonic()
+
+    def check(self) -> None:
+        """Raise LeaseUnrenewed once a begun run has gone unrenewed for too long."""
+        now = time.monotonic()
+        with self._lock:
+            unrenewed = {run: now - at for run, at in self._renewed.items()}
+            failures = dict(self._failure)
+        late = [
+            (store, run, timeout, unrenewed[run])
+            for store, run, timeout in self.runs
+            if unrenewed.get(run, 0.0) > timeout * UNRENEWED_STOP_SHARE
+        ]
+        if late:
+            store, run, timeout, since = late[0]
+            why = failures.get(run, "its renewal has not returned")
+            raise LeaseUnrenewed(
+                f"{store.url}: this host has not renewed the job's lease for {since:.0f} s "
+                f"({why}); the job stops now, before the lease's timeout ({timeout:.0f} s) "
+                "lets another job take the destination over. The shards stored so far are "
+                "kept: once this host reaches the store again, run the same command with "
+                "{resume}",
+                resume=True,
+            )
 
     def _loop(self, interval: float) -> None:
         active = list(self.runs)
@@ -360,13 +403,24 @@ class Renewer:
         while active and not self._stop.wait(interval):
             for entry in list(active):
                 store, run, _ = entry
+                asked = time.monotonic()
                 try:
                     found = current_lease(store)
                     if found is not None and found[1] is not None and found[1].run == run:
                         beat(store, run)
                         held.add(run)
+                        self._renewed_at(run, asked)
                     elif run in held:  # released at the job's end, or taken over
                         active.remove(entry)
                         _LIVE_RUNS.discard(run)
-                except OSError:  # a transient store failure: try again next round
-                    continue
+                        with self._lock:
+                            self._renewed.pop(run, None)
+                except OSError as exc:  # a store failure: try again next round
+                    with self._lock:
+                        self._failure[run] = str(exc).splitlines()[0] if str(exc) else repr(exc)
+
+    def _renewed_at(self, run: str, asked: float) -> None:
+        with self._lock:
+            if run in self._renewed:
+                self._renewed[run] = max(self._renewed[run], asked)
+            self._failure.pop(run, None)

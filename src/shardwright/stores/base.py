@@ -10,6 +10,10 @@ and retried, the first one under the deadline (deadlines.py).
 
 A store that a job's run writes through carries that run (`JobRun`): its temporaries carry the
 run's id, and its fence (lifecycle/fencing.py) is asked before each data object is written.
+Where the backend can make a write conditional (S3, GCS), a fenced write also expects the
+object at its key to be as it was just before the fence was asked: a job that took the lease
+over writes only after, so a write of ours delayed past one of its writes (a worker cut off or
+frozen between its fence and its upload) fails its condition instead of replacing it.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from shardwright.retry import (
 )
 
 FIRST_CONTACT_ATTEMPTS = 4  # tries of a store's first request, within the deadline
+CONDITIONAL_ATTEMPTS = 3  # fenced writes whose object another writer changed meanwhile
 CONTROL_PREFIX = ".shardwright/"  # a job's own objects in its destination (lifecycle/)
 TMP_MARKER = ".shardwright-tmp-"
 T = TypeVar("T")
@@ -53,6 +58,14 @@ class JobRun:
     run: str
     lease: str
     fence: Fence | None = dataclasses.field(default=None, compare=False, repr=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class Expected:
+    """A conditional write's condition: the object at its key is still at `version` (an S3
+    ETag, a GCS generation), or still absent (None)."""
+
+    version: str | None
 
 
 def backend_for(url: str) -> type[Store]:
@@ -130,12 +143,32 @@ class Store:
         """
         pieces = data if callable(data) else (lambda: [data])
         run = self.run
-        if run is not None and run.fence is not None and not key.startswith(CONTROL_PREFIX):
+        if run is None or run.fence is None or key.startswith(CONTROL_PREFIX):
+            return self._write_whole(key, pieces, None)
+        for _ in range(CONDITIONAL_ATTEMPTS):
+            expected = self.expected(key)  # before the fence: see the module's docstring
             run.fence(self)
-        return self._write_whole(key, pieces)
+            try:
+                return self._write_whole(key, pieces, expected)
+            except FileExistsError:  # changed since we looked: by a job that took the lease
+                self.requests.add("conflicts")  # over (the fence stops us), or our own retry
+        raise StoreError(
+            f"{self.url}/{key}: changed by another writer each time this job was about to "
+            f"write it ({CONDITIONAL_ATTEMPTS} times); is another process writing this "
+            "destination outside shardwright?"
+        )
 
-    def _write_whole(self, key: str, pieces: Callable[[], Iterable[Piece]]) -> tuple[int, int]:
+    def _write_whole(
+        self, key: str, pieces: Callable[[], Iterable[Piece]], expected: Expected | None
+    ) -> tuple[int, int]:
+        """Write `key` whole; with `expected`, only if the object there is as expected
+        (FileExistsError if not)."""
         raise NotImplementedError
+
+    def expected(self, key: str) -> Expected | None:
+        """The condition a fenced write of `key` is made under, looked up now; None where
+        this backend can only write unconditionally."""
+        return None
 
     def write_text(self, key: str, text: str) -> None:
         self.write_object(key, text.encode())

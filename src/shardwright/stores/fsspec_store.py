@@ -4,8 +4,12 @@ An object is one upload (a single PUT, or multipart / resumable for large shards
 from the spool) that the store makes visible only when complete; an upload that fails midway
 is discarded, never completed torn. Creating an object only if absent is the store's own
 conditional request (GCS `ifGenerationMatch=0`, S3 `If-None-Match: *`), or, on any other
-filesystem, only what it declares with `exclusive_create`. Every request is retried on
-transient failures and counted.
+filesystem, only what it declares with `exclusive_create`. A fenced write (stores/base.py) is
+conditional on the object's version as looked up before its fence: on S3 `If-None-Match: *`
+where it was absent, `If-Match: <ETag>` where a single PUT replaces it (a multipart upload's
+completion is conditional on AWS, but moto ignores it: not relied on); on GCS only
+`ifGenerationMatch=0` where it was absent (gcsfs sends no other generation). Every request is
+retried on transient failures and counted.
 """
 
 from __future__ import annotations
@@ -23,9 +27,10 @@ from fsspec.spec import AbstractBufferedFile
 from shardwright import deadlines
 from shardwright.errors import StoreError
 from shardwright.formats.shardfile import Piece, write_pieces
-from shardwright.stores.base import TMP_MARKER, JobRun, Store
+from shardwright.stores.base import TMP_MARKER, Expected, JobRun, Store
 
-EXCLUSIVE_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs"})  # conditional create on the server
+S3_PROTOCOLS = frozenset({"s3", "s3a"})
+EXCLUSIVE_PROTOCOLS = S3_PROTOCOLS | {"gs", "gcs"}  # conditional create on the server
 
 
 def open_filesystem(url: str, storage_options: dict[str, Any]) -> fsspec.AbstractFileSystem:
@@ -91,21 +96,47 @@ class FsspecStore(Store, protocols=("*",)):
         return isinstance(self.filesystem(), AsyncFileSystem)
 
     # -- writes -----------------------------------------------------------------------------
-    def _write_whole(self, key: str, pieces: Callable[[], Iterable[Piece]]) -> tuple[int, int]:
+    def _write_whole(
+        self, key: str, pieces: Callable[[], Iterable[Piece]], expected: Expected | None
+    ) -> tuple[int, int]:
         path = self.path(key)
+        absent = expected is not None and expected.version is None
 
         def upload(**_: float) -> tuple[int, int]:  # an upload's length has no deadline
-            out = self.filesystem().open(path, "wb")
+            out = self.filesystem().open(path, "xb" if absent else "wb")
             try:
                 written = write_pieces(pieces(), out)
             except BaseException:
                 _abandon(out)
                 raise
-            out.close()
+            if expected is not None and expected.version is not None and _one_put(out):
+                out.kwargs["IfMatch"] = expected.version  # s3fs sends it with its single PUT
+            try:
+                out.close()
+            except OSError as exc:
+                if _precondition_failed(exc):
+                    raise FileExistsError(f"{path} changed since it was looked up") from None
+                raise
             return written
 
         self.requests.add("puts")
         return self._retry(upload, f"writing {self._describe(key)}")
+
+    def expected(self, key: str) -> Expected | None:
+        """S3: the object's ETag (None where absent); GCS: absent or unconditional."""
+        protocols = set(protocols_of(self.filesystem()))
+        if not EXCLUSIVE_PROTOCOLS & protocols:
+            return None
+        self.requests.add("heads")
+        try:
+            found = self._retry(
+                lambda **limit: self.filesystem().info(self.path(key), **limit),
+                f"looking up {self._describe(key)}",
+            )
+        except FileNotFoundError:
+            return Expected(None)
+        etag = found.get("ETag")
+        return Expected(str(etag)) if S3_PROTOCOLS & protocols and etag else None
 
     def create_exclusive(self, key: str, data: bytes) -> None:
         """GCS uploads with ifGenerationMatch=0, S3 with If-None-Match; any other filesystem
@@ -277,6 +308,24 @@ def _past_the_end(exc: OSError) -> bool:
     return not isinstance(exc, FileNotFoundError) and (
         status == 416 or "not satisfiable" in str(exc).lower()
     )
+
+
+def _one_put(out: Any) -> bool:
+    """An s3fs upload that its close sends as one PUT (no multipart upload begun)."""
+    fs = getattr(out, "fs", None)
+    return (
+        fs is not None
+        and bool(S3_PROTOCOLS & set(protocols_of(fs)))
+        and getattr(out, "mpu", None) is None
+        and isinstance(getattr(out, "kwargs", None), dict)
+        and out.tell() < out.blocksize
+    )
+
+
+def _precondition_failed(exc: OSError) -> bool:
+    """S3's 412 answer to an If-Match that no longer holds (s3fs raises EINVAL for it)."""
+    said = str(exc).lower().replace("-", "")  # "At least one of the pre-conditions ..."
+    return "precondition" in said or getattr(exc, "status", None) == 412
 
 
 def _abandon(out: Any) -> None:

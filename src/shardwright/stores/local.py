@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from shardwright.formats.shardfile import Piece, write_pieces
-from shardwright.stores.base import CONTROL_PREFIX, TMP_MARKER
+from shardwright.stores.base import CONTROL_PREFIX, TMP_MARKER, Expected
 from shardwright.stores.fsspec_store import FsspecStore
 
 CREATING_MARKER = ".shardwright-creating-"  # an exclusive creation's content, linked into place
@@ -32,7 +32,9 @@ class LocalStore(FsspecStore, protocols=(None, "file", "local")):
     def _retry(self, fn: Callable[..., T], what: str) -> T:
         return fn()
 
-    def _write_whole(self, key: str, pieces: Callable[[], Iterable[Piece]]) -> tuple[int, int]:
+    def _write_whole(
+        self, key: str, pieces: Callable[[], Iterable[Piece]], expected: Expected | None
+    ) -> tuple[int, int]:
         path = self.path(key)
         tmp = os.path.join(os.path.dirname(path), self._temporary_name())
         try:

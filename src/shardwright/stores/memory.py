@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Iterable
 
 from shardwright.formats.shardfile import Piece, write_pieces
+from shardwright.stores.base import Expected
 from shardwright.stores.fsspec_store import FsspecStore
 
 _CREATE = threading.Lock()  # memory:// is one process: a lock makes creation exclusive
@@ -23,7 +24,9 @@ class MemoryStore(FsspecStore, protocols=("memory",)):
 
     is_process_local = True
 
-    def _write_whole(self, key: str, pieces: Callable[[], Iterable[Piece]]) -> tuple[int, int]:
+    def _write_whole(
+        self, key: str, pieces: Callable[[], Iterable[Piece]], expected: Expected | None
+    ) -> tuple[int, int]:
         buffer = io.BytesIO()
         written = write_pieces(pieces(), buffer)
         data = buffer.getvalue()
