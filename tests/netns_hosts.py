@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pathlib
 import random
 import shutil
 import signal
@@ -140,6 +141,7 @@ class Hosts:
         self.bridge = f"swbr{self.tag}"[:15]
         self.gateway = f"{self.subnet}.1"
         self.hosts: dict[str, Host] = {}
+        self.names: dict[str, str] = {}  # host name -> address, as every host resolves it
 
     def __enter__(self) -> Hosts:
         _ip("link", "add", self.bridge, "type", "bridge")
@@ -161,7 +163,22 @@ class Hosts:
         _ip("-n", namespace, "link", "set", inside, "up")
         _ip("-n", namespace, "link", "set", "lo", "up")
         _ip("-n", namespace, "route", "add", "default", "via", self.gateway)
+        self._write_hosts_files()
         return host
+
+    def resolve(self, name: str, host: Host) -> None:
+        """Every host (and every one added later) resolves `name` to `host`'s address, as a
+        cluster's DNS resolves a Service: `ip netns exec` mounts /etc/netns/NS/hosts over
+        /etc/hosts for the processes it starts (those started from now on)."""
+        self.names[name] = host.address
+        self._write_hosts_files()
+
+    def _write_hosts_files(self) -> None:
+        lines = ["127.0.0.1 localhost", *(f"{a} {n}" for n, a in self.names.items())]
+        for host in self.hosts.values():
+            folder = pathlib.Path("/etc/netns") / host.namespace
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "hosts").write_text("\n".join(lines) + "\n")
 
     def __exit__(self, *exc: object) -> None:
         for host in self.hosts.values():
@@ -170,6 +187,7 @@ class Hosts:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     process.wait(timeout=5)
             subprocess.run(["ip", "netns", "del", host.namespace], capture_output=True)
+            shutil.rmtree(pathlib.Path("/etc/netns") / host.namespace, ignore_errors=True)
             subprocess.run(["ip", "link", "del", host.link], capture_output=True)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
 

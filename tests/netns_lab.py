@@ -33,6 +33,9 @@ SHARDS = 128
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
 PROXY = pathlib.Path(__file__).with_name("delay_proxy.py")
+# The lab's Dask processes give up on a silent connection after 12 s (distributed's default is
+# 30 s; it refuses less than 11 s): a host cut off is noticed sooner, the tests wait less.
+CLUSTER_ENV = {"DASK_DISTRIBUTED__COMM__TIMEOUTS__TCP": "12s"}
 
 
 @dataclass
@@ -47,6 +50,7 @@ class Lab:
     logs: pathlib.Path
     job_port: int = DIRECT_PORT  # JOB_PORT where the job's path to the store is impaired
     threads: int = 1  # of each worker
+    source: str = "src.zarr"  # in the bucket: what jobs convert and checks compare with
 
     @property
     def endpoint(self) -> str:
@@ -74,18 +78,19 @@ class Lab:
         log = self.logs / f"scheduler{len(self.scheduler.processes)}.log"
         self.scheduler.spawn([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host",
                               self.scheduler.address, "--port", str(SCHEDULER_PORT),
-                              "--no-dashboard"], log=str(log))  # fmt: skip
+                              "--no-dashboard"], env=CLUSTER_ENV, log=str(log))  # fmt: skip
 
-    def start_worker(self, host: Host) -> None:
+    def start_worker(self, host: Host, *more: str, env: dict[str, str] | None = None) -> None:
         host.spawn([sys.executable, "-m", "distributed.cli.dask_worker", self.address,
                     "--nthreads", str(self.threads), "--nanny", "--host", host.address,
-                    "--no-dashboard", "--local-directory", str(self.logs / host.namespace)],
-                   env=CREDENTIALS, log=str(self.logs / f"{host.namespace}.log"))  # fmt: skip
+                    "--no-dashboard", "--local-directory", str(self.logs / host.namespace),
+                    *more], env={**CREDENTIALS, **CLUSTER_ENV, **(env or {})},
+                   log=str(self.logs / f"{host.namespace}.log"))  # fmt: skip
 
     def convert_args(self, *more: str, dest: str = "out") -> list[str]:
         """The client's `convert` of the lab's source to `dest` on the cluster."""
         options = json.dumps(self.options())
-        return [sys.executable, "-m", "shardwright.cli", "convert", f"s3://{BUCKET}/src.zarr",
+        return [sys.executable, "-m", "shardwright.cli", "convert", f"s3://{BUCKET}/{self.source}",
                 f"s3://{BUCKET}/{dest}", "--scheduler", self.address, "--storage-options",
                 options, "--source-storage-options", options, "--chunk-size", "32,32,32",
                 "--target-shard-bytes", "256KiB", "--resolution", "8,8,40", *more]  # fmt: skip
@@ -94,18 +99,18 @@ class Lab:
         """The conversion started on the client host: (its process, its log)."""
         log = self.logs / f"job{len(list(self.logs.glob('job*.log')))}.log"
         args = self.convert_args(*more, dest=dest)
-        return self.client.spawn(args, env=CREDENTIALS, log=str(log)), log
+        return self.client.spawn(args, env={**CREDENTIALS, **CLUSTER_ENV}, log=str(log)), log
 
     def stored_shards(self, dest: str = "out") -> int:
         """Shard objects under the destination so far (each written whole, once)."""
         return sum(key.endswith(".shard") for key in self.filesystem().find(f"{BUCKET}/{dest}"))
 
-    def write_source(self) -> np.ndarray:
+    def write_source(self, seed: int = 5) -> np.ndarray:
         """A zarr v3 volume on the store host, written by TensorStore; its voxels [z, y, x]."""
-        voxels = volumes.noise(SHAPE, 5, high=60000, dtype="uint16")
+        voxels = volumes.noise(SHAPE, seed, high=60000, dtype="uint16")
         grid = {"name": "regular", "configuration": {"chunk_shape": [64, 64, 64]}}
         metadata = {"shape": list(SHAPE), "chunk_grid": grid}
-        spec = {"driver": "zarr3", "kvstore": self._kvstore("src.zarr/"), "create": True,
+        spec = {"driver": "zarr3", "kvstore": self._kvstore(f"{self.source}/"), "create": True,
                 "dtype": "uint16", "metadata": metadata}  # fmt: skip
         array = ts.open(spec).result()
         array.write(voxels).result()
@@ -121,7 +126,7 @@ class Lab:
         options = json.dumps(self.options(self.direct_endpoint))
         return self.client.run(
             [sys.executable, "-m", "shardwright.cli", "verify", f"s3://{BUCKET}/{dest}",
-             "--against", f"s3://{BUCKET}/src.zarr", "--storage-options", options,
+             "--against", f"s3://{BUCKET}/{self.source}", "--storage-options", options,
              "--source-storage-options", options],
             env=CREDENTIALS,
         )  # fmt: skip
@@ -139,10 +144,11 @@ class Lab:
 
 @contextlib.contextmanager
 def lab(logs: pathlib.Path, workers: int = 2, rtt_ms: float | None = None,
-        loss_percent: float = 0.0, threads: int = 1) -> Iterator[Lab]:  # fmt: skip
-    """The lab's hosts, its servers up, `workers` worker hosts of `threads` threads; with
-    `rtt_ms` (added round-trip time, 0 for the proxy alone) or `loss_percent`, the job's path
-    to the store impaired by that much."""
+        loss_percent: float = 0.0, threads: int = 1,
+        cluster: bool = True) -> Iterator[Lab]:  # fmt: skip
+    """The lab's hosts, its servers up, `workers` worker hosts of `threads` threads (their
+    Dask processes started unless not `cluster`); with `rtt_ms` (added round-trip time, 0 for
+    the proxy alone) or `loss_percent`, the job's path to the store impaired by that much."""
     with Hosts() as net:
         store, scheduler = net.add("store"), net.add("sched")
         worker_hosts = [net.add(f"w{i + 1}") for i in range(workers)]
@@ -158,12 +164,14 @@ def lab(logs: pathlib.Path, workers: int = 2, rtt_ms: float | None = None,
                         log=str(logs / "proxy.log"))  # fmt: skip
             if loss_percent > 0:
                 store.drop(loss_percent, JOB_PORT)
-        made.start_scheduler()
-        for host in worker_hosts:
-            made.start_worker(host)
+        if cluster:
+            made.start_scheduler()
+            for host in worker_hosts:
+                made.start_worker(host)
         netns_hosts.wait_for_port(store, DIRECT_PORT)
         netns_hosts.wait_for_port(store, made.job_port)
-        netns_hosts.wait_for_port(scheduler, SCHEDULER_PORT)
+        if cluster:
+            netns_hosts.wait_for_port(scheduler, SCHEDULER_PORT)
         made.filesystem().mkdir(BUCKET)
         yield made
 

@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import sys
 import tomllib
-from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -29,17 +28,25 @@ import tensorstore as ts
 import yaml
 from distributed import Client, LocalCluster
 from distributed.cli import dask_scheduler, dask_worker
+from helm_chart import (
+    CHART,
+    FULLNAME,
+    NAMESPACE,
+    ROOT,
+    Helm,
+    by_kind,
+    containers,
+    env_of,
+    expand,
+    pod_specs,
+)
 
 from shardwright.cli import build_parser
 from shardwright.manifest import MANIFEST_KEY
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-CHART = ROOT / "helm" / "shardwright"
 MANIFESTS = ROOT / "deploy" / "k8s"
 DOCKERFILES = {"cpu": ROOT / "deploy" / "Dockerfile", "cuda": ROOT / "deploy" / "Dockerfile.cuda"}
 KUBE_VERSION = "1.30.0"  # the oldest Kubernetes the chart's kubeVersion range is tested on
-RELEASE, NAMESPACE = "sw", "conversions"
-FULLNAME = f"{RELEASE}-shardwright"
 VALUE_SETS = ["default", "job", "gpu", "daskjob"]
 
 # dask-cuda-worker's options (dask_cuda/cli.py, dask-cuda 26.10): dask-cuda needs CUDA to
@@ -61,68 +68,6 @@ DASK_CUDA_WORKER_OPTIONS = {
 }
 
 
-# -- helm -----------------------------------------------------------------------------------------
-class Helm:
-    """`helm lint --strict` and `helm template` through a helm binary or Helm's Go SDK."""
-
-    def __init__(self) -> None:
-        self.binary = shutil.which("helm")
-        if self.binary is None:
-            import helm_python
-
-            self.sdk = helm_python
-
-    def lint(self, values: dict[str, Any]) -> list[str]:
-        """Warnings and errors (what --strict fails on)."""
-        if self.binary:
-            with _values_file(values) as path:
-                run = subprocess.run(
-                    [self.binary, "lint", "--strict", str(CHART), "-f", path],
-                    capture_output=True,
-                    text=True,
-                )
-            return [] if run.returncode == 0 else [run.stdout + run.stderr]
-        report = self.sdk.lint(str(CHART), values, strict=True)
-        return [m["error"] for m in report["messages"] if m["severity"] >= 2] + report["errors"]
-
-    def template(self, values: dict[str, Any]) -> list[dict[str, Any]]:
-        """The rendered manifests; raises ValueError when Helm refuses the values."""
-        if self.binary:
-            with _values_file(values) as path:
-                run = subprocess.run(
-                    [self.binary, "template", RELEASE, str(CHART), "-n", NAMESPACE, "-f", path],
-                    capture_output=True,
-                    text=True,
-                )
-            if run.returncode:
-                raise ValueError(run.stderr)
-            texts = [run.stdout]
-        else:
-            with self.sdk.Chart.load(str(CHART)) as chart:
-                try:
-                    rendered = chart.render(values, name=RELEASE, namespace=NAMESPACE)
-                except self.sdk.HelmError as exc:
-                    raise ValueError(str(exc)) from exc
-            texts = [text for name, text in sorted(rendered.items()) if name.endswith(".yaml")]
-        return [doc for text in texts for doc in yaml.safe_load_all(text) if doc]
-
-
-class _values_file:
-    def __init__(self, values: dict[str, Any]) -> None:
-        self.values = values
-
-    def __enter__(self) -> str:
-        import tempfile
-
-        fd, self.path = tempfile.mkstemp(suffix=".yaml")
-        with os.fdopen(fd, "w") as f:
-            yaml.safe_dump(self.values, f)
-        return self.path
-
-    def __exit__(self, *exc: object) -> None:
-        os.unlink(self.path)
-
-
 @pytest.fixture(scope="module")
 def helm() -> Helm:
     return Helm()
@@ -137,25 +82,6 @@ def _values(name: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def rendered(helm: Helm) -> dict[str, list[dict[str, Any]]]:
     return {name: helm.template(_values(name)) for name in VALUE_SETS}
-
-
-def _by_kind(docs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
-    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
-
-
-def _pod_specs(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    if doc["kind"] in ("Deployment", "Job"):
-        yield doc["spec"]["template"]["spec"]
-    elif doc["kind"] == "DaskJob":
-        yield doc["spec"]["job"]["spec"]
-        yield doc["spec"]["cluster"]["spec"]["worker"]["spec"]
-        yield doc["spec"]["cluster"]["spec"]["scheduler"]["spec"]
-
-
-def _containers(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    for spec in _pod_specs(doc):
-        yield from spec.get("initContainers", [])
-        yield from spec["containers"]
 
 
 # -- Kubernetes schemas ---------------------------------------------------------------------------
@@ -237,7 +163,7 @@ def _validate_kubernetes(doc: dict[str, Any]) -> None:
         return
     jsonschema.validate(doc, DASKJOB_SCHEMA)
     meta = {"name": "part-of-daskjob"}
-    for spec in _pod_specs(doc):
+    for spec in pod_specs(doc):
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
         kubernetes_validate.validate(pod, KUBE_VERSION, strict=True)
     service = doc["spec"]["cluster"]["spec"]["scheduler"]["service"]
@@ -248,25 +174,11 @@ def _validate_kubernetes(doc: dict[str, Any]) -> None:
     )
 
 
-# -- what each container runs ---------------------------------------------------------------------
-def _expand(words: list[str], env: dict[str, str]) -> list[str]:
-    """Kubernetes' $(VAR) expansion of command and args."""
-    return [
-        re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m[1], m[0]), w) for w in words
-    ]
-
-
-def _env(container: dict[str, Any], **extra: str) -> dict[str, str]:
-    env = {e["name"]: e.get("value", f"<{e['name']}>") for e in container.get("env", [])}
-    env.update(extra)
-    return env
-
-
 def _check_command(container: dict[str, Any], injected: dict[str, str]) -> list[str]:
     """Parse the container's command line with the parser of the program it runs; returns
     the expanded command."""
-    env = _env(container, **injected)
-    words = _expand([*container["command"], *container.get("args", [])], env)
+    env = env_of(container, **injected)
+    words = expand([*container["command"], *container.get("args", [])], env)
     assert not any("$(" in w for w in words), f"unexpanded variable in {words}"
     if words[:2] == ["dask", "scheduler"]:
         dask_scheduler.main.make_context("dask scheduler", words[2:])
@@ -308,7 +220,7 @@ def test_rendered_manifests_are_valid_kubernetes(
         "DASK_WORKER_NAME": f"{FULLNAME}-default-worker-0",
     }
     for doc in docs:
-        for container in _containers(doc):
+        for container in containers(doc):
             _check_command(container, operator_env if doc["kind"] == "DaskJob" else {})
 
 
@@ -316,10 +228,10 @@ def test_default_values_make_a_scheduler_with_dashboard_and_cpu_workers(
     rendered: dict[str, list[dict[str, Any]]],
 ) -> None:
     docs = rendered["default"]
-    deployments = _by_kind(docs, "Deployment")
+    deployments = by_kind(docs, "Deployment")
     assert set(deployments) == {f"{FULLNAME}-scheduler", f"{FULLNAME}-worker"}
-    assert not _by_kind(docs, "Job") and not _by_kind(docs, "DaskJob")
-    service = _by_kind(docs, "Service")[f"{FULLNAME}-scheduler"]
+    assert not by_kind(docs, "Job") and not by_kind(docs, "DaskJob")
+    service = by_kind(docs, "Service")[f"{FULLNAME}-scheduler"]
     ports = {p["name"]: p["port"] for p in service["spec"]["ports"]}
     assert ports == {"tcp-comm": 8786, "http-dashboard": 8787}
     scheduler = deployments[f"{FULLNAME}-scheduler"]["spec"]["template"]["spec"]["containers"][0]
@@ -335,7 +247,7 @@ def test_job_converts_against_the_scheduler_with_referenced_credentials(
     rendered: dict[str, list[dict[str, Any]]],
 ) -> None:
     docs = rendered["job"]
-    (job,) = _by_kind(docs, "Job").values()
+    (job,) = by_kind(docs, "Job").values()
     pod = job["spec"]["template"]["spec"]
     assert pod["restartPolicy"] == "Never" and job["spec"]["backoffLimit"] >= 1
     (convert,) = pod["containers"]
@@ -353,21 +265,21 @@ def test_job_converts_against_the_scheduler_with_referenced_credentials(
     }
     # Credentials: a Secret reference and the ServiceAccount, the same on the workers.
     assert convert["envFrom"] == [{"secretRef": {"name": "shardwright-s3"}}]
-    (worker,) = _by_kind(docs, "Deployment")[f"{FULLNAME}-worker"]["spec"]["template"]["spec"][
+    (worker,) = by_kind(docs, "Deployment")[f"{FULLNAME}-worker"]["spec"]["template"]["spec"][
         "containers"
     ]
     assert worker["envFrom"] == convert["envFrom"]
-    (account,) = _by_kind(docs, "ServiceAccount").values()
+    (account,) = by_kind(docs, "ServiceAccount").values()
     assert "iam.gke.io/gcp-service-account" in account["metadata"]["annotations"]
     assert pod["serviceAccountName"] == account["metadata"]["name"]
-    (ingress,) = _by_kind(docs, "Ingress").values()
+    (ingress,) = by_kind(docs, "Ingress").values()
     backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
     assert backend == {"name": f"{FULLNAME}-scheduler", "port": {"name": "http-dashboard"}}
 
 
 def test_gpu_values_make_dask_cuda_workers(rendered: dict[str, list[dict[str, Any]]]) -> None:
     docs = rendered["gpu"]
-    gpu = _by_kind(docs, "Deployment")[f"{FULLNAME}-gpu-worker"]
+    gpu = by_kind(docs, "Deployment")[f"{FULLNAME}-gpu-worker"]
     pod = gpu["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     assert container["command"] == ["dask-cuda-worker"]
@@ -377,9 +289,9 @@ def test_gpu_values_make_dask_cuda_workers(rendered: dict[str, list[dict[str, An
     ]
     assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-l4"}
     # One Dask everywhere: every pod runs the CUDA image.
-    images = {c["image"] for doc in docs for c in _containers(doc)}
+    images = {c["image"] for doc in docs for c in containers(doc)}
     assert images == {"shardwright-cuda:0.1.0"}
-    (job,) = _by_kind(docs, "Job").values()
+    (job,) = by_kind(docs, "Job").values()
     convert = job["spec"]["template"]["spec"]["containers"][0]
     assert "--gpu" in convert["args"]
     env = {e["name"]: e["value"] for e in convert["env"] if "value" in e}
@@ -391,7 +303,7 @@ def test_gpu_values_make_dask_cuda_workers(rendered: dict[str, list[dict[str, An
 def test_daskjob_mode_renders_one_daskjob(rendered: dict[str, list[dict[str, Any]]]) -> None:
     docs = rendered["daskjob"]
     assert {d["kind"] for d in docs} == {"DaskJob", "ServiceAccount"}
-    (daskjob,) = _by_kind(docs, "DaskJob").values()
+    (daskjob,) = by_kind(docs, "DaskJob").values()
     cluster = daskjob["spec"]["cluster"]["spec"]
     (worker,) = cluster["worker"]["spec"]["containers"]
     assert worker["command"] == ["dask-cuda-worker"]
@@ -523,7 +435,7 @@ def test_the_rendered_job_converts_against_a_running_scheduler(
         with Client(cluster):
             here = {"DASK_SCHEDULER_ADDRESS": cluster.scheduler_address, "TMPDIR": str(tmp_path)}
             for container in [*pod["initContainers"], *pod["containers"]]:
-                env = _env(container, **here)
+                env = env_of(container, **here)
                 words = _check_command(container, here)
                 if words[0] == "shardwright":
                     words = [sys.executable, "-m", "shardwright.cli", *words[1:]]
@@ -549,7 +461,7 @@ def test_plain_manifests_are_valid_and_run_the_same_commands() -> None:
     assert kinds == ["Deployment"] * 3 + ["Job", "Service", "ServiceAccount"]
     for doc in docs:
         _validate_kubernetes(doc)
-        for container in _containers(doc):
+        for container in containers(doc):
             _check_command(container, {})
     service = next(d for d in docs if d["kind"] == "Service")
     address = next(
@@ -641,7 +553,7 @@ def test_one_image_name_and_tag_everywhere() -> None:
         for path in sorted((root / "deploy" / "k8s").glob("*.yaml"))
         for doc in yaml.safe_load_all(path.read_text())
         if doc
-        for container in _containers(doc)
+        for container in containers(doc)
     }
     assert images == {f"shardwright:{version}", f"shardwright-cuda:{version}"}
     for doc in (root / "README.md", root / "deploy" / "README.md"):

@@ -80,7 +80,9 @@ def test_a_jobs_writer_is_fenced_from_its_first_step(tmp_path: pathlib.Path) -> 
         begun.store.write_object("1_1_1/other.shard", b"after")
 
 
-def _frozen_past_its_fence(store: Store, taker: str, racing: dict[str, bytes]) -> JobRun:
+def _frozen_past_its_fence(
+    store: Store, taker: str, racing: dict[str, bytes], writes_new: bool = False
+) -> JobRun:
     """A run whose fence passes and then, before its upload, loses the race: another job
     takes the lease over and writes the same shards (`racing`), as happens to a worker cut
     off or frozen between its fence and its upload."""
@@ -97,12 +99,13 @@ def _frozen_past_its_fence(store: Store, taker: str, racing: dict[str, bytes]) -
                 newer.write_object(key, data)
             racing.clear()
 
-    return dataclasses.replace(first.job_run, fence=fence_then_lose)
+    return dataclasses.replace(first.job_run, fence=fence_then_lose, writes_new=writes_new)
 
 
+@pytest.mark.parametrize("writes_new", [False, True])  # looked up first, or assumed absent
 @pytest.mark.parametrize("backend", BACKENDS[2:])  # the stores with conditional writes
 def test_a_write_delayed_past_another_jobs_write_of_its_shard_fails_its_condition(
-    backend: str, request: pytest.FixtureRequest, tmp_path: pathlib.Path
+    backend: str, writes_new: bool, request: pytest.FixtureRequest, tmp_path: pathlib.Path
 ) -> None:
     """The race the lease check alone cannot close: the check passed, the upload lands
     after the next job's write. The upload is conditional on what the key held before the
@@ -111,7 +114,7 @@ def test_a_write_delayed_past_another_jobs_write_of_its_shard_fails_its_conditio
     url, options = open_backend(backend, request, tmp_path)
     store = Store(url, options)
     racing = {"1_1_1/0.shard": b"the next job's shard"}
-    late = store.with_run(_frozen_past_its_fence(store, "b" * 32, racing))
+    late = store.with_run(_frozen_past_its_fence(store, "b" * 32, racing, writes_new))
     with pytest.raises(LeaseLost):
         late.write_object("1_1_1/0.shard", b"a zombie's shard")
     assert store.read("1_1_1/0.shard") == b"the next job's shard"

@@ -17,9 +17,10 @@ from shardwright.lifecycle.lease import Holder
 from shardwright.store import JobRun, Store
 
 
-def fenced(run: JobRun) -> JobRun:
-    """`run`, its data writes checked against its lease first."""
-    return dataclasses.replace(run, fence=check_lease)
+def fenced(run: JobRun, writes_new: bool = False) -> JobRun:
+    """`run`, its data writes checked against its lease first (and, `writes_new`, expected
+    to find their keys absent: see stores/base.py)."""
+    return dataclasses.replace(run, fence=check_lease, writes_new=writes_new)
 
 
 def check_lease(store: Store) -> None:

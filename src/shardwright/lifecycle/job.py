@@ -146,7 +146,7 @@ def begin(store: Store, claim: Claim) -> tuple[JobRun, list[str]]:
         holding = inspect(store)
         if (holding.job or {}).get("run") != claim.run:  # not begun yet (this is no retry)
             _check_holding(store, holding, claim)
-        run = fencing.fenced(lease.job_run)
+        run = fencing.fenced(lease.job_run, writes_new=claim.mode != "overwrite")
         journal.begin(
             store.with_run(run),
             claim.fingerprint,

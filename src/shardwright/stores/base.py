@@ -52,12 +52,16 @@ class JobRun:
     """One run of a job writing a destination: `job` is the job's fingerprint digest (what
     its receipts name), `run` this attempt's id, `lease` the key of the lease it holds.
     `fence`, when set, raises before a data object is written once the run may no longer
-    write (a module-level function, so it pickles with the store to every worker)."""
+    write (a module-level function, so it pickles with the store to every worker).
+    `writes_new`: the run's data objects are expected absent (a new or resumed job, not an
+    overwrite), so its conditional writes assume so and look an object up only after one
+    fails."""
 
     job: str
     run: str
     lease: str
     fence: Fence | None = dataclasses.field(default=None, compare=False, repr=False)
+    writes_new: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,8 +149,10 @@ class Store:
         run = self.run
         if run is None or run.fence is None or key.startswith(CONTROL_PREFIX):
             return self._write_whole(key, pieces, None)
-        for _ in range(CONDITIONAL_ATTEMPTS):
-            expected = self.expected(key)  # before the fence: see the module's docstring
+        for attempt in range(CONDITIONAL_ATTEMPTS):
+            # Looked up before the fence (see the module's docstring); absent needs no look.
+            assume_absent = run.writes_new and attempt == 0 and self.conditional_writes()
+            expected = Expected(None) if assume_absent else self.expected(key)
             run.fence(self)
             try:
                 return self._write_whole(key, pieces, expected)
@@ -164,6 +170,10 @@ class Store:
         """Write `key` whole; with `expected`, only if the object there is as expected
         (FileExistsError if not)."""
         raise NotImplementedError
+
+    def conditional_writes(self) -> bool:
+        """Whether this backend can write an object only if it is absent or unchanged."""
+        return False
 
     def expected(self, key: str) -> Expected | None:
         """The condition a fenced write of `key` is made under, looked up now; None where

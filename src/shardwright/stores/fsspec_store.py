@@ -122,11 +122,14 @@ class FsspecStore(Store, protocols=("*",)):
         self.requests.add("puts")
         return self._retry(upload, f"writing {self._describe(key)}")
 
+    def conditional_writes(self) -> bool:
+        return bool(EXCLUSIVE_PROTOCOLS & set(protocols_of(self.filesystem())))
+
     def expected(self, key: str) -> Expected | None:
         """S3: the object's ETag (None where absent); GCS: absent or unconditional."""
-        protocols = set(protocols_of(self.filesystem()))
-        if not EXCLUSIVE_PROTOCOLS & protocols:
+        if not self.conditional_writes():
             return None
+        protocols = set(protocols_of(self.filesystem()))
         self.requests.add("heads")
         try:
             found = self._retry(
