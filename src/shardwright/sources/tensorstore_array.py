@@ -45,8 +45,10 @@ def kvstore_spec(url: str, storage_options: dict[str, Any] | None = None) -> dic
     """TensorStore kvstore spec for a local path, file://, gs://, s3:// or http(s):// directory.
 
     Credentials come from the standard chains (environment, profiles, workload identity /
-    IRSA); a custom endpoint from the fsspec-style storage options. TensorStore's GCS driver
-    takes its endpoint only from $TENSORSTORE_GCS_HTTP_URL, which is set for it here.
+    IRSA; on S3 the environment alone where it holds a key, as the chain would pick it: the
+    chain's profile provider logs an error for each profile file absent); a custom endpoint
+    from the fsspec-style storage options. TensorStore's GCS driver takes its endpoint only
+    from $TENSORSTORE_GCS_HTTP_URL, which is set for it here.
     """
     scheme = scheme_of(url)
     endpoint = endpoint_url(storage_options)
@@ -66,6 +68,8 @@ def kvstore_spec(url: str, storage_options: dict[str, Any] | None = None) -> dic
         region = (storage_options or {}).get("client_kwargs", {}).get("region_name")
         if region or endpoint:
             spec["aws_region"] = region or os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
+        if os.environ.get("AWS_ACCESS_KEY_ID"):  # the chain's first link: the profile
+            spec["aws_credentials"] = {"type": "environment"}  # files it skips log errors
         return spec
     if scheme in ("http", "https"):
         return {"driver": "http", "base_url": f"{scheme}://{parsed.netloc}", "path": path}
