@@ -35,6 +35,7 @@ class LocalStore(FsspecStore, protocols=(None, "file", "local")):
     def _write_whole(
         self, key: str, pieces: Callable[[], Iterable[Piece]], expected: Expected | None
     ) -> tuple[int, int]:
+        # `expected` is always None here: this protocol has no conditional writes.
         path = self.path(key)
         tmp = os.path.join(os.path.dirname(path), self._temporary_name())
         try:

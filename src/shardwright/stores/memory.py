@@ -27,6 +27,7 @@ class MemoryStore(FsspecStore, protocols=("memory",)):
     def _write_whole(
         self, key: str, pieces: Callable[[], Iterable[Piece]], expected: Expected | None
     ) -> tuple[int, int]:
+        # `expected` is always None here: this protocol has no conditional writes.
         buffer = io.BytesIO()
         written = write_pieces(pieces(), buffer)
         data = buffer.getvalue()
