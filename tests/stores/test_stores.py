@@ -198,3 +198,29 @@ class TestEveryBackend:
         assert sorted(os.listdir(folder)) == [f"{TMP_MARKER}live-2", "0.shard"]
         assert store.remove_stale_temporaries() == 1
         assert os.listdir(folder) == ["0.shard"]
+
+
+@pytest.mark.s3
+def test_a_jobs_control_objects_are_read_in_one_request_on_s3(
+    request: pytest.FixtureRequest, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lease is read before every data object: s3fs's HEAD before each whole read (to
+    split large objects) would double the round trips of every shard task's lease check."""
+    import s3fs
+
+    url, options = open_backend("s3", request, tmp_path)
+    store = Store(url, options)
+    store.write_text(".shardwright/lease-000001.json", "{}")
+    store.write_text("info", "{}")
+    sized: list[str] = []
+    info = s3fs.S3FileSystem._info
+
+    async def counted(self: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+        sized.append(path)
+        return await info(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "_info", counted)
+    assert store.read(".shardwright/lease-000001.json") == b"{}"
+    assert sized == []
+    assert store.read("info") == b"{}"  # other objects: as s3fs reads them
+    assert len(sized) == 1

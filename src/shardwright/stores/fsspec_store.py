@@ -27,7 +27,7 @@ from fsspec.spec import AbstractBufferedFile
 from shardwright import deadlines
 from shardwright.errors import StoreError
 from shardwright.formats.shardfile import Piece, write_pieces
-from shardwright.stores.base import TMP_MARKER, Expected, JobRun, Store
+from shardwright.stores.base import CONTROL_PREFIX, TMP_MARKER, Expected, JobRun, Store
 
 S3_PROTOCOLS = frozenset({"s3", "s3a"})
 EXCLUSIVE_PROTOCOLS = S3_PROTOCOLS | {"gs", "gcs"}  # conditional create on the server
@@ -129,7 +129,6 @@ class FsspecStore(Store, protocols=("*",)):
         """S3: the object's ETag (None where absent); GCS: absent or unconditional."""
         if not self.conditional_writes():
             return None
-        protocols = set(protocols_of(self.filesystem()))
         self.requests.add("heads")
         try:
             found = self._retry(
@@ -139,7 +138,7 @@ class FsspecStore(Store, protocols=("*",)):
         except FileNotFoundError:
             return Expected(None)
         etag = found.get("ETag")
-        return Expected(str(etag)) if S3_PROTOCOLS & protocols and etag else None
+        return Expected(str(etag)) if self._is_s3() and etag else None
 
     def create_exclusive(self, key: str, data: bytes) -> None:
         """GCS uploads with ifGenerationMatch=0, S3 with If-None-Match; any other filesystem
@@ -169,10 +168,18 @@ class FsspecStore(Store, protocols=("*",)):
     # -- reads ------------------------------------------------------------------------------
     def read(self, key: str) -> bytes:
         self.requests.add("gets")
+        # s3fs sizes an object with a HEAD before reading it whole, to split a large one into
+        # concurrent ranges; a job's control objects are small, and its lease is read before
+        # every data object: one GET each.
+        small = key.startswith(CONTROL_PREFIX) and self._is_s3()
+        once = {"max_concurrency": 1} if small else {}
         return self._retry(
-            lambda **limit: bytes(self.filesystem().cat_file(self.path(key), **limit)),
+            lambda **limit: bytes(self.filesystem().cat_file(self.path(key), **once, **limit)),
             f"reading {self._describe(key)}",
         )
+
+    def _is_s3(self) -> bool:
+        return bool(S3_PROTOCOLS & set(protocols_of(self.filesystem())))
 
     def read_range(self, key: str, start: int, end: int) -> bytes:
         if end <= start:
