@@ -9,6 +9,7 @@ import pathlib
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -98,6 +99,14 @@ def containers(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
     for spec in pod_specs(doc):
         yield from spec.get("initContainers", [])
         yield from spec["containers"]
+
+
+def local_command(words: list[str]) -> list[str]:
+    """A container's command with the image's entry points (`dask`, `python`, `shardwright`)
+    as this environment's."""
+    programs = {"dask": [sys.executable, "-m", "dask"], "python": [sys.executable],
+                "shardwright": [sys.executable, "-m", "shardwright.cli"]}  # fmt: skip
+    return [*programs[words[0]], *words[1:]]
 
 
 def expand(words: list[str], env: dict[str, str]) -> list[str]:

@@ -38,6 +38,7 @@ from helm_chart import (
     containers,
     env_of,
     expand,
+    local_command,
     pod_specs,
 )
 
@@ -436,11 +437,7 @@ def test_the_rendered_job_converts_against_a_running_scheduler(
             here = {"DASK_SCHEDULER_ADDRESS": cluster.scheduler_address, "TMPDIR": str(tmp_path)}
             for container in [*pod["initContainers"], *pod["containers"]]:
                 env = env_of(container, **here)
-                words = _check_command(container, here)
-                if words[0] == "shardwright":
-                    words = [sys.executable, "-m", "shardwright.cli", *words[1:]]
-                else:
-                    words = [sys.executable, *words[1:]]
+                words = local_command(_check_command(container, here))
                 run = subprocess.run(
                     words, env={**os.environ, **env}, capture_output=True, text=True, timeout=120
                 )

@@ -6,7 +6,6 @@ machines, and each case ends in output TensorStore reads back exactly and `verif
 from __future__ import annotations
 
 import pathlib
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -189,12 +188,10 @@ def test_latency_and_loss_on_the_way_to_the_store_slow_the_job_but_it_finishes_e
 
 def _kubelet_command(container: dict[str, Any], env: dict[str, str]) -> list[str]:
     """What a kubelet runs for `container` (its command and args, $(VAR)s expanded), with
-    the image's entry points (`dask`, `python`, `shardwright`) as this environment's."""
+    the image's entry points as this environment's."""
     words = helm_chart.expand([*container["command"], *container.get("args", [])], env)
     assert not any("$(" in word for word in words), words
-    programs = {"dask": [sys.executable, "-m", "dask"], "python": [sys.executable],
-                "shardwright": [sys.executable, "-m", "shardwright.cli"]}  # fmt: skip
-    return [*programs[words[0]], *words[1:]]
+    return helm_chart.local_command(words)
 
 
 def _mounted(words: list[str], env: dict[str, str], container: dict[str, Any],

@@ -101,6 +101,7 @@ class FsspecStore(Store, protocols=("*",)):
     ) -> tuple[int, int]:
         path = self.path(key)
         absent = expected is not None and expected.version is None
+        replaces = expected.version if expected is not None else None  # the ETag it must have
 
         def upload(**_: float) -> tuple[int, int]:  # an upload's length has no deadline
             out = self.filesystem().open(path, "xb" if absent else "wb")
@@ -109,8 +110,8 @@ class FsspecStore(Store, protocols=("*",)):
             except BaseException:
                 _abandon(out)
                 raise
-            if expected is not None and expected.version is not None and _one_put(out):
-                out.kwargs["IfMatch"] = expected.version  # s3fs sends it with its single PUT
+            if replaces is not None and self._is_s3() and _one_put(out):
+                out.kwargs["IfMatch"] = replaces  # s3fs sends it with its single PUT
             try:
                 out.close()
             except OSError as exc:
@@ -144,8 +145,7 @@ class FsspecStore(Store, protocols=("*",)):
         """GCS uploads with ifGenerationMatch=0, S3 with If-None-Match; any other filesystem
         only if it declares `exclusive_create` (the benchmarks' sink)."""
         fs = self.filesystem()
-        exclusive = getattr(fs, "exclusive_create", False)
-        if not exclusive and not EXCLUSIVE_PROTOCOLS & set(protocols_of(fs)):
+        if not getattr(fs, "exclusive_create", False) and not self.conditional_writes():
             raise StoreError(
                 f"{self.url}: this store cannot create an object only if it is absent, so no "
                 "job can hold a lease on it; use a local path, gs:// or s3://"
@@ -322,11 +322,8 @@ def _past_the_end(exc: OSError) -> bool:
 
 def _one_put(out: Any) -> bool:
     """An s3fs upload that its close sends as one PUT (no multipart upload begun)."""
-    fs = getattr(out, "fs", None)
     return (
-        fs is not None
-        and bool(S3_PROTOCOLS & set(protocols_of(fs)))
-        and getattr(out, "mpu", None) is None
+        getattr(out, "mpu", None) is None
         and isinstance(getattr(out, "kwargs", None), dict)
         and out.tell() < out.blocksize
     )
