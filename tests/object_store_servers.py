@@ -81,15 +81,29 @@ class GcsServer:
         self._server.stop()
 
 
+def _public_object(path: str) -> tuple[str, str] | None:
+    """The bucket and object of a read at a public object URL (`/<bucket>/<object>`), or None
+    for the JSON API's paths."""
+    plain = path.split("?", 1)[0]
+    if plain.startswith(("/storage/", "/upload/", "/download/", "/b/", "/batch/")):
+        return None
+    parts = plain.lstrip("/").split("/", 1)
+    if len(parts) < 2 or not parts[1]:
+        return None
+    return parts[0], urllib.parse.unquote(parts[1])
+
+
 class FaultyProxy:
     """Forwards HTTP requests to `upstream`, failing a seeded share of them on purpose:
     a 503, a connection reset before any response, or a stall before forwarding.
 
-    `gcs_conformance` adds three things real GCS does and the emulator does not: the
+    `gcs_conformance` adds four things real GCS does and the emulator does not: the
     `x-goog-generation` header on media reads (TensorStore's sharded readers make conditional
     reads with it), suffix ranges (`bytes=-N`, how TensorStore reads a shard index stored at
-    the end), and uploads with `ifGenerationMatch=0` that fail with 412 when the object exists
-    (how a job creates its lease exclusively)."""
+    the end), uploads with `ifGenerationMatch=0` that fail with 412 when the object exists
+    (how a job creates its lease exclusively), and CORS as the bucket's `cors` configuration
+    allows it (preflights answered, `Access-Control-Allow-Origin` on reads: what a browser
+    reading a public bucket, as Neuroglancer does, needs)."""
 
     def __init__(
         self,
@@ -169,7 +183,8 @@ class FaultyProxy:
                 headers["Host"] = f"{proxy.upstream[0]}:{proxy.upstream[1]}"
                 extra: dict[str, str] = {}
                 suffix = None
-                if proxy.gcs_conformance and self.command == "GET" and "alt=media" in self.path:
+                media = "alt=media" in self.path or _public_object(self.path) is not None
+                if proxy.gcs_conformance and self.command == "GET" and media:
                     extra, suffix = proxy._gcs_media_fixes(self.path, headers)
                 exclusive = (
                     proxy.gcs_conformance
@@ -191,6 +206,8 @@ class FaultyProxy:
                     status, response_headers, data = proxy._forward(
                         self.command, self.path, body, headers
                     )
+                if proxy.gcs_conformance and "Origin" in self.headers:
+                    extra |= proxy._gcs_cors(self.path, self.headers["Origin"], self.command)
                 if suffix is not None and status == 200:
                     start = max(len(data) - suffix, 0)
                     extra["Content-Range"] = f"bytes {start}-{len(data) - 1}/{len(data)}"
@@ -209,6 +226,20 @@ class FaultyProxy:
                     self.wfile.write(data)
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = do_PATCH = _handle  # noqa: N815
+
+            def do_OPTIONS(self) -> None:  # noqa: N802 - a CORS preflight, as GCS answers it
+                method = self.headers.get("Access-Control-Request-Method", "GET")
+                allowed = proxy._gcs_cors(self.path, self.headers.get("Origin", ""), method)
+                if allowed:
+                    requested = self.headers.get("Access-Control-Request-Headers")
+                    allowed["Access-Control-Allow-Methods"] = method
+                    if requested:
+                        allowed["Access-Control-Allow-Headers"] = requested
+                self.send_response(200 if allowed and proxy.gcs_conformance else 403)
+                for key, value in allowed.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -230,8 +261,14 @@ class FaultyProxy:
     ) -> tuple[dict[str, str], int | None]:
         """The object's generation headers, and a suffix range taken over (the emulator would
         ignore it): returns (headers to add, suffix length or None)."""
-        # gcsfs reads media from /download/storage/v1/...; metadata lives at /storage/v1/...
-        metadata_path = path.removeprefix("/download").replace("alt=media", "alt=json")
+        # gcsfs reads media from /download/storage/v1/...; metadata lives at /storage/v1/...;
+        # a browser reads a public object at /<bucket>/<object>.
+        public = _public_object(path)
+        if public is not None:
+            bucket, key = public
+            metadata_path = f"/storage/v1/b/{bucket}/o/{urllib.parse.quote(key, safe='')}"
+        else:
+            metadata_path = path.removeprefix("/download").replace("alt=media", "alt=json")
         plain = {k: v for k, v in headers.items() if k.lower() != "range"}
         status, _, data = self._forward("GET", metadata_path, b"", plain)
         extra = {}
@@ -248,6 +285,27 @@ class FaultyProxy:
             for key in ("Range", "range"):
                 headers.pop(key, None)
         return extra, suffix
+
+    def _gcs_cors(self, path: str, origin: str, method: str) -> dict[str, str]:
+        """The CORS headers the bucket's `cors` configuration gives a request from `origin`
+        (none where no rule allows it)."""
+        public = _public_object(path)
+        named = re.match(r"/(?:download/)?storage/v1/b/([^/?]+)", path)
+        bucket = public[0] if public is not None else named.group(1) if named else None
+        if bucket is None or not origin:
+            return {}
+        status, _, data = self._forward("GET", f"/storage/v1/b/{bucket}", b"", {})
+        rules = (json.loads(data).get("cors") or []) if status == 200 else []
+        for rule in rules:
+            origins, methods = rule.get("origin") or [], rule.get("method") or []
+            if ("*" in origins or origin in origins) and method in methods:
+                exposed = ", ".join(rule.get("responseHeader") or [])
+                return {
+                    "Access-Control-Allow-Origin": "*" if "*" in origins else origin,
+                    "Access-Control-Expose-Headers": exposed,
+                    "Access-Control-Max-Age": str(rule.get("maxAgeSeconds", 3600)),
+                }
+        return {}
 
     def _gcs_object_exists(self, path: str, body: bytes, headers: dict[str, str]) -> bool:
         """Whether the object an upload names exists (its name is in the query of a media

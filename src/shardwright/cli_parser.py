@@ -239,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=parse_json_object,
         default=None,
         metavar="JSON",
-        help="fsspec options for remote datasets (an S3 endpoint_url: the layers read there)",
+        help="fsspec options for remote datasets (an S3 or GCS endpoint_url: layers read there)",
     )
     w.add_argument("--host", default="127.0.0.1", help="address to listen on")
     w.add_argument(

@@ -229,8 +229,20 @@ def test_sources_and_other_tools_datasets_are_viewed_beside_a_conversion(
         layers = opened.state["layers"]
         assert [layer["name"] for layer in layers] == ["em", *kinds]
         for i, scheme in enumerate(kinds.values(), 1):
-            assert layers[i]["source"] == f"{scheme}://{server}/data/{i}/"
+            assert _url(layers[i]["source"]) == f"{scheme}://{server}/data/{i}/"
             assert layers[i]["type"] == "image"
+        # The bare zarr arrays hold no voxel size: each is placed on the first layer's grid by
+        # a transform naming its axes; the others' metadata places them.
+        zyx = [[40e-9, "m"], [8e-9, "m"], [8e-9, "m"]]
+        names = {"ts.zarr": ["z", "y", "x"], "v2.zarr": ["d0", "d1", "d2"]}  # as Neuroglancer's
+        for i, name in enumerate(kinds, 1):
+            if name in names:
+                transform = layers[i]["source"]["transform"]
+                assert transform["outputDimensions"] == dict(zip("zyx", zyx, strict=True))
+                assert transform["inputDimensions"] == dict(zip(names[name], zyx, strict=True))
+                assert transform["matrix"] == [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]]
+            else:
+                assert isinstance(layers[i]["source"], str)
         metadata = {"zarr3": "zarr.json", "zarr2": ".zarray", "n5": "attributes.json",
                     "precomputed": "info"}  # fmt: skip
         for i, scheme in enumerate(kinds.values(), 1):
@@ -241,6 +253,48 @@ def test_sources_and_other_tools_datasets_are_viewed_beside_a_conversion(
         assert state == json.loads(json.dumps(opened.state))
     finally:
         opened.close()
+
+
+def _url(source: str | dict[str, Any]) -> str:
+    """A layer source's URL, whether it is given alone or with a transform."""
+    return source["url"] if isinstance(source, dict) else source
+
+
+def test_a_bare_array_is_placed_as_its_conversion_read_it(tmp_path: pathlib.Path) -> None:
+    """`view SRC DEST` where SRC is a zarr array stored x-fastest-last (read with
+    --source-axes xyz) holding no voxel size, DEST its conversion at 8x8x40 nm from voxel
+    (10, 20, 3): SRC's layer takes DEST's voxel size and offset and names its dimensions in
+    the order the array holds them, so both layers cover the same place."""
+    import zarr
+
+    xyz = np.random.default_rng(2).integers(0, 255, (40, 30, 12), dtype=np.uint8)
+    array = zarr.create_array(str(tmp_path / "src.zarr"), shape=xyz.shape, chunks=(16, 16, 4),
+                              dtype="uint8", zarr_format=2)  # fmt: skip
+    array[...] = xyz
+    api.convert(str(tmp_path / "src.zarr"), str(tmp_path / "dest"), source_axes="xyz",
+                resolution=(8, 8, 40), voxel_offset=(10, 20, 3), scheduler="sync",
+                progress=False)  # fmt: skip
+    opened = open_view([str(tmp_path / "src.zarr"), str(tmp_path / "dest")])
+    try:
+        source, dest = opened.state["layers"]
+        assert isinstance(dest["source"], str)  # its info places it
+        xyz = [[8e-9, "m"], [8e-9, "m"], [40e-9, "m"]]
+        assert source["source"]["transform"] == {
+            "outputDimensions": dict(zip("xyz", xyz, strict=True)),
+            "inputDimensions": dict(zip(["d0", "d1", "d2"], xyz, strict=True)),
+            "matrix": [[1, 0, 0, 10], [0, 1, 0, 20], [0, 0, 1, 3]],
+        }
+        assert opened.layers[0].size == opened.layers[1].size == (40, 30, 12)
+        assert opened.state["dimensions"]["z"] == [pytest.approx(40e-9), "m"]
+        assert opened.state["position"] == [30.0, 35.0, 9.0]  # DEST's middle
+    finally:
+        opened.close()
+    alone = open_view([str(tmp_path / "src.zarr")])  # nothing to take a voxel size from
+    try:
+        (layer,) = alone.state["layers"]
+        assert layer["source"]["transform"]["outputDimensions"]["z"] == [1e-9, "m"]
+    finally:
+        alone.close()
 
 
 def test_a_remote_dataset_is_read_where_it_is(datasets: dict[str, Any]) -> None:
@@ -269,9 +323,11 @@ def test_a_remote_dataset_is_read_where_it_is(datasets: dict[str, Any]) -> None:
 def test_datasets_in_buckets_are_layers_read_from_the_buckets(
     tmp_path: pathlib.Path, datasets: dict[str, Any], s3: Any, gcs: Any
 ) -> None:
-    """An s3:// dataset behind another endpoint (moto here) is read from that endpoint's
-    path-style URL of the bucket; a gs:// one keeps its gs:// URL, which Neuroglancer resolves
-    itself. Neither goes through the view's data server."""
+    """A dataset in a bucket behind another endpoint than the cloud's own (moto's S3, the GCS
+    emulator) is read at that endpoint's URL of the bucket, not through the view's data
+    server; on the clouds themselves gs:// and s3:// stay for Neuroglancer to resolve. Where
+    Neuroglancer would be refused (a private bucket; a public one without CORS) a warning
+    says so."""
     common = dict(scheduler="sync", progress=False, resolution=(8, 8, 40), chunk_size=(32, 32, 16))
     image = str(datasets["root"] / "image.npy")
     s3.make_bucket("view-s3")
@@ -288,13 +344,20 @@ def test_datasets_in_buckets_are_layers_read_from_the_buckets(
     gcs.make_bucket("view-gs")
     api.convert(image, "gs://view-gs/em.zarr", format="zarr3", storage_options=gcs.options(),
                 **common)  # fmt: skip
-    opened = api.view("gs://view-gs/em.zarr", storage_options=gcs.options(gcs.conformant_endpoint))
+    endpoint = gcs.conformant_endpoint  # the emulator, answering CORS as GCS does
+    with pytest.warns(ShardwrightWarning, match=r"zarr.json: answered without CORS for the vi"):
+        opened = api.view("gs://view-gs/em.zarr", storage_options=gcs.options(endpoint))
     try:
         (layer,) = opened.state["layers"]
-        assert layer["source"] == "zarr3://gs://view-gs/em.zarr/"
+        assert layer["source"] == f"zarr3://{endpoint}/view-gs/em.zarr/"
         assert opened.layers[0].resolution_nm == (8.0, 8.0, 40.0)
     finally:
         opened.close()
+    google = {"endpoint_url": "https://storage.googleapis.com"}
+    amazon = {"client_kwargs": {"endpoint_url": "https://s3.us-west-2.amazonaws.com"}}
+    assert viewer.bucket_url("gs://b/em", google) == "gs://b/em"
+    assert viewer.bucket_url("s3://b/em", amazon) == "s3://b/em"
+    assert viewer.bucket_url("gs://b/em", None) == "gs://b/em"
 
 
 def test_a_remote_zarr_v2_group_is_checked_by_the_metadata_it_has(tmp_path: pathlib.Path) -> None:

@@ -16,6 +16,8 @@ import json
 import pathlib
 import shutil
 import threading
+import urllib.request
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -27,6 +29,7 @@ from segment_objects import write_multilod_meshes, write_segmentation, write_ske
 
 from shardwright import api
 from shardwright.demo import write_demo_volumes
+from shardwright.errors import ShardwrightWarning
 from shardwright.formats.meshes import MultiLodManifest
 from shardwright.formats.sharded_reader import ShardedReader
 from shardwright.formats.sharding import ShardingSpec
@@ -221,16 +224,17 @@ Render = Callable[..., np.ndarray]
 
 @pytest.fixture()
 def render(browser: dict[str, Any], tmp_path: pathlib.Path, keep_screenshot: Any) -> Render:
-    """render(state, source, name, timeout=120): `state` with its one layer's source at
-    `source` (a path on the data server), rendered; the PNG kept as `name`.png in the test's
-    tmp dir and listed at the end of the report."""
+    """render(state, source, name, timeout=120): `state` with its first layer's source at
+    `source` (a path on the data server; None: as the state has it), rendered; the PNG kept
+    as `name`.png in the test's tmp dir and listed at the end of the report."""
     from PIL import Image
 
-    def run(state: dict[str, Any], source: str, name: str, timeout: float = 120) -> np.ndarray:
+    def run(
+        state: dict[str, Any], source: str | None, name: str, timeout: float = 120
+    ) -> np.ndarray:
         state = copy.deepcopy(state)
-        layer = state["layers"][0]
-        scheme = layer["source"].split("://", 1)[0]
-        layer["source"] = f"{scheme}://{browser['server'].url}/{source}/"
+        if source is not None:
+            _point(state["layers"][0], f"{browser['server'].url}/{source}")
         viewer = browser["viewer"]
         viewer.set_state(state)
         png = capture_png(viewer, SHOT, timeout)
@@ -240,6 +244,17 @@ def render(browser: dict[str, Any], tmp_path: pathlib.Path, keep_screenshot: Any
         return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
 
     return run
+
+
+def _point(layer: dict[str, Any], url: str) -> None:
+    """Make `layer` read its data at `url`, with the scheme and transform it has."""
+    source = layer["source"]
+    address = source["url"] if isinstance(source, dict) else source
+    pointed = f"{address.split('://', 1)[0]}://{url}/"
+    if isinstance(source, dict):
+        source["url"] = pointed
+    else:
+        layer["source"] = pointed
 
 
 def _state_of(folder: pathlib.Path, layout: str = "xy") -> dict[str, Any]:
@@ -372,7 +387,7 @@ def test_view_src_dest_shows_another_tools_dataset_beside_ours_exactly(
     assert [layer["name"] for layer in state["layers"]] == ["ts-image", "ours-image"]
     state["layout"] = "xy"
     theirs, ours = state["layers"]
-    ours["source"] = f"precomputed://{browser['server'].url}/data/ours-image/"
+    _point(ours, f"{browser['server'].url}/data/ours-image")
     ours["visible"] = False
     source_alone = render(state, "data/ts-image", "src-alone")
     ours["visible"], theirs["visible"] = True, False
@@ -381,3 +396,97 @@ def test_view_src_dest_shows_another_tools_dataset_beside_ours_exactly(
     assert np.array_equal(source_alone, dest_alone), (
         f"{(source_alone != dest_alone).any(-1).sum()} pixels differ"
     )
+
+
+def test_view_src_dest_places_a_bare_array_where_its_conversion_is(
+    volumes: dict[str, Any], render: Render, browser: dict[str, Any]
+) -> None:
+    """`view SRC DEST` with SRC a zarr v2 array holding no voxel size, stored x-major (read
+    with --source-axes xyz), and DEST its conversion at 8x8x40 nm from voxel (8, 16, 4):
+    shown alone, each draws the same pixels at the same place. Without its transform SRC's
+    layer does not (the control)."""
+    import zarr
+
+    root = volumes["root"]
+    xyz = np.load(root / "image.npy").transpose(2, 1, 0)
+    array = zarr.create_array(str(root / "bare.zarr"), shape=xyz.shape, chunks=(32, 32, 8),
+                              dtype="uint8", zarr_format=2)  # fmt: skip
+    array[...] = xyz
+    api.convert(
+        str(root / "bare.zarr"), str(root / "bare-dest"), source_axes="xyz",
+        resolution=RESOLUTION, voxel_offset=(8, 16, 4), chunk_size=(32, 32, 8),
+        scheduler="sync", progress=False,
+    )  # fmt: skip
+    view = open_view([str(root / "bare.zarr"), str(root / "bare-dest")])
+    try:
+        state = copy.deepcopy(view.state)
+    finally:
+        view.close()
+    # Whole screen pixels per voxel: where a pixel straddles a voxel edge, layers of two formats
+    # can round it apart at chunk edges (a column a chunk, seen at the default 3.75 px/voxel).
+    state["layout"], state["crossSectionScale"] = "xy", 0.25
+    source, dest = state["layers"]
+    _point(source, f"{browser['server'].url}/data/bare.zarr")
+    _point(dest, f"{browser['server'].url}/data/bare-dest")
+    dest["visible"] = False
+    source_alone = render(state, None, "bare-source-alone")
+    dest["visible"], source["visible"] = True, False
+    dest_alone = render(state, None, "bare-dest-alone")
+    assert (dest_alone != dest_alone[0, 0]).any(axis=-1).mean() > 0.3  # data on screen
+    assert np.array_equal(source_alone, dest_alone), (
+        f"{(source_alone != dest_alone).any(-1).sum()} pixels differ"
+    )
+    source["visible"], dest["visible"] = True, False
+    source["source"] = source["source"]["url"]  # as Neuroglancer would place it unaided
+    unplaced = render(state, None, "bare-source-unplaced")
+    assert not np.array_equal(unplaced, dest_alone)
+
+
+def test_datasets_in_public_buckets_render_where_they_are(
+    volumes: dict[str, Any], render: Render, s3: Any, gcs: Any
+) -> None:
+    """A dataset in an S3 bucket (moto) and one in a GCS bucket (the emulator, answering CORS
+    as GCS does), each public with a CORS rule: `view` warns of nothing, its state reads the
+    bucket, and Neuroglancer draws exactly what it draws of the same dataset served here."""
+    import boto3
+
+    root = volumes["root"]
+    common = dict(
+        scheduler="sync", progress=False, resolution=RESOLUTION, chunk_size=(32, 32, 8),
+        target_shard_bytes=64 * 1024,
+    )  # fmt: skip
+    s3.make_bucket("public-s3")
+    client = boto3.client("s3", endpoint_url=s3.endpoint)
+    policy = {"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
+        "Resource": "arn:aws:s3:::public-s3/*",
+    }]}  # fmt: skip
+    client.put_bucket_policy(Bucket="public-s3", Policy=json.dumps(policy))
+    client.put_bucket_cors(Bucket="public-s3", CORSConfiguration={"CORSRules": [{
+        "AllowedOrigins": ["*"], "AllowedMethods": ["GET", "HEAD"], "AllowedHeaders": ["*"],
+    }]})  # fmt: skip
+    gcs.make_bucket("public-gs")
+    cors = [{"origin": ["*"], "method": ["GET", "HEAD"], "responseHeader": ["Content-Range"]}]
+    patch = urllib.request.Request(
+        f"{gcs.endpoint}/storage/v1/b/public-gs", method="PATCH",
+        data=json.dumps({"cors": cors}).encode(), headers={"Content-Type": "application/json"},
+    )  # fmt: skip
+    urllib.request.urlopen(patch, timeout=10).read()
+    local = render(_state_of(root / "ours-image"), "data/ours-image", "bucket-reference")
+    assert (local != local[0, 0]).any(axis=-1).mean() > 0.3  # data on screen
+    for url, options in (
+        ("s3://public-s3/em", s3.options()),
+        ("gs://public-gs/em", gcs.options(gcs.conformant_endpoint)),
+    ):
+        api.convert(str(root / "image.npy"), url, storage_options=options, **common)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ShardwrightWarning)  # readable as Neuroglancer reads
+            view = open_view([url], storage_options=options)
+        try:
+            state = copy.deepcopy(view.state)
+        finally:
+            view.close()
+        state["layout"] = "xy"
+        assert state["layers"][0]["source"].endswith(f"/{url.split('://')[1]}/")
+        shown = render(state, None, url.split(":")[0] + "-bucket")
+        assert np.array_equal(shown, local), f"{url}: {(shown != local).any(-1).sum()} differ"

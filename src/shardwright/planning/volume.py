@@ -296,6 +296,7 @@ class ConversionPlan(Geometry):
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "source": self.source.url,
+            "source_axes": self.source.axes,  # how it was read: `view SRC DEST` reads it so
             "destination": self.dest,
             "format": self.format,
             "layer_type": self.layer_type,
