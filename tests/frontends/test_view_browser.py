@@ -398,26 +398,32 @@ def test_view_src_dest_shows_another_tools_dataset_beside_ours_exactly(
     )
 
 
+@pytest.mark.parametrize("axes", ["xyz", "czyx"])
 def test_view_src_dest_places_a_bare_array_where_its_conversion_is(
-    volumes: dict[str, Any], render: Render, browser: dict[str, Any]
+    volumes: dict[str, Any], render: Render, browser: dict[str, Any], axes: str
 ) -> None:
-    """`view SRC DEST` with SRC a zarr v2 array holding no voxel size, stored x-major (read
-    with --source-axes xyz), and DEST its conversion at 8x8x40 nm from voxel (8, 16, 4):
-    shown alone, each draws the same pixels at the same place. Without its transform SRC's
-    layer does not (the control)."""
+    """`view SRC DEST` with SRC a zarr array holding no voxel size (v2 stored x-major, read
+    with --source-axes xyz; v3 of two channels, c first) and DEST its conversion at 8x8x40 nm
+    from voxel (8, 16, 4): shown alone, each draws the same pixels at the same place. Without
+    its transform SRC's layer does not (the control)."""
     import zarr
 
     root = volumes["root"]
-    xyz = np.load(root / "image.npy").transpose(2, 1, 0)
-    array = zarr.create_array(str(root / "bare.zarr"), shape=xyz.shape, chunks=(32, 32, 8),
-                              dtype="uint8", zarr_format=2)  # fmt: skip
-    array[...] = xyz
+    zyx = np.load(root / "image.npy")
+    if axes == "xyz":
+        voxels, chunks, version = zyx.transpose(2, 1, 0), (32, 32, 8), 2
+    else:
+        voxels, chunks, version = np.stack([zyx, 255 - zyx]), (2, 8, 32, 32), 3
+    name = f"bare-{axes}.zarr"
+    array = zarr.create_array(str(root / name), shape=voxels.shape, chunks=chunks,
+                              dtype="uint8", zarr_format=version)  # fmt: skip
+    array[...] = voxels
     api.convert(
-        str(root / "bare.zarr"), str(root / "bare-dest"), source_axes="xyz",
+        str(root / name), str(root / f"{name}-dest"), source_axes=axes,
         resolution=RESOLUTION, voxel_offset=(8, 16, 4), chunk_size=(32, 32, 8),
         scheduler="sync", progress=False,
     )  # fmt: skip
-    view = open_view([str(root / "bare.zarr"), str(root / "bare-dest")])
+    view = open_view([str(root / name), str(root / f"{name}-dest")])
     try:
         state = copy.deepcopy(view.state)
     finally:
@@ -426,19 +432,19 @@ def test_view_src_dest_places_a_bare_array_where_its_conversion_is(
     # can round it apart at chunk edges (a column a chunk, seen at the default 3.75 px/voxel).
     state["layout"], state["crossSectionScale"] = "xy", 0.25
     source, dest = state["layers"]
-    _point(source, f"{browser['server'].url}/data/bare.zarr")
-    _point(dest, f"{browser['server'].url}/data/bare-dest")
+    _point(source, f"{browser['server'].url}/data/{name}")
+    _point(dest, f"{browser['server'].url}/data/{name}-dest")
     dest["visible"] = False
-    source_alone = render(state, None, "bare-source-alone")
+    source_alone = render(state, None, f"{name}-alone")
     dest["visible"], source["visible"] = True, False
-    dest_alone = render(state, None, "bare-dest-alone")
+    dest_alone = render(state, None, f"{name}-dest-alone")
     assert (dest_alone != dest_alone[0, 0]).any(axis=-1).mean() > 0.3  # data on screen
     assert np.array_equal(source_alone, dest_alone), (
         f"{(source_alone != dest_alone).any(-1).sum()} pixels differ"
     )
     source["visible"], dest["visible"] = True, False
     source["source"] = source["source"]["url"]  # as Neuroglancer would place it unaided
-    unplaced = render(state, None, "bare-source-unplaced")
+    unplaced = render(state, None, f"{name}-unplaced", timeout=30)
     assert not np.array_equal(unplaced, dest_alone)
 
 
