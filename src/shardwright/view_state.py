@@ -89,15 +89,18 @@ def describe_all(
     """The layers of the datasets at `places`, read by Neuroglancer at `source_urls`, each
     source of a conversion in the view read with the axes the conversion read it with, and
     every bare array placed (`place`)."""
-    read_as = {}  # a source's location -> the axes its conversion in this view read it with
+    plans = []  # ours: the plan in each manifest says what the layer is and what it was from
     for dest in places:
         manifest = read_manifest(Store(dest, storage_options))
-        plan = manifest.plan if manifest is not None else {}
-        if isinstance(plan.get("source"), str) and isinstance(plan.get("source_axes"), str):
-            read_as[_same_place(plan["source"])] = plan["source_axes"]
+        plans.append(manifest.plan if manifest is not None else {})
+    read_as = {  # a source's location -> the axes its conversion in this view read it with
+        _same_place(plan["source"]): plan["source_axes"]
+        for plan in plans
+        if isinstance(plan.get("source"), str) and isinstance(plan.get("source_axes"), str)
+    }
     layers = [
-        describe(dest, url, storage_options, axes=read_as.get(_same_place(dest)))
-        for dest, url in zip(places, source_urls, strict=True)
+        describe(dest, url, plan, storage_options, axes=read_as.get(_same_place(dest)))
+        for dest, url, plan in zip(places, source_urls, plans, strict=True)
     ]
     return place(layers)
 
@@ -105,17 +108,16 @@ def describe_all(
 def describe(
     dest: str,
     source_url: str,
+    plan: dict[str, Any],
     storage_options: dict[str, Any] | None = None,
     axes: str | None = None,
 ) -> DatasetLayer:
-    """The layer of the dataset at `dest` (a local folder or a remote URL), which Neuroglancer
-    reads at `source_url` (where the data server serves it, or the bucket's own URL); `axes`,
-    for a zarr array, the order its dimensions hold x, y, z (default: its metadata's, else
-    zyx)."""
+    """The layer of the dataset at `dest` (a local folder or a remote URL; `plan`, its
+    manifest's plan where it is ours, else empty), which Neuroglancer reads at `source_url`
+    (where the data server serves it, or the bucket's own URL); `axes`, for a zarr array, the
+    order its dimensions hold x, y, z (default: its metadata's, else zyx)."""
     store = Store(dest, storage_options)
     metadata_key, scheme = data_scheme(store, dest)
-    manifest = read_manifest(store)  # ours: its plan says what the layer is
-    plan = manifest.plan if manifest is not None else {}
     source = open_source(
         dest, axes=axes if scheme in ZARR_SCHEMES else None, storage_options=storage_options
     )
