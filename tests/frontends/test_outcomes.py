@@ -143,3 +143,26 @@ def test_option_values_are_checked_before_anything_is_allocated(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_stop_handled_inside_a_finalizer_is_raised_where_the_job_next_waits(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A SIGTERM handled while the main thread runs a finalizer (distributed's Future.__del__,
+    as the job drops the tasks it has counted) cannot leave it: Python printed "Exception
+    ignored" with a traceback, and the job ran on to exit 0 (seen under load: 8 in 200 stops
+    at random times). It is kept, and raised once where the job next waits, quietly."""
+
+    class Finalized:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGTERM)
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:  # the handler runs here, inside __del__
+                pass
+
+    with outcomes.stopped_by_signals():
+        Finalized()  # dropped at once: its __del__ runs now
+        with pytest.raises(outcomes.Terminated):  # what the job's next wait does
+            outcomes.raise_if_stopped()
+        outcomes.raise_if_stopped()  # once
+    assert "Exception ignored" not in capsys.readouterr().err

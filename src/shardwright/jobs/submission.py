@@ -32,6 +32,7 @@ from shardwright.jobs.workers import GPU_RESOURCE, await_workers, check_gpu_work
 from shardwright.lifecycle.job import Job
 from shardwright.logs import LOG
 from shardwright.manifest import CompanionTotals, Manifest, ReceiptTable
+from shardwright.outcomes import raise_if_stopped
 
 TASK_RETRIES = 3  # a shard lost with its worker is recomputed elsewhere
 WINDOW_PER_THREAD = 4  # tasks on the cluster per worker thread: enough to never idle
@@ -372,7 +373,12 @@ def run_job(
         ]
         progress.start(sum(b.plan.shard_total for b in begun))
         LOG.info("running %d shard tasks on %s", progress.total, runner.describe())
-        Window(runner, window, leases.check).run(streams, progress)
+
+        def watch() -> None:
+            raise_if_stopped()  # a Ctrl-C or SIGTERM lost in a finalizer: raised again here
+            leases.check()
+
+        Window(runner, window, watch).run(streams, progress)
         progress.finish()
         LOG.info("every shard task returned; writing the manifests")
         cluster = runner.describe()
