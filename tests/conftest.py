@@ -40,25 +40,18 @@ def gpu_missing() -> str | None:
     return None
 
 
-SCREENSHOT = "screenshot"  # the user property naming a screenshot a test kept
+SCREENSHOTS = pytest.StashKey[list[str]]()
 
 
 @pytest.fixture()
 def keep_screenshot(request: pytest.FixtureRequest) -> Any:
-    """Name a screenshot a test wrote, for the list at the end of the run's report (kept in
-    the test's report, which reaches the report's writer from a worker process too)."""
-    return lambda path: request.node.user_properties.append((SCREENSHOT, str(path)))
+    """Name a screenshot a test wrote, for the list at the end of the run's report."""
+    kept = request.config.stash.setdefault(SCREENSHOTS, [])
+    return lambda path: kept.append(f"{request.node.nodeid}: {path}")
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    kept = [
-        f"{report.nodeid}: {value}"
-        for reports in terminalreporter.stats.values()
-        for report in reports
-        if isinstance(report, pytest.TestReport) and report.when == "call"
-        for name, value in report.user_properties
-        if name == SCREENSHOT
-    ]
+    kept = config.stash.get(SCREENSHOTS, [])
     if kept:
         terminalreporter.section("screenshots (Neuroglancer in headless Chromium)")
         for line in kept:

@@ -229,9 +229,8 @@ run_pytest() {  # NAME TIMEOUT PYTEST-ARGS...: NAME.xml and NAME.log; the log's 
   local name=$1 limit=$2 rc
   shift 2
   set +e
-  # -o addopts=: not the project's (its -n 2 needs pytest-xdist, which the wheelhouse may lack)
-  timeout --kill-after 10 "$limit" "$PY" -m pytest -p no:cacheprovider -o addopts= -ra \
-    --tb=short -o timeout=300 --junitxml "$OUTDIR/$name.xml" "$@" >"$OUTDIR/$name.log" 2>&1
+  timeout --kill-after 10 "$limit" "$PY" -m pytest -p no:cacheprovider -ra --tb=short \
+    -o timeout=300 --junitxml "$OUTDIR/$name.xml" "$@" >"$OUTDIR/$name.log" 2>&1
   rc=$?
   set -e
   tail -n 60 "$OUTDIR/$name.log"
