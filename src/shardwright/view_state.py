@@ -32,6 +32,7 @@ from shardwright.formats.vocabulary import VolumeType, names
 from shardwright.manifest import read_manifest
 from shardwright.planning.builder import LABEL_DTYPES
 from shardwright.sources import open_source
+from shardwright.sources.tensorstore_array import endpoint_url
 from shardwright.store import Store
 
 # What sits at a dataset's root, and the Neuroglancer data source scheme that reads it.
@@ -252,10 +253,7 @@ def bucket_url(dest: str, storage_options: dict[str, Any] | None) -> str:
     """Where Neuroglancer reads a remote dataset: its URL as given (Neuroglancer resolves gs://
     and s3:// on Google's and Amazon's clouds itself), or, for a bucket behind another endpoint
     (MinIO, Ceph, an emulator), the bucket's path-style URL there."""
-    options = storage_options or {}
-    endpoint = options.get("endpoint_url") or (options.get("client_kwargs") or {}).get(
-        "endpoint_url"
-    )
+    endpoint = endpoint_url(storage_options)
     if not endpoint:
         return dest
     host = urllib.parse.urlsplit(str(endpoint)).hostname or ""
