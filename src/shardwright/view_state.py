@@ -332,11 +332,13 @@ def data_source(layer: DatasetLayer) -> str | dict[str, Any]:
     scale = dict(zip("xyz", layer.resolution_nm, strict=True))
     offset = dict(zip("xyz", layer.voxel_offset, strict=True))
     axes = layer.array_axes
-    units = [[1, ""] if a == "c" else [scale[a] * 1e-9, "m"] for a in axes]
+    units = [[scale[a] * 1e-9, "m"] if a in scale else [1, ""] for a in axes]
     # The input dimensions carry the voxel size too: from a unitless input Neuroglancer does not
     # map one voxel to one output voxel.
     inputs = dict(zip(layer.array_dimensions, units, strict=True))
-    outputs = {("c^" if a == "c" else a): unit for a, unit in zip(axes, units, strict=True)}
+    # Channels a channel dimension (c^), a single time point a local one (t').
+    names = {"c": "c^", "t": "t'"}
+    outputs = {names.get(a, a): unit for a, unit in zip(axes, units, strict=True)}
     matrix = [
         [float(row == column) for column in range(len(axes))] + [float(offset.get(a, 0))]
         for row, a in enumerate(axes)

@@ -13,6 +13,7 @@ from typing import Any
 
 import h5py
 import numpy as np
+import ome_zarr_models
 import pytest
 import tensorstore as ts
 import tifffile
@@ -70,8 +71,10 @@ def _read_zarr3(dest: pathlib.Path) -> list[np.ndarray]:
 def _check_ome_group(
     dest: pathlib.Path, resolution_xyz: tuple[float, float, float], label: bool = False
 ) -> None:
-    """DEST/zarr.json is an OME-Zarr 0.5 multiscales group over one level array, 0/: its axes
-    are the array's (space axes in nanometres), its scale the voxel size in that order."""
+    """DEST/zarr.json is an OME-Zarr 0.5 multiscales group over one level array, 0/, valid for
+    ome-zarr-models: its axes are the array's (space axes in nanometres), its scale the voxel
+    size in that order."""
+    ome_zarr_models.open_ome_zarr(zarr.open_group(str(dest), mode="r"))
     group = json.loads((dest / "zarr.json").read_text())
     assert group["zarr_format"] == 3 and group["node_type"] == "group"
     ome = group["attributes"]["ome"]
@@ -169,8 +172,9 @@ def test_every_source_kind_converts_to_both_formats(
         for got in _read_precomputed(dest):
             np.testing.assert_array_equal(got, _as_xyzc(vol))
     else:
-        # A precomputed source is x,y,z,c: zarr output keeps the source's own axis order.
-        want = vol.T[..., None] if kind == "precomputed" else vol
+        # A precomputed source is x,y,z,c: zarr output keeps its space axes' order (x, y, z),
+        # without an axis for its single channel.
+        want = vol.T if kind == "precomputed" else vol
         for got in _read_zarr3(dest):
             np.testing.assert_array_equal(got, want)
         _check_ome_group(dest, (4, 4, 30) if kind == "precomputed" else (1, 1, 1))

@@ -240,9 +240,9 @@ def test_ome_zarr_channels_units_and_global_scale(tmp_path: pathlib.Path) -> Non
     source = open_source(path)
     assert source.hints.resolution == pytest.approx((4.0, 8.0, 80.0))
     _check(source, vol, "czyx")
-    # A unit we cannot convert leaves the resolution unknown instead of guessing.
+    # A unit that is no length leaves the resolution unknown instead of guessing.
     multiscales["axes"] = [axes[0]] + [
-        {"name": n, "type": "space", "unit": "parsec"} for n in "zyx"
+        {"name": n, "type": "space", "unit": "second"} for n in "zyx"
     ]
     _ome_group(path, 3, vol, multiscales)
     assert open_source(path).hints.resolution is None
@@ -495,7 +495,8 @@ def test_hdf5_datasets(tmp_path: pathlib.Path, dtype: str) -> None:
 def bad(tmp_path: pathlib.Path) -> pathlib.Path:
     np.save(tmp_path / "v.npy", np.zeros((4, 5, 6), np.uint8))
     np.save(tmp_path / "flat.npy", np.zeros((4, 5), np.uint8))
-    np.save(tmp_path / "five.npy", np.zeros((1, 2, 3, 4, 5), np.uint8))
+    np.save(tmp_path / "times.npy", np.zeros((3, 1, 2, 4, 5), np.uint8))  # t, c, z, y, x
+    np.save(tmp_path / "six.npy", np.zeros((1, 1, 2, 3, 4, 5), np.uint8))
     (tmp_path / "notes.txt").write_text("hello")
     (tmp_path / "empty").mkdir()
     (tmp_path / "other").mkdir()
@@ -537,11 +538,13 @@ ERRORS = [
     ("flat.tif", {}, "a single 2-D image"),
     ("4d.tif", {}, r"cannot tell the axes of TIFF layout QQYX \(2, 3, 8, 8\); pass axes"),
     ("stacks", {}, r"slices must be 2-D images .*c1.tif is QYX \(3, 8, 8\)"),
-    ("v.npy", {"axes": "xyq"}, "axes 'xyq' must be a permutation of 'xyz' or 'xyzc'"),
-    ("v.npy", {"axes": "xxyz"}, "axes 'xxyz' must be a permutation"),
+    ("v.npy", {"axes": "xyq"}, "axes 'xyq' are not an axis order .*x, y and z once each"),
+    ("v.npy", {"axes": "xxyz"}, "axes 'xxyz' are not an axis order"),
+    ("v.npy", {"axes": "tyx"}, "axes 'tyx' are not an axis order"),
     ("v.npy", {"axes": "czyx"}, "axes 'czyx' name 4 dimensions, the array has 3"),
     ("flat.npy", {}, r"a 2-D array \(shape \(4, 5\)\) is not a volume"),
-    ("five.npy", {}, "a 5-D array is not a volume"),
+    ("six.npy", {}, "a 6-D array is not a volume .*pass axes"),
+    ("times.npy", {}, "its t axis holds 3 time points; a conversion writes one volume"),
     ("v.npy", {"scale_key": "1"}, "a .npy array has no scales"),
 ]
 

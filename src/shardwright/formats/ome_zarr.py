@@ -1,10 +1,11 @@
 """OME-Zarr 0.5 multiscales: the group `zarr.json` over zarr3 output's level arrays (one or
 more; a segmentation's group also carries image-label metadata).
 
-The group lists the axes (space axes in nanometres, a channel axis without unit) and, per
-level, the array's path and its coordinate transformations: a scale (voxel size) and a
-translation placing voxel centres (level k's voxel 0 summarises base voxels 0 .. f**k - 1, so
-its centre sits (f**k - 1) / 2 base voxels in). Pure JSON: no I/O.
+The group lists the axes (space axes in one length unit, nanometres unless the source named
+another; a channel axis without unit) and, per level, the array's path and its coordinate
+transformations: a scale (voxel size) and a translation placing voxel centres (level k's
+voxel 0 summarises base voxels 0 .. f**k - 1, so its centre sits (f**k - 1) / 2 base voxels
+in). Pure JSON: no I/O.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 OME_VERSION = "0.5"
-SPACE_UNIT = "nanometer"
 
 
 def multiscales_group(
@@ -22,12 +22,14 @@ def multiscales_group(
     *,
     method: str | None = None,
     label: bool = False,
+    unit: str = "nanometer",
 ) -> dict[str, Any]:
     """The group document: `axes` letters in array order, `datasets` (path, scale,
-    translation) from the finest level up, each vector in array order; `label` marks a
-    segmentation (OME-Zarr image-label metadata: its values are labels, not intensities)."""
+    translation) from the finest level up, each vector in array order and in `unit`; `label`
+    marks a segmentation (OME-Zarr image-label metadata: its values are labels, not
+    intensities)."""
     multiscale: dict[str, Any] = {
-        "axes": [_axis(a) for a in axes],
+        "axes": [_axis(a, unit) for a in axes],
         "datasets": [
             {
                 "path": path,
@@ -60,11 +62,15 @@ def dataset_paths(group: Mapping[str, Any]) -> list[str] | None:
     return [str(d["path"]) for d in multiscales[0].get("datasets", [])]
 
 
-def _axis(letter: str) -> dict[str, str]:
+def _axis(letter: str, unit: str) -> dict[str, str]:
     if letter == "c":
         return {"name": "c", "type": "channel"}
-    return {"name": letter, "type": "space", "unit": SPACE_UNIT}
+    return {"name": letter, "type": "space", "unit": unit}
 
 
 def _number(value: float) -> int | float:
-    return int(value) if float(value).is_integer() else float(value)
+    """Whole numbers as integers; others to 12 significant digits, so that a voxel size
+    converted between units (8 nm as 0.008 micrometer) is written as the source wrote it."""
+    if float(value).is_integer():
+        return int(value)
+    return float(f"{float(value):.12g}")

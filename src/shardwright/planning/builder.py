@@ -12,11 +12,12 @@ from shardwright.errors import NAMED, PlanError, ShardwrightWarning
 from shardwright.formats.vocabulary import VolumeType, names
 from shardwright.options import ConvertOptions
 from shardwright.planning import capabilities, checks, geometry, pyramid
-from shardwright.planning.geometry import Geometry
+from shardwright.planning.geometry import DEFAULT, OPTION, Geometry, Placed
 from shardwright.planning.layouts import PLANNERS
 from shardwright.planning.levels import add_levels
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source, open_source
+from shardwright.sources.units import NANOMETER
 
 
 def make_plan(
@@ -43,19 +44,8 @@ def make_plan(
     if options.format == "precomputed":
         checks.check_block_size(given, options.encoding)
     chunk = geometry.chunk_size(options.chunk_size, size)
-    resolution = tuple(float(r) for r in (options.resolution or src.hints.resolution or (1, 1, 1)))
-    if options.resolution is None and src.hints.resolution is None:
-        warnings.warn(
-            ShardwrightWarning(
-                f"{src.url} records no voxel size: writing 1,1,1 nm; give the real one "
-                "(x,y,z in nanometres) with {resolution}",
-                resolution=NAMED,
-            ),
-            stacklevel=2,
-        )
+    resolution, offset, placed = _placement(options, src)
     checks.check_resolution(resolution)
-    rx, ry, rz = resolution
-    offset = tuple(int(v) for v in (options.voxel_offset or src.hints.voxel_offset or (0, 0, 0)))
     checks.check_voxel_offset(offset, size)
     levels = pyramid.requested(options, layer_type, dtype, size, chunk)
     geo = Geometry(
@@ -67,8 +57,9 @@ def make_plan(
         num_channels=int(src.num_channels),
         size=size,
         chunk_size=chunk,
-        voxel_offset=pyramid.triple(offset),
-        resolution=(rx, ry, rz),
+        voxel_offset=offset,
+        resolution=resolution,
+        placed=placed,
         pyramid=levels[0] if levels is not None else None,
     )
     plan = PLANNERS[options.format](geo)
@@ -77,6 +68,47 @@ def make_plan(
     if options.engine == "gpu":
         capabilities.check_gpu_plan(plan)
     return plan
+
+
+def _placement(
+    options: ConvertOptions, src: Source
+) -> tuple[tuple[float, float, float], pyramid.Triple, Placed]:
+    """Voxel size and offset: the options' where given, else the source's own (refused where
+    it cannot be carried exactly), else 1 nm and 0 (a voxel size guessed is warned of)."""
+    hints = src.hints
+    if options.resolution is None and hints.resolution_refusal:
+        raise PlanError(hints.resolution_refusal, resolution=NAMED, voxel_offset=NAMED)
+    if options.voxel_offset is None and hints.offset_refusal:
+        raise PlanError(hints.offset_refusal, resolution=NAMED, voxel_offset=NAMED)
+    if options.resolution is not None:
+        resolution, resolution_from = options.resolution, OPTION
+    elif hints.resolution is not None:
+        resolution, resolution_from = hints.resolution, hints.placed_by or "the source"
+    else:
+        resolution, resolution_from = (1.0, 1.0, 1.0), DEFAULT
+        warnings.warn(
+            ShardwrightWarning(
+                f"{src.url} records no voxel size: writing 1,1,1 nm; give the real one "
+                "(x,y,z in nanometres) with {resolution}",
+                resolution=NAMED,
+            ),
+            stacklevel=3,
+        )
+    if options.voxel_offset is not None:
+        offset, offset_from = options.voxel_offset, OPTION
+    elif hints.voxel_offset is not None:
+        offset, offset_from = hints.voxel_offset, hints.placed_by or "the source"
+    else:
+        offset, offset_from = (0, 0, 0), DEFAULT
+    rx, ry, rz = (float(r) for r in resolution)
+    from_source = OPTION not in (resolution_from, offset_from)
+    placed = Placed(
+        resolution_from=resolution_from,
+        voxel_offset_from=offset_from,
+        unit=hints.unit if hints.unit is not None and resolution_from != OPTION else NANOMETER,
+        subvoxel_offset=(hints.subvoxel_offset if from_source else None) or (0.0, 0.0, 0.0),
+    )
+    return (rx, ry, rz), pyramid.triple(int(v) for v in offset), placed
 
 
 LABEL_DTYPES = (np.dtype(np.uint32), np.dtype(np.uint64))  # what compressed_segmentation takes

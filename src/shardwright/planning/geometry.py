@@ -21,8 +21,32 @@ from shardwright.options import ConvertOptions
 from shardwright.planning.pyramid import Pyramid, Triple
 from shardwright.planning.text import xyz
 from shardwright.sources import Source
+from shardwright.sources.units import NANOMETER
 
 DEFAULT_CHUNK: Triple = (64, 64, 64)
+OPTION = "option"  # a voxel size or offset given with --resolution / --voxel-offset
+DEFAULT = "default"  # none given, none recorded: 1 nm, offset 0
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Where a volume's voxel size and offset came from (OPTION, DEFAULT, or the source's
+    metadata that recorded them: "OME-Zarr 0.4 dataset '0'"), the length unit OME-Zarr
+    output writes them in (the source's own where it named one), and the fraction of a voxel
+    OME-Zarr output adds to the offset (a coarser dataset of a source's centred pyramid)."""
+
+    resolution_from: str = DEFAULT
+    voxel_offset_from: str = DEFAULT
+    unit: str = NANOMETER
+    subvoxel_offset: tuple[float, float, float] = (0.0, 0.0, 0.0)  # SourceHints'
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "resolution_from": self.resolution_from,
+            "voxel_offset_from": self.voxel_offset_from,
+            "unit": self.unit,
+            "subvoxel_offset_xyz": list(self.subvoxel_offset),
+        }
 
 
 @dataclass(frozen=True)
@@ -40,6 +64,7 @@ class Geometry:
     voxel_offset: Triple
     resolution: tuple[float, float, float]
     pyramid: Pyramid | None = None  # None: a single level, written exactly as without pyramids
+    placed: Placed = Placed()
 
     @property
     def grid_shape(self) -> Triple:
@@ -95,10 +120,11 @@ def epoch_shape(
 
 
 def output_axes(source_axes: str, num_channels: int) -> str:
-    """Zarr output keeps the source's axis order (a source without 'c' has one channel)."""
-    if "c" not in source_axes and num_channels != 1:
-        raise PlanError(f"source axes {source_axes!r} have no 'c' but {num_channels} channels")
-    return source_axes
+    """Zarr output's axes, as OME-Zarr 0.5 orders them: a channel axis first where there are
+    channels, then the space axes in the source's order (a time point and a single channel
+    are no axes of a volume)."""
+    space = "".join(a for a in source_axes if a in "xyz")
+    return "c" + space if num_channels > 1 else space
 
 
 T = TypeVar("T")

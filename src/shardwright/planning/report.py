@@ -21,6 +21,7 @@ def volume_report(d: dict[str, Any], epoch_bytes: int, companions: Sequence[str]
         f"chunks       {_xyz(d['chunk_size_xyz'])} voxels; grid {_xyz(d['grid_xyz'])} = "
         f"{d['chunks']:,} chunks; sampled encoded/raw ratio {d['encoded_ratio_sampled']}",
     ]
+    lines.append(_placement_line(d))
     absent, looked_at = d.get("source_chunks_absent_sampled") or (0, 0)
     if absent:
         lines.append(
@@ -82,3 +83,33 @@ def volume_report(d: dict[str, Any], epoch_bytes: int, companions: Sequence[str]
     for companion in companions:
         lines += ["", companion]
     return "\n".join(lines)
+
+
+def _placement_line(d: dict[str, Any]) -> str:
+    """Voxel size, offset and unit, and where each came from (the plan's `placement`)."""
+    placed = d["placement"]
+    offset = d["voxel_offset_xyz"]
+    corner = [_round(o * r) for o, r in zip(offset, d["resolution_xyz"], strict=True)]
+    voxel = f"voxel {_xyz(d['resolution_xyz'])} nm"
+    at = f"offset {_xyz(offset)} voxels ({_xyz(corner)} nm)"
+    size_from, offset_from = placed["resolution_from"], placed["voxel_offset_from"]
+    if size_from == offset_from:
+        text = f"{voxel}, {at}: both {_origin(size_from)}"
+    else:
+        text = f"{voxel} ({_origin(size_from)}), {at} ({_origin(offset_from)})"
+    unit = placed["unit"]
+    in_unit = unit != "nanometer" and d["format"] == "zarr3"
+    return f"placement    {text}" + (f"; written in {unit}s" if in_unit else "")
+
+
+def _origin(where: str) -> str:
+    """How the plan words where a voxel size or offset came from."""
+    if where == "option":
+        return "as given"
+    if where == "default":
+        return "none recorded in the source"
+    return f"from {where}"
+
+
+def _round(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else round(value, 6)

@@ -297,12 +297,16 @@ class ConversionPlan(Geometry):
         out: dict[str, Any] = {
             "source": self.source.url,
             "source_axes": self.source.axes,  # how it was read: `view SRC DEST` reads it so
+            "source_scale": self.options.source_scale,  # and `verify --against SRC` too
             "destination": self.dest,
             "format": self.format,
             "layer_type": self.layer_type,
             "data_type": self.dtype.name,
             "channels": self.num_channels,
             "size_xyz": list(self.size),
+            "resolution_xyz": _numbers(self.resolution),
+            "voxel_offset_xyz": list(self.voxel_offset),
+            "placement": self.placed.to_json(),
             "chunk_size_xyz": list(self.chunk_size),
             "grid_xyz": list(self.grid_shape),
             "chunks": self.chunk_count,
@@ -331,7 +335,7 @@ class ConversionPlan(Geometry):
             "key": self.layout.level_key,
             "size_xyz": list(self.size),
             "chunk_size_xyz": list(self.chunk_size),
-            "resolution_xyz": [int(r) if float(r).is_integer() else r for r in self.resolution],
+            "resolution_xyz": _numbers(self.resolution),
             "voxel_offset_xyz": list(self.voxel_offset),
             "shard_shape_chunks_xyz": list(self.shard_shape_chunks),
             "shards": self.shard_count,
@@ -346,3 +350,8 @@ class ConversionPlan(Geometry):
         return report.volume_report(
             self.describe(), self.epoch_bytes, [c.report() for c in self.companions]
         )
+
+
+def _numbers(values: tuple[float, ...]) -> list[int | float]:
+    """Whole numbers as integers (`4`, not `4.0`), as the metadata writes them."""
+    return [int(v) if float(v).is_integer() else v for v in values]

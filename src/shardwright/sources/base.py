@@ -22,11 +22,23 @@ Box = tuple[int, int, int]
 
 @dataclass(frozen=True)
 class SourceHints:
-    """Metadata a source may carry (None: unknown); explicit options override it."""
+    """Metadata a source may carry (None: unknown); explicit options override it.
 
-    resolution: tuple[float, float, float] | None = None
-    voxel_offset: tuple[int, int, int] | None = None
+    `placed_by` names the metadata that placed it ("OME-Zarr 0.4 dataset '0'", "its info"),
+    for the plan to say where the voxel size and offset came from. A refusal says why the
+    source's own placement cannot be carried exactly (a fractional offset, a rotation): the
+    plan stops on it unless the option it names replaces it."""
+
+    resolution: tuple[float, float, float] | None = None  # nm, x, y, z
+    voxel_offset: tuple[int, int, int] | None = None  # voxels, x, y, z
     layer_type: str | None = None
+    unit: str | None = None  # the space axes' unit where the source names one (OME output keeps it)
+    # How far beyond `voxel_offset` voxel 0 lies, in voxels, where the source's placement says
+    # so (a coarser dataset of a centred OME-Zarr pyramid): OME-Zarr output keeps it exactly.
+    subvoxel_offset: tuple[float, float, float] | None = None
+    placed_by: str | None = None
+    resolution_refusal: str | None = None
+    offset_refusal: str | None = None
 
 
 def resolution_in_array_order(
@@ -63,7 +75,7 @@ class Source(Protocol):
         ...
 
     def read_native(self, start_xyz: Box, stop_xyz: Box) -> np.ndarray:
-        """The box [start, stop) in the source's own axis order."""
+        """The box [start, stop) in the source's own axis order (without a time axis)."""
         ...
 
 
@@ -92,30 +104,44 @@ def file_identity(path: str) -> dict[str, Any]:
     return {"path": os.path.realpath(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
-VALID_AXES = (sorted("xyz"), sorted("xyzc"))
+SPACE_AXES = "xyz"
+# Beside x, y, z: at most one channel axis (c) and one time axis (t, a single time point).
+OTHER_AXES = "ct"
+AXES_HELP = (
+    "one letter per array dimension: x, y and z once each, at most one c (channels) and one "
+    "t (a single time point), e.g. 'zyx', 'czyx', 'zyxc', 'tczyx'"
+)
+
+
+def valid_axes(axes: str) -> bool:
+    """x, y and z once each, c and t at most once, nothing else."""
+    return (
+        all(axes.count(a) == 1 for a in SPACE_AXES)
+        and all(axes.count(a) <= 1 for a in OTHER_AXES)
+        and set(axes) <= set(SPACE_AXES + OTHER_AXES)
+    )
 
 
 def check_axes(axes: str, ndim: int, url: str) -> str:
-    """Axis letters must be x, y, z and at most one c, one per array dimension."""
-    if sorted(axes) not in VALID_AXES:
-        raise SourceError(
-            f"{url}: axes {axes!r} must be a permutation of 'xyz' or 'xyzc' "
-            "(one letter per array dimension, e.g. 'zyx', 'czyx', 'zyxc')"
-        )
+    """Axis letters must name each array dimension once (`valid_axes`)."""
+    if not valid_axes(axes):
+        raise SourceError(f"{url}: axes {axes!r} are not an axis order ({AXES_HELP})")
     if len(axes) != ndim:
         raise SourceError(f"{url}: axes {axes!r} name {len(axes)} dimensions, the array has {ndim}")
     return axes
 
 
+# C-order axes as numpy, zarr and HDF5 users write them; 5-D as OME-Zarr and bioformats2raw do.
+DEFAULT_AXES = {3: "zyx", 4: "czyx", 5: "tczyx"}
+
+
 def default_axes(ndim: int, url: str) -> str:
-    """C-order z,y,x (c,z,y,x with channels): what numpy, zarr and HDF5 users write."""
-    if ndim == 3:
-        return "zyx"
-    if ndim == 4:
-        return "czyx"
+    """C-order z,y,x (c,z,y,x with channels, t,c,z,y,x with a time axis)."""
+    if ndim in DEFAULT_AXES:
+        return DEFAULT_AXES[ndim]
     raise SourceError(
-        f"{url}: a {ndim}-D array is not a volume (3-D z,y,x or 4-D c,z,y,x expected); "
-        "pass axes ({source_axes}) for other layouts",
+        f"{url}: a {ndim}-D array is not a volume (3-D z,y,x, 4-D c,z,y,x or 5-D t,c,z,y,x "
+        "expected); pass axes ({source_axes}) for other layouts",
         source_axes=NAMED,
     )
 
@@ -123,7 +149,8 @@ def default_axes(ndim: int, url: str) -> str:
 def axes_from_names(
     names: Sequence[Any] | None, mapping: dict[str, str] | None = None
 ) -> str | None:
-    """Dimension names usable as axes (each exactly x, y, z or c, after `mapping`), else None."""
+    """Dimension names usable as axes (each exactly x, y, z, c or t, after `mapping`), else
+    None."""
     if not isinstance(names, Sequence) or isinstance(names, str):
         return None
     letters = []
@@ -131,11 +158,11 @@ def axes_from_names(
         if not isinstance(name, str):
             return None
         letter = (mapping or {}).get(name, name.lower())
-        if letter not in ("x", "y", "z", "c"):
+        if len(letter) != 1:
             return None
         letters.append(letter)
     axes = "".join(letters)
-    return axes if sorted(axes) in VALID_AXES else None
+    return axes if valid_axes(axes) else None
 
 
 class ArraySource:
@@ -180,9 +207,17 @@ class ArraySource:
         self.dtype = self._stored_dtype.newbyteorder("=")
         self.hints = hints or SourceHints()
         size = dict(zip(self.axes, self.native_shape, strict=True))
+        if size.get("t", 1) != 1:
+            raise SourceError(
+                f"{url}: its t axis holds {size['t']} time points; a conversion writes one "
+                "volume: select one time point (a TensorStore spec with an index transform, "
+                'e.g. {"driver": "zarr", "kvstore": ..., "transform": ...}) and convert that'
+            )
         self.shape_xyz = (size["x"], size["y"], size["z"])
         self.num_channels = size.get("c", 1)
-        self._to_xyzc = tuple(self.axes.index(a) for a in "xyzc" if a in self.axes)
+        # The axes a read keeps (a single time point is dropped), in their native order.
+        self._kept = "".join(a for a in self.axes if a != "t")
+        self._to_xyzc = tuple(self._kept.index(a) for a in "xyzc" if a in self._kept)
 
     def _slices(self, start: Box, stop: Box) -> tuple[slice, ...]:
         bounds = {a: (int(start[i]), int(stop[i])) for i, a in enumerate("xyz")}
@@ -199,6 +234,7 @@ class ArraySource:
         raise NotImplementedError
 
     def read_native(self, start_xyz: Box, stop_xyz: Box) -> np.ndarray:
+        """The box in the source's own axis order, a single time point's axis dropped."""
         slices = self._slices(start_xyz, stop_xyz)
         try:
             block = np.asarray(self._read(slices))
@@ -209,12 +245,14 @@ class ArraySource:
                 f"{self.url}: cannot read the box {tuple(start_xyz)}-{tuple(stop_xyz)} (x,y,z): "
                 f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             ) from exc
+        if "t" in self.axes:  # its one time point
+            block = np.squeeze(block, axis=self.axes.index("t"))
         # Big-endian files (TIFF 'MM', HDF5 '>u2') are swapped once here, not by every consumer.
         return block if block.dtype == self.dtype else block.astype(self.dtype)
 
     def read(self, start_xyz: Box, stop_xyz: Box) -> np.ndarray:
         block = np.transpose(self.read_native(start_xyz, stop_xyz), self._to_xyzc)
-        return block if "c" in self.axes else block[..., np.newaxis]
+        return block if "c" in self._kept else block[..., np.newaxis]
 
     def location(self) -> str | None:
         """Where the source lies as the user named it (the OME-Zarr group, not the array

@@ -47,7 +47,10 @@ class Hdf5Source(ArraySource):
         except OSError as exc:
             raise SourceError(f"{url}: not a readable HDF5 file ({exc})") from exc
         super().__init__(url, shape, dtype, axes, detected_axes=axes_from_names(labels))
-        self.hints = SourceHints(resolution=_voxel_size(attributes, self.axes))
+        voxel_size = _voxel_size(attributes, self.axes)
+        self.hints = SourceHints(
+            voxel_size, placed_by="its HDF5 attributes" if voxel_size else None
+        )
 
     def _read(self, slices: tuple[slice, ...]) -> np.ndarray:
         if self._file is None:

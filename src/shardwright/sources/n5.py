@@ -14,9 +14,8 @@ from typing import Any
 from shardwright.errors import NAMED, SourceError
 from shardwright.sources.base import SourceHints, axes_from_names
 from shardwright.sources.tensorstore_array import TensorStoreSource, kvstore_spec, read_json
-from shardwright.sources.zarr import UNIT_TO_NM
+from shardwright.sources.units import nm_per
 
-N5_UNITS = {**UNIT_TO_NM, "um": 1000.0, "µm": 1000.0, "mm": 1e6}
 SCALE_NAMES = ("s0", "scale0", "setup0/timepoint0/s0")
 
 
@@ -67,7 +66,8 @@ def _dataset(
     dimensions = attributes.get("dimensions") or []
     named = axes_from_names(attributes.get("axes") or (group or {}).get("axes"))
     default = {3: "xyz", 4: "xyzc"}.get(len(dimensions))
-    hints = SourceHints(resolution=_resolution(attributes, group, named or default))
+    resolution = _resolution(attributes, group, named or default)
+    hints = SourceHints(resolution, placed_by="its N5 attributes" if resolution else None)
     spec = {"driver": "n5", "kvstore": kvstore_spec(url, storage_options)}
     return TensorStoreSource(
         url, spec, axes, hints, storage_options=storage_options, detected_axes=named or default
@@ -88,7 +88,7 @@ def _resolution(
             values = [float(v) * float(f) for v, f in zip(values, scale_by, strict=True)]
         by_axis: dict[str, float] = {}
         for axis, value, unit in zip(axes, values, units, strict=True):
-            factor = N5_UNITS.get(unit)
+            factor = nm_per(unit)
             if axis in "xyz" and factor is not None and float(value) > 0:
                 by_axis[axis] = float(value) * factor
         if all(a in by_axis for a in "xyz"):

@@ -85,6 +85,7 @@ def open_precomputed(
         resolution=scale.resolution,
         voxel_offset=scale.voxel_offset,
         layer_type=info["type"],
+        placed_by=f"its info (scale {scale.key})",
     )
     digest = hashlib.sha256(text).hexdigest()
     return PrecomputedSource(

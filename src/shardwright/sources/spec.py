@@ -3,7 +3,8 @@ text itself (`{"driver": "zarr", "kvstore": ...}`), for sources no other reader 
 (a sub-array through an index transform, a kvstore stack, an OCDBT database, ...).
 
 The array is read in its own axis order: the spec's dimension labels where they are x, y, z
-(and c), else C-order z,y,x (c,z,y,x), else `axes`.
+(and c), else C-order z,y,x (c,z,y,x), else `axes`. A domain that does not start at 0 (a
+`translate_to`, a sliced transform) places the array there: its first voxel is the offset.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from shardwright.errors import NAMED, SourceError
-from shardwright.sources.base import json_object
+from shardwright.sources.base import SourceHints, json_object
 from shardwright.sources.tensorstore_array import INLINE_SPEC, TensorStoreSource
 
 
@@ -49,4 +50,9 @@ def open_spec(
     url = name if name != "the TensorStore spec" else f"{INLINE_SPEC}{spec['driver']}"
     source = TensorStoreSource(url, spec, axes)
     source.root = source.data_location()
+    # A translated domain places the array: its first index along x, y, z is the offset.
+    origin = dict(zip(source.axes, source.origin, strict=True))
+    if any(origin[a] for a in "xyz"):
+        offset = (origin["x"], origin["y"], origin["z"])
+        source.hints = SourceHints(voxel_offset=offset, placed_by="its TensorStore domain")
     return source

@@ -131,6 +131,7 @@ class TensorStoreSource(ArraySource):
         # Kept for worker processes: TensorStore reads a GCS endpoint from the environment.
         self._gcs_endpoint = endpoint_url(storage_options) if driver == "gcs" else None
         self._store: Any = None
+        self.origin: tuple[int, ...] = ()  # the domain's first index per native axis
         try:
             store = self._open()
         except ValueError as exc:
@@ -151,10 +152,13 @@ class TensorStoreSource(ArraySource):
         self._fill = np.zeros((), self.dtype) if fill is None else np.asarray(fill, self.dtype)
 
     def _open(self) -> Any:
+        """The array, its domain moved to start at 0 (a spec may translate it: `origin`)."""
         if self._store is None:
             if self._gcs_endpoint:
                 os.environ["TENSORSTORE_GCS_HTTP_URL"] = self._gcs_endpoint
-            self._store = ts.open(self.spec, read=True, context=context()).result()
+            store = ts.open(self.spec, read=True, context=context()).result()
+            self.origin = tuple(int(i) for i in store.domain.inclusive_min)
+            self._store = store[ts.d[:].translate_to[0]] if any(self.origin) else store
         return self._store
 
     def _read(self, slices: tuple[slice, ...]) -> np.ndarray:

@@ -27,6 +27,7 @@ from shardwright.errors import NAMED, SourceError
 from shardwright.sources import missing
 from shardwright.sources.base import ArraySource, SourceHints, axes_from_names, file_identity
 from shardwright.sources.kinds import is_tiff_name
+from shardwright.sources.units import nm_per
 
 # tifffile's axis codes: S are samples (RGB, or contiguous extra channels), C channels, and
 # Q / I / T the unnamed page axis of a plain stack, which is z here.
@@ -85,18 +86,13 @@ def _header(
         raise SourceError(f"{path}: not a readable TIFF ({exc})") from exc
 
 
-# nm per unit of the units ImageJ (and Fiji) write in a TIFF's description.
-IMAGEJ_UNITS = {"nm": 1.0, "nanometer": 1.0, "micron": 1e3, "um": 1e3, "\u00b5m": 1e3,
-                "mm": 1e6}  # fmt: skip
-
-
 def _imagej_voxel_size(tif: tifffile.TiffFile) -> tuple[float, float, float] | None:
     """The x, y, z voxel size in nm an ImageJ TIFF records (pixels per unit in the X/Y
     resolution tags, the slice spacing and unit in its description), or None."""
     metadata = tif.imagej_metadata if tif.is_imagej else None
     if not metadata or "spacing" not in metadata:
         return None
-    nm = IMAGEJ_UNITS.get(str(metadata.get("unit", "")).lower())
+    nm = nm_per(str(metadata.get("unit", "")).lower())
     tags = tif.pages[0].tags  # type: ignore[union-attr]
     if nm is None or "XResolution" not in tags or "YResolution" not in tags:
         return None
@@ -129,7 +125,12 @@ class TiffFileSource(ArraySource):
         self._reader: Any = None
         self._closer: weakref.finalize | None = None
         super().__init__(
-            url or path, shape, dtype, axes, hints=SourceHints(voxel_size), detected_axes=detected
+            url or path,
+            shape,
+            dtype,
+            axes,
+            hints=SourceHints(voxel_size, placed_by="its ImageJ metadata" if voxel_size else None),
+            detected_axes=detected,
         )
         if not mappable:
             self._open()  # fail now, not on a worker, if the compression cannot be decoded

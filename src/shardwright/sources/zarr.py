@@ -9,17 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from shardwright.errors import SourceError
+from shardwright.sources import ome
 from shardwright.sources.base import SourceHints, axes_from_names
 from shardwright.sources.tensorstore_array import TensorStoreSource, kvstore_spec, read_json
-
-UNIT_TO_NM = {
-    "nanometer": 1.0,
-    "nm": 1.0,
-    "angstrom": 0.1,
-    "micrometer": 1000.0,
-    "micron": 1000.0,
-    "millimeter": 1e6,
-}
 
 
 def open_zarr(
@@ -90,71 +82,16 @@ def _open_multiscale(
     scale_key: str | None,
     storage_options: dict[str, Any] | None,
 ) -> TensorStoreSource:
-    """OME-Zarr 0.4 (`multiscales`) or 0.5 (`ome.multiscales`): one dataset, its voxel size."""
-    multiscales = (attributes.get("ome") or {}).get("multiscales") or attributes.get("multiscales")
-    if not multiscales:
-        raise SourceError(
-            f"{url}: a zarr group without OME-Zarr multiscales; name one of its arrays"
-        )
-    entry = multiscales[0]
-    datasets = entry.get("datasets") or []
-    paths = [str(d.get("path")) for d in datasets]
-    if not datasets:
-        raise SourceError(f"{url}: the OME-Zarr multiscales list no datasets")
-    if scale_key is None:
-        chosen = datasets[0]
-    elif scale_key.strip("/") in paths:
-        chosen = datasets[paths.index(scale_key.strip("/"))]
-    else:
-        raise SourceError(
-            f"{url}: no multiscale dataset {scale_key!r}; datasets are {', '.join(paths)}"
-        )
-    axis_entries = entry.get("axes") or []
-    names = [
-        ("c" if a.get("type") == "channel" else a.get("name")) if isinstance(a, dict) else a
-        for a in axis_entries
-    ]
-    group_axes = axes_from_names(names)
-    units = [a.get("unit") if isinstance(a, dict) else None for a in axis_entries]
-    outer = _scale(entry.get("coordinateTransformations"), None)
-    scale = _scale(chosen.get("coordinateTransformations"), outer)
-    resolution = _resolution_nm(group_axes, units, scale)
-    return open_zarr(
-        f"{url.rstrip('/')}/{chosen['path']}",
+    """OME-Zarr 0.4 (`multiscales`) or 0.5 (`ome.multiscales`): one dataset, read along the
+    group's axes, placed by its transforms (`ome.py`)."""
+    chosen = ome.multiscale(url, attributes, scale_key)
+    source = open_zarr(
+        f"{url.rstrip('/')}/{chosen.path}",
         axes,
         None,
-        SourceHints(resolution=resolution),
-        storage_options,
-        detected_axes=group_axes,
-    )
-
-
-def _scale(transforms: Any, outer: list[float] | None) -> list[float] | None:
-    """The voxel size a dataset's transformations give, times the multiscale-wide one."""
-    if not isinstance(transforms, list):
-        return outer
-    scale = next(
-        (t.get("scale") for t in transforms if isinstance(t, dict) and t.get("type") == "scale"),
         None,
+        storage_options,
+        detected_axes=chosen.axes,
     )
-    if not isinstance(scale, list):
-        return outer
-    if outer is not None and len(outer) == len(scale):
-        return [float(s) * float(o) for s, o in zip(scale, outer, strict=True)]
-    return [float(s) for s in scale]
-
-
-def _resolution_nm(
-    axes: str | None, units: list[Any], scale: list[float] | None
-) -> tuple[float, float, float] | None:
-    """x, y, z voxel size in nm, only where every spatial unit is known (else None)."""
-    if axes is None or scale is None or len(scale) != len(axes) or len(units) != len(axes):
-        return None
-    by_axis: dict[str, float] = {}
-    for axis, size, unit in zip(axes, scale, units, strict=True):
-        factor = UNIT_TO_NM.get(unit) if isinstance(unit, str) else None
-        if factor is not None:
-            by_axis[axis] = size * factor
-    if not all(a in by_axis for a in "xyz"):
-        return None
-    return (by_axis["x"], by_axis["y"], by_axis["z"])
+    source.hints = chosen.hints(source.axes)
+    return source

@@ -10,10 +10,11 @@
   are no shard of the dataset, and (zarr3) shards neither stored nor recorded as empty.
 - Every shard the manifest lists: its structure (indexes parse, point inside the object,
   list the chunks they should), size and crc32c.
-- With a source, chunks are decoded and compared with the source's voxels: a seeded sample by
-  default, every chunk with `full=True`. A pyramid's upper levels are compared with the
-  source's region reduced level by level. A chunk that cannot be decoded is one problem
-  naming its shard, and the comparison goes on.
+- With a source, where the output sits is compared with where the source sits (voxel size,
+  offset, axes, unit: `placement.py`), and chunks are decoded and compared with its voxels:
+  a seeded sample by default, every chunk with `full=True`. A pyramid's upper levels are
+  compared with the source's region reduced level by level. A chunk that cannot be decoded
+  is one problem naming its shard, and the comparison goes on.
 
 A destination with no manifest but an `info` or `zarr.json` (a sharded dataset TensorStore,
 Igneous or zarr-python wrote) is checked as its format defines it (`foreign.py`): "no manifest:
@@ -33,7 +34,8 @@ from shardwright.sources import Source, missing, open_source
 from shardwright.store import Store
 from shardwright.verification.compare import compare_levels, judge_absent
 from shardwright.verification.foreign import verify_foreign
-from shardwright.verification.objects import verify_objects
+from shardwright.verification.objects import verify_companions, verify_objects
+from shardwright.verification.placement import check_placement
 from shardwright.verification.report import DEFAULT_SAMPLE, VerifyReport
 from shardwright.verification.shards import check_inventory, check_shards, dataset_of
 from shardwright.verification.state import (
@@ -81,6 +83,7 @@ def verify(
     report.format = manifest.format
     check_state(report, store)
     documents = check_metadata(report, store, manifest)
+    verify_companions(report, store, manifest, full=full, sample=sample)  # generated objects
     if manifest.dataset == GENERATED:  # made from a volume: its shards, as a reader reads them
         verify_objects(report, store, manifest, None, full=full, sample=sample,
                        source_storage_options=None)  # fmt: skip
@@ -105,9 +108,14 @@ def verify(
     check_inventory(report, store, manifest, dataset)
     check_shards(report, store, manifest, dataset.check_shard)
     if against is not None:
+        # Read as the job read it: the scale and axes its plan records, unless given here.
+        opening["scale_key"] = source_scale or manifest.plan.get("source_scale")
+        opening["axes"] = source_axes or manifest.plan.get("source_axes")
         source = _source(report, against, opening)
         if source is None:
             return report
+        if documents is not None:
+            check_placement(report, manifest.plan, documents, source)
         with missing.counting() as absent:
             compare_levels(report, manifest, dataset.comparers, source, full, sample)
         judge_absent(report, manifest, absent, against)

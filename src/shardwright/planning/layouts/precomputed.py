@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from shardwright.codecs import ChunkEncoding, byte_codec
-from shardwright.errors import NAMED, OptionError, PlanError, within
+from shardwright.errors import NAMED, OptionError, PlanError, ShardwrightWarning, within
 from shardwright.formats.morton import compressed_morton_code
 from shardwright.formats.precomputed_info import PrecomputedInfo, PrecomputedScale
 from shardwright.formats.sharding import ShardingSpec
@@ -27,6 +28,7 @@ from shardwright.planning.layouts.base import (
     Result,
 )
 from shardwright.planning.pyramid import Triple
+from shardwright.planning.text import xyz
 from shardwright.planning.volume import ConversionPlan
 
 if TYPE_CHECKING:
@@ -125,6 +127,7 @@ class PrecomputedLayout:
         return [("info", self.info.to_json())]
 
     def plan_level(self, options: ConvertOptions, geometry: LevelGeometry) -> tuple[Triple, Any]:
+        self._warn_misplaced(geometry)
         spec, _, box = sharding.choose_sharding(
             options, geometry.grid, geometry.encoded_chunk_bytes, self.sharding.data_encoding,
             max_chunks=geometry.max_chunks, step=geometry.step,
@@ -142,6 +145,31 @@ class PrecomputedLayout:
         except ValueError as exc:
             raise within(exc, f"pyramid level {geometry.level}: ") from exc
         return box, scale
+
+    def _warn_misplaced(self, geometry: LevelGeometry) -> None:
+        """A level's offset is whole voxels of that level: the base offset divided by the
+        level's factor, rounded down as Igneous does. Where that division is not exact,
+        Neuroglancer draws the level beside its data: said, with what places it exactly."""
+        base = self.scale
+        factors = [
+            round(rk / r0) for rk, r0 in zip(geometry.resolution, base.resolution, strict=True)
+        ]
+        off = [o % f for o, f in zip(base.voxel_offset, factors, strict=True)]
+        if not any(off):
+            return
+        shift = xyz(f"{o * r:g}" for o, r in zip(off, base.resolution, strict=True))
+        warnings.warn(
+            ShardwrightWarning(
+                f"pyramid level {geometry.level}: its voxel offset "
+                f"{xyz(geometry.voxel_offset, ',')} is the base offset "
+                f"{xyz(base.voxel_offset, ',')} divided by {xyz(factors, ',')} rounded down "
+                f"(precomputed offsets are whole voxels of each level): Neuroglancer draws "
+                f"it {shift} nm (x,y,z) from its data; a base offset divisible by "
+                f"{xyz(factors, ',')} places every level exactly (zarr3 output's OME-Zarr "
+                "translations place levels exactly)"
+            ),
+            stacklevel=2,
+        )
 
     def with_levels(self, parts: list[Any]) -> list[PrecomputedLayout]:
         try:

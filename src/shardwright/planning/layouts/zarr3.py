@@ -28,6 +28,7 @@ from shardwright.planning.layouts.base import (
 from shardwright.planning.pyramid import Triple
 from shardwright.planning.text import xyz
 from shardwright.planning.volume import ConversionPlan
+from shardwright.sources.units import nm_per
 
 if TYPE_CHECKING:
     from shardwright.options import ConvertOptions
@@ -100,6 +101,7 @@ class Zarr3Layout:
             return [("zarr.json", self.meta.to_json())]
         docs: list[Document] = []
         datasets: list[tuple[str, list[float], list[float]]] = []
+        nm = nm_per(plan.placed.unit) or 1.0  # nanometres per unit written
         for k in range(plan.level_count):
             level = plan.level_plan(k)
             layout = level.layout
@@ -107,18 +109,23 @@ class Zarr3Layout:
             docs.append((f"{k}/zarr.json", layout.meta.to_json()))
             # Voxel centres: level k's voxel 0 averages base voxels 0 .. f**k - 1.
             shift = [
-                o * r0 + (rk - r0) / 2
-                for o, r0, rk in zip(
-                    plan.voxel_offset, plan.resolution, level.resolution, strict=True
+                ((o + sub) * r0 + (rk - r0) / 2) / nm
+                for o, sub, r0, rk in zip(
+                    plan.voxel_offset,
+                    plan.placed.subvoxel_offset,
+                    plan.resolution,
+                    level.resolution,
+                    strict=True,
                 )
             ]
-            scale = to_axes([float(r) for r in level.resolution], 1.0, self.axes)
+            scale = to_axes([float(r) / nm for r in level.resolution], 1.0, self.axes)
             datasets.append((str(k), list(scale), list(to_axes(shift, 0.0, self.axes))))
         group = ome_zarr.multiscales_group(
             self.axes,
             datasets,
             method=None if plan.pyramid is None else plan.pyramid.method,
             label=plan.layer_type == "segmentation",
+            unit=plan.placed.unit,
         )
         docs.append(("zarr.json", group))
         return docs

@@ -1,0 +1,202 @@
+"""OME-Zarr 0.4 and 0.5 multiscales read as a source: which array, its axes, where it sits in
+space and whether it holds labels.
+
+Placement. A dataset's `coordinateTransformations` (a scale, then a translation), followed by
+the multiscale's own, map an array index to a physical position: `scale * index +
+translation`, in the unit of each axis. OME puts that position at the voxel's centre;
+precomputed's `voxel_offset` names the voxel's corner (Neuroglancer draws OME layers half a
+voxel lower than precomputed ones of the same numbers). shardwright carries the numbers as
+CloudVolume does, `voxel_offset * resolution = translation`, for the finest dataset, and places a
+coarser dataset k the same way relative to it: its voxel 0, centred at `translation_k`, spans
+from `translation_k - (scale_k - scale_0) / 2` in the finest dataset's convention, so
+`offset_k = translation_k / scale_k - centring_k` with `centring_k = (scale_k - scale_0) / 2 /
+scale_k` voxels. That gives back exactly the offsets of the pyramids shardwright, ome-zarr-py
+and Igneous write (`formats/ome_zarr.py`); the centring travels as `subvoxel_offset`, so that
+OME-Zarr output of dataset k keeps its translation exactly (precomputed has no place for it).
+A translation that is not a whole number of voxels, or a transform other than scale and
+translation, cannot be carried: the plan refuses it unless `--voxel-offset` (and, for other
+transforms, `--resolution`) replaces it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from shardwright.errors import SourceError
+from shardwright.sources.base import SourceHints, axes_from_names
+from shardwright.sources.units import nm_per
+
+Affine = tuple[list[float], list[float]]  # (scale, translation) per array dimension
+WHOLE = 1e-6  # a voxel count this close to an integer is that integer (float noise, not data)
+
+
+@dataclass(frozen=True)
+class Multiscale:
+    """The chosen dataset of an OME-Zarr multiscales group: its path in the group, the group's
+    axes (letters x, y, z, c, t; None where they are other names), and what places it."""
+
+    url: str
+    path: str
+    axes: str | None
+    units: tuple[Any, ...]
+    chosen: Affine | None  # None: its transforms are not a scale and a translation
+    finest: Affine | None
+    refusal: str | None  # why, then
+    where: str  # "OME-Zarr 0.4 dataset '1'"
+    label: bool  # image-label: its values are segment ids
+
+    def physical(self, axes: str) -> Affine | None:
+        """The chosen dataset's voxel size and translation in nm, x, y, z; None where its
+        transforms or units do not say."""
+        if self.chosen is None or len(self.units) != len(axes):
+            return None
+        factors = [nm_per(self.units[axes.index(a)]) for a in "xyz"]
+        if any(f is None for f in factors):
+            return None
+        scale, shift = self.chosen
+        return (
+            [scale[axes.index(a)] * (f or 0.0) for a, f in zip("xyz", factors, strict=True)],
+            [shift[axes.index(a)] * (f or 0.0) for a, f in zip("xyz", factors, strict=True)],
+        )
+
+    def hints(self, axes: str) -> SourceHints:
+        """Voxel size (nm), offset (voxels), unit and layer type of the array read with
+        `axes` (each letter naming the array dimension the transforms' numbers belong to)."""
+        layer_type = "segmentation" if self.label else None
+        if self.chosen is None or self.finest is None or len(self.units) != len(axes):
+            return SourceHints(
+                layer_type=layer_type,
+                placed_by=self.where if self.refusal else None,
+                resolution_refusal=self.refusal,
+                offset_refusal=self.refusal,
+            )
+        (scale, shift), finest_scale = self.chosen, self.finest[0]
+        index = {a: axes.index(a) for a in "xyz"}
+        unit = _shared_unit([self.units[index[a]] for a in "xyz"])
+        base = SourceHints(layer_type=layer_type, unit=unit, placed_by=self.where)
+        if any(scale[index[a]] <= 0 for a in "xyz"):
+            refusal = f"{self.url}: {self.where}: its scale {scale} is not positive"
+            return replace(base, resolution_refusal=refusal, offset_refusal=refusal)
+        factors = [nm_per(self.units[index[a]]) for a in "xyz"]
+        if all(f is not None for f in factors):
+            x, y, z = (scale[index[a]] * (f or 0.0) for a, f in zip("xyz", factors, strict=True))
+            base = replace(base, resolution=(x, y, z))
+        offset, centring = [], []
+        for a in "xyz":
+            i = index[a]
+            centring.append((scale[i] - finest_scale[i]) / 2 / scale[i])
+            voxels = shift[i] / scale[i] - centring[-1]
+            if abs(voxels - round(voxels)) > WHOLE:
+                return replace(
+                    base,
+                    offset_refusal=(
+                        f"{self.url}: {self.where}: its translation places voxel 0 at "
+                        f"{voxels:g} voxels along {a}, not a whole number of voxels (an offset "
+                        "is an integer); give the offset with {voxel_offset}"
+                    ),
+                )
+            offset.append(round(voxels))
+        return replace(
+            base,
+            voxel_offset=(offset[0], offset[1], offset[2]),
+            subvoxel_offset=(centring[0], centring[1], centring[2]),
+        )
+
+
+def multiscale(url: str, attributes: dict[str, Any], scale_key: str | None) -> Multiscale:
+    """The dataset `scale_key` (default: the finest) of the OME-Zarr group at `url`."""
+    nested = attributes.get("ome")  # 0.5 nests its metadata under "ome"; 0.4 did not
+    ome: dict[str, Any] = nested if isinstance(nested, dict) else attributes
+    multiscales = ome.get("multiscales")
+    if not multiscales or not isinstance(multiscales, list):
+        raise SourceError(
+            f"{url}: a zarr group without OME-Zarr multiscales; name one of its arrays"
+        )
+    entry = multiscales[0]
+    version = ome.get("version") or entry.get("version") or "0.4"
+    datasets = entry.get("datasets") or []
+    if not datasets:
+        raise SourceError(f"{url}: the OME-Zarr multiscales list no datasets")
+    paths = [str(d.get("path")) for d in datasets]
+    if scale_key is None:
+        index = 0
+    elif scale_key.strip("/") in paths:
+        index = paths.index(scale_key.strip("/"))
+    else:
+        raise SourceError(
+            f"{url}: no multiscale dataset {scale_key!r}; datasets are {', '.join(paths)}"
+        )
+    axis_entries = [a if isinstance(a, dict) else {"name": a} for a in entry.get("axes") or []]
+    rank = len(axis_entries)
+    where = f"OME-Zarr {version} dataset {paths[index]!r}"
+    outer = entry.get("coordinateTransformations")
+    chosen = finest = refusal = None
+    try:
+        finest = _compose(datasets[0].get("coordinateTransformations"), outer, rank)
+        chosen = _compose(datasets[index].get("coordinateTransformations"), outer, rank)
+    except _Unplaceable as exc:
+        refusal = f"{url}: {where}: {exc}"
+    return Multiscale(
+        url=url,
+        path=paths[index],
+        axes=axes_from_names([_letter(a) for a in axis_entries]),
+        units=tuple(a.get("unit") for a in axis_entries),
+        chosen=chosen,
+        finest=finest,
+        refusal=refusal,
+        where=where,
+        label="image-label" in ome or "image-label" in attributes,
+    )
+
+
+def _letter(axis: dict[str, Any]) -> str:
+    """An OME axis as an axis letter: channel c, time t, a space axis by its name."""
+    kind = axis.get("type")
+    if kind == "channel":
+        return "c"
+    if kind == "time":
+        return "t"
+    return str(axis.get("name", "?")).lower()
+
+
+class _Unplaceable(Exception):
+    """A transform that is not a scale and a translation."""
+
+
+def _compose(transforms: Any, outer: Any, rank: int) -> Affine:
+    """The dataset's transforms, then the multiscale's, as one scale and translation."""
+    scale, shift = [1.0] * rank, [0.0] * rank
+    for listed in (transforms, outer):
+        for transform in listed if isinstance(listed, list) else []:
+            kind = transform.get("type") if isinstance(transform, dict) else None
+            if kind == "identity":
+                continue
+            if kind not in ("scale", "translation"):
+                raise _Unplaceable(
+                    f"a {kind!r} coordinate transformation is not a scale and translation "
+                    "(rotations, affines and shears cannot be written as a voxel size and "
+                    "offset); give the placement with {resolution} and {voxel_offset}"
+                )
+            values = transform.get(kind)
+            if not isinstance(values, list) or len(values) != rank:
+                raise _Unplaceable(
+                    f"its {kind} {values!r} does not give one number per axis ({rank})"
+                )
+            numbers = [float(v) for v in values]
+            if kind == "scale":
+                scale = [s * v for s, v in zip(scale, numbers, strict=True)]
+                shift = [t * v for t, v in zip(shift, numbers, strict=True)]
+            else:
+                shift = [t + v for t, v in zip(shift, numbers, strict=True)]
+    return scale, shift
+
+
+def _shared_unit(units: Sequence[Any]) -> str | None:
+    """The one length unit the space axes share, if they do."""
+    names = set(units)
+    if len(names) != 1:
+        return None
+    (name,) = names
+    return name if nm_per(name) is not None else None

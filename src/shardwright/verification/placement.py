@@ -1,0 +1,152 @@
+"""Where the output sits against its source: voxel size, offset, axis order and unit, compared
+as voxels are.
+
+The output's placement is read as readers read it: `info`'s finest scale (resolution and
+voxel offset), or the OME-Zarr group's transforms of level 0 (scale and translation, in nm).
+The expected placement is the source's own (its metadata, read again), or the value the job
+was given (`--resolution`, `--voxel-offset`, recorded in its plan), which a note names. Every
+difference is a problem.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from shardwright.formats.precomputed_info import PrecomputedInfo
+from shardwright.planning.geometry import DEFAULT, OPTION, output_axes
+from shardwright.sources import Source
+from shardwright.sources.ome import multiscale
+from shardwright.sources.units import NANOMETER
+from shardwright.verification.report import VerifyReport
+
+FLAGS = {"resolution": "--resolution", "voxel_offset": "--voxel-offset"}
+
+
+@dataclass(frozen=True)
+class Expected:
+    """Where the output should sit: voxel size (nm), offset (voxels) and the fraction of a
+    voxel OME-Zarr output adds to it, each with where it came from."""
+
+    resolution: tuple[float, ...]
+    voxel_offset: tuple[int, ...]
+    subvoxel_offset: tuple[float, ...]
+    whence: dict[str, str]
+
+
+def check_placement(
+    report: VerifyReport, plan: dict[str, Any], documents: dict[str, Any], source: Source
+) -> None:
+    """Problems where the output's voxel size, offset, axes or unit differ from the source's
+    (or from the values the job was given), notes where the job was given them."""
+    expected = _expected(report, plan, source)
+    if "info" in documents:
+        scale = PrecomputedInfo.from_json(documents["info"]).scales[0]
+        _compare(
+            report, "voxel size (nm)", scale.resolution, expected.resolution, expected, "resolution"
+        )
+        _compare(
+            report,
+            "voxel offset",
+            scale.voxel_offset,
+            expected.voxel_offset,
+            expected,
+            "voxel_offset",
+        )
+        return
+    group = documents.get("zarr.json") or {}
+    if group.get("node_type") != "group":
+        report.notes.append("a bare zarr3 array (--zarr-layout array) records no placement")
+        return
+    chosen = multiscale(report.dest, group.get("attributes") or {}, None)
+    want_axes = output_axes(source.axes, source.num_channels)
+    if chosen.axes != want_axes:
+        report.problems.append(
+            f"placement: the output's axes are {chosen.axes}, the source read as "
+            f"{source.axes} gives {want_axes}"
+        )
+        return
+    placed = plan.get("placement") or {}
+    given = placed.get("resolution_from") == OPTION
+    want_unit = NANOMETER if given or source.hints.unit is None else source.hints.unit
+    units = {chosen.units[chosen.axes.index(a)] for a in "xyz"}
+    if units != {want_unit}:
+        report.problems.append(
+            f"placement: the output's unit is {'/'.join(map(str, units))}, expected {want_unit}"
+        )
+    physical = chosen.physical(chosen.axes)
+    if physical is None:
+        report.problems.append("placement: the output's OME-Zarr transforms give no placement")
+        return
+    voxel_size, translation = physical
+    corner = [
+        (o + s) * r
+        for o, s, r in zip(
+            expected.voxel_offset, expected.subvoxel_offset, expected.resolution, strict=True
+        )
+    ]
+    _compare(report, "voxel size (nm)", voxel_size, expected.resolution, expected, "resolution")
+    _compare(report, "translation (nm)", translation, corner, expected, "voxel_offset")
+
+
+def _expected(report: VerifyReport, plan: dict[str, Any], source: Source) -> Expected:
+    """The source's placement, or where the plan records a value given, that value (noted)."""
+    placed = plan.get("placement") or {}
+    hints = source.hints
+    values: dict[str, tuple[float, ...]] = {
+        "resolution": hints.resolution or (1.0, 1.0, 1.0),
+        "voxel_offset": hints.voxel_offset or (0, 0, 0),
+    }
+    recorded = {
+        "resolution": plan.get("resolution_xyz"),
+        "voxel_offset": plan.get("voxel_offset_xyz"),
+    }
+    whence = {}
+    for field in values:
+        where, value = placed.get(f"{field}_from"), recorded[field]
+        if where == OPTION and isinstance(value, list):
+            own = getattr(hints, field)
+            report.notes.append(
+                f"{field.replace('_', ' ')} {_xyz(value)} was given with {FLAGS[field]} "
+                f"(the source's own: {_xyz(own) if own is not None else 'none recorded'})"
+            )
+            values[field] = tuple(value)
+            whence[field] = "as the job was given it"
+        else:
+            whence[field] = (
+                f"the source's, from {hints.placed_by}"
+                if hints.placed_by
+                else "none recorded: the default"
+            )
+            if where == DEFAULT and field == "resolution":
+                report.notes.append("the source records no voxel size: 1 nm was written")
+    from_source = OPTION not in (placed.get("resolution_from"), placed.get("voxel_offset_from"))
+    subvoxel = (hints.subvoxel_offset if from_source else None) or (0.0, 0.0, 0.0)
+    return Expected(
+        values["resolution"], tuple(int(v) for v in values["voxel_offset"]), subvoxel, whence
+    )
+
+
+def _compare(
+    report: VerifyReport,
+    what: str,
+    got: Sequence[float],
+    want: Sequence[float],
+    expected: Expected,
+    field: str,
+) -> None:
+    same = len(got) == len(want) and all(
+        math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-6)
+        for a, b in zip(got, want, strict=True)
+    )
+    if not same:
+        report.problems.append(
+            f"placement: the output's {what} is {_xyz(got)}, expected {_xyz(want)} "
+            f"({expected.whence[field]})"
+        )
+
+
+def _xyz(values: Sequence[float]) -> str:
+    return ",".join(f"{float(v):.12g}" for v in values)
