@@ -208,6 +208,8 @@ def object_source_info(source: Any, storage_options: Mapping[str, Any]) -> dict[
     PlanError for an `info` whose `@type` this converter does not know."""
     if not isinstance(source, str) or split_hdf5(source) is not None:
         return None
+    if source.lstrip().startswith("{"):  # a TensorStore spec given as its JSON text
+        return None
     if source.lower().rstrip("/").endswith((".npy", ".zarr", *HDF5_SUFFIXES, *TIFF_SUFFIXES)):
         return None
     try:
