@@ -23,7 +23,7 @@ from ome_zarr.io import parse_url
 from ome_zarr.writer import write_labels, write_multiscale
 
 from shardwright import api
-from shardwright.errors import PlanError
+from shardwright.errors import PlanError, SourceError
 
 # The finest level: 8 x 8 x 40 nm voxels, voxel 0 at (400, 80, 160) nm = voxel (50, 10, 4).
 VOXEL_NM = {"x": 8.0, "y": 8.0, "z": 40.0}
@@ -134,6 +134,24 @@ def test_a_coarser_level_keeps_its_own_placement(tmp_path: pathlib.Path) -> None
     assert shift == pytest.approx(original[1]["translation"])
     for dest in ("pc", "z3"):  # read at the scale the job recorded: s1, not given here
         assert api.verify(str(tmp_path / dest), str(source)).ok
+
+
+def test_a_bioformats2raw_container_converts_as_its_series(tmp_path: pathlib.Path) -> None:
+    """bioformats2raw's layout: a group marked `bioformats2raw.layout` holding its image
+    series 0/ (t,c,z,y,x). Naming the container converts its one series, placed; a container
+    of two series is refused, naming them."""
+    container = tmp_path / "plate.zarr"
+    root = zarr.open_group(str(container), mode="w", zarr_format=2)
+    root.attrs["bioformats2raw.layout"] = 3
+    image = _write_ome(container / "0", "0.4", "tczyx")
+    api.convert(str(container), str(tmp_path / "pc"), **RUN)
+    volume = ts.open({"driver": "neuroglancer_precomputed", "kvstore": f"file://{tmp_path}/pc/"})
+    assert volume.result().domain.inclusive_min == (*OFFSET, 0)
+    np.testing.assert_array_equal(volume.result().read().result()[..., 0], image.T)
+    assert api.verify(str(tmp_path / "pc"), str(container), full=True).ok
+    _write_ome(container / "1", "0.4", "tczyx")
+    with pytest.raises(SourceError, match="several image series; name one"):
+        api.plan(str(container), str(tmp_path / "again"))
 
 
 def test_verify_fails_where_the_output_is_not_where_the_source_is(tmp_path: pathlib.Path) -> None:

@@ -105,6 +105,12 @@ class Multiscale:
         )
 
 
+def has_multiscales(attributes: dict[str, Any]) -> bool:
+    """Whether a group's attributes (0.4, or 0.5 under "ome") list multiscales."""
+    nested = attributes.get("ome")
+    return bool((nested if isinstance(nested, dict) else attributes).get("multiscales"))
+
+
 def multiscale(url: str, attributes: dict[str, Any], scale_key: str | None) -> Multiscale:
     """The dataset `scale_key` (default: the finest) of the OME-Zarr group at `url`."""
     nested = attributes.get("ome")  # 0.5 nests its metadata under "ome"; 0.4 did not

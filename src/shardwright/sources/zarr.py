@@ -83,7 +83,12 @@ def _open_multiscale(
     storage_options: dict[str, Any] | None,
 ) -> TensorStoreSource:
     """OME-Zarr 0.4 (`multiscales`) or 0.5 (`ome.multiscales`): one dataset, read along the
-    group's axes, placed by its transforms (`ome.py`)."""
+    group's axes, placed by its transforms (`ome.py`). A bioformats2raw container of one
+    series (`bioformats2raw.layout`, the image in `0/`) is that image."""
+    nested = attributes.get("ome")
+    layout = (nested if isinstance(nested, dict) else attributes).get("bioformats2raw.layout")
+    if layout is not None and not ome.has_multiscales(attributes):
+        return open_zarr(_only_series(url, storage_options), axes, scale_key, None, storage_options)
     chosen = ome.multiscale(url, attributes, scale_key)
     source = open_zarr(
         f"{url.rstrip('/')}/{chosen.path}",
@@ -95,3 +100,24 @@ def _open_multiscale(
     )
     source.hints = chosen.hints(source.axes)
     return source
+
+
+def _only_series(url: str, storage_options: dict[str, Any] | None) -> str:
+    """The one image series of a bioformats2raw container (`0/`); several are refused, each
+    being an image of its own to name."""
+    series = []
+    for index in range(2):
+        path = f"{url.rstrip('/')}/{index}"
+        if any(read_json(path, key, storage_options) is not None for key in GROUP_KEYS):
+            series.append(path)
+    if not series:
+        raise SourceError(f"{url}: a bioformats2raw container without its series 0/")
+    if len(series) > 1:
+        raise SourceError(
+            f"{url}: a bioformats2raw container of several image series; name one "
+            f"({series[0]}, {series[1]}, ...)"
+        )
+    return series[0]
+
+
+GROUP_KEYS = ("zarr.json", ".zgroup")
