@@ -448,6 +448,58 @@ def test_view_src_dest_places_a_bare_array_where_its_conversion_is(
     assert not np.array_equal(unplaced, dest_alone)
 
 
+def test_view_src_dest_places_a_translated_ome_zarr_where_its_conversion_is(
+    volumes: dict[str, Any], render: Render, browser: dict[str, Any]
+) -> None:
+    """`view SRC DEST` with SRC an OME-Zarr 0.5 image written by ome-zarr-py at 8x8x40 nm
+    from (400, 80, 160) nm, in micrometres, and DEST its zarr3 conversion: shown alone, each
+    draws the same pixels at the same place. A conversion that dropped the translation (the
+    control, written with --voxel-offset 0,0,0) does not."""
+    import zarr
+    from ome_zarr.format import FormatV05
+    from ome_zarr.io import parse_url
+    from ome_zarr.writer import write_multiscale
+
+    root = volumes["root"]
+    zyx = np.load(root / "image.npy")
+    source = root / "translated.ome.zarr"
+    group = zarr.group(store=parse_url(str(source), mode="w", fmt=FormatV05()).store)
+    write_multiscale(
+        [zyx], group, fmt=FormatV05(),
+        axes=[{"name": a, "type": "space", "unit": "micrometer"} for a in "zyx"],
+        coordinate_transformations=[[
+            {"type": "scale", "scale": [0.04, 0.008, 0.008]},
+            {"type": "translation", "translation": [0.16, 0.08, 0.4]},
+        ]],
+        storage_options={"chunks": (8, 64, 64)},
+    )  # fmt: skip
+    common = dict(format="zarr3", chunk_size=(32, 32, 8), scheduler="sync", progress=False)
+    api.convert(str(source), str(root / "translated-dest"), **common)
+    api.convert(str(source), str(root / "untranslated-dest"), voxel_offset=(0, 0, 0), **common)
+    view = open_view([str(source), str(root / "translated-dest")])
+    try:
+        state = copy.deepcopy(view.state)
+    finally:
+        view.close()
+    # Centred on the source where it lies: voxel (50, 10, 4) + half its size.
+    assert state["position"][:2] == [50 + SIZE_XYZ[0] / 2, 10 + SIZE_XYZ[1] / 2]
+    state["layout"] = "xy"
+    src, dest = state["layers"]
+    _point(src, f"{browser['server'].url}/data/translated.ome.zarr")
+    _point(dest, f"{browser['server'].url}/data/translated-dest")
+    dest["visible"] = False
+    source_alone = render(state, None, "translated-src-alone")
+    dest["visible"], src["visible"] = True, False
+    dest_alone = render(state, None, "translated-dest-alone")
+    assert (dest_alone != dest_alone[0, 0]).any(axis=-1).mean() > 0.3  # data on screen
+    assert np.array_equal(source_alone, dest_alone), (
+        f"{(source_alone != dest_alone).any(-1).sum()} pixels differ"
+    )
+    _point(dest, f"{browser['server'].url}/data/untranslated-dest")
+    misplaced = render(state, None, "untranslated-dest-alone")
+    assert not np.array_equal(misplaced, source_alone)
+
+
 def test_datasets_in_public_buckets_render_where_they_are(
     volumes: dict[str, Any], render: Render, s3: Any, gcs: Any
 ) -> None:
