@@ -41,6 +41,9 @@ def check_placement(
 ) -> None:
     """Problems where the output's voxel size, offset, axes or unit differ from the source's
     (or from the values the job was given), notes where the job was given them."""
+    if "placement" not in plan:  # written before jobs recorded where placement came from
+        report.notes.append("the manifest does not record the job's placement: not compared")
+        return
     expected = _expected(report, plan, source)
     if "info" in documents:
         scale = PrecomputedInfo.from_json(documents["info"]).scales[0]
