@@ -1,4 +1,5 @@
-/* Pyramid reductions in C: `average` and `mode` of integer voxels over blocks of up to 64.
+/* Pyramid reductions in C: `average`, `mode` and `mode_nonzero` of integer voxels over blocks
+ * of up to 64.
  *
  * The NumPy reductions in downsample.py are the reference; these produce the same values
  * (tests compare them on random blocks) at several times the speed, without the GIL, so a
@@ -6,10 +7,16 @@
  * strides whose origin sits on a block corner; partial blocks at the far edges reduce over
  * their real voxels. Output: the reduced [x, y, z, c] buffer, same type.
  *
- * average: floor((sum + n / 2) / n) over the block's n voxels (rounded half up), exact in a
- *          64-bit accumulator for 1-, 2- and 4-byte integers.
- * mode:    the most frequent non-zero value, ties to the smallest; zero only if all are zero
- *          (a block that is not uniform holds a non-zero value).
+ * average:      floor((sum + n / 2) / n) over the block's n voxels (rounded half up), exact
+ *               in a 64-bit accumulator for 1-, 2- and 4-byte integers.
+ * mode:         the most frequent value, zero counting like any other (tinybrain's
+ *               downsample_segmentation, sparse=False).
+ * mode_nonzero: the most frequent non-zero value; zero only if all are zero (sparse=True).
+ *
+ * Both modes compare voxels as bit patterns (one kernel per size serves every integer type)
+ * and break ties as tinybrain does (downsample.py says how): for a factor halving exactly two
+ * axes, COUNTLESS on a whole block's four voxels; otherwise, and on partial edge blocks, the
+ * value met first in x-fastest order.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -26,6 +33,7 @@ typedef struct {
     Py_ssize_t out_stride[3];
     Py_ssize_t out_shape[3];
     Py_ssize_t factor[3];
+    int skip_zero; /* mode_nonzero: zero is background, never counted */
 } Plane;
 
 static inline int64_t floor_div(int64_t a, int64_t n) {
@@ -100,14 +108,40 @@ DEFINE_AVERAGE(average_i16, int16_t, int32_t)
 DEFINE_AVERAGE(average_u32, uint32_t, uint64_t)
 DEFINE_AVERAGE(average_i32, int32_t, int64_t)
 
-/* Per block: gather; a uniform block (most of a segmentation) is its own mode; otherwise
- * count each value's occurrences and keep the most frequent non-zero one, the smallest of
- * equally frequent ones. */
+/* A factor halving exactly two axes (2,2,1 and its turns) tinybrain reduces with COUNTLESS,
+ * whose ties differ from its counting kernel's. For such a factor: 1, and the byte offsets
+ * from a block's first voxel a of b (one voxel along y; at 2,1,2 along z), c (along the other
+ * axis) and d (along both), as tinybrain takes them. For any other factor: 0. */
+static int countless_offsets(const Plane *p, Py_ssize_t offsets[3]) {
+    Py_ssize_t halved[2] = {0, 0};
+    int twos = 0, ones = 0;
+    for (int i = 0; i < 3; i++) {
+        if (p->factor[i] == 2 && twos < 2) halved[twos] = p->in_stride[i];
+        twos += p->factor[i] == 2;
+        ones += p->factor[i] == 1;
+    }
+    const int b_first = p->factor[0] == 1; /* 1,2,2: y is the first axis halved */
+    offsets[0] = b_first ? halved[0] : halved[1];
+    offsets[1] = b_first ? halved[1] : halved[0];
+    offsets[2] = halved[0] + halved[1];
+    return twos == 2 && ones == 1;
+}
+
+/* Per block. A whole block of a two-axis factor: COUNTLESS, a value met twice among a, b, c,
+ * else d (mode_nonzero: d if non-zero, else the first non-zero of a, b, c). Otherwise gather
+ * in x-fastest order; a uniform block (most of a segmentation) is its own mode; else count
+ * each value from its first occurrence on: the strictly greatest count wins, so of equal
+ * counts the value met first does; a count of half the block or more cannot be beaten, and
+ * a value with fewer voxels left than the best count cannot win. */
 #define DEFINE_MODE(NAME, T)                                                                  \
     static void NAME(const Plane *p, int64_t *unused) {                                       \
         (void)unused;                                                                         \
         T values[MAX_BLOCK];                                                                  \
         const Py_ssize_t fx = p->factor[0], fy = p->factor[1], fz = p->factor[2];             \
+        const Py_ssize_t sx = p->in_stride[0], sy = p->in_stride[1], sz = p->in_stride[2];    \
+        const int skip_zero = p->skip_zero;                                                   \
+        Py_ssize_t off[3];                                                                    \
+        const int countless = countless_offsets(p, off);                                      \
         for (Py_ssize_t oz = 0; oz < p->out_shape[2]; oz++) {                                 \
             const Py_ssize_t z0 = oz * fz;                                                    \
             const Py_ssize_t z1 = z0 + fz < p->in_shape[2] ? z0 + fz : p->in_shape[2];        \
@@ -117,26 +151,39 @@ DEFINE_AVERAGE(average_i32, int32_t, int64_t)
                 for (Py_ssize_t ox = 0; ox < p->out_shape[0]; ox++) {                         \
                     const Py_ssize_t x0 = ox * fx;                                            \
                     const Py_ssize_t x1 = x0 + fx < p->in_shape[0] ? x0 + fx : p->in_shape[0];\
-                    int n = 0, uniform = 1;                                                   \
-                    for (Py_ssize_t z = z0; z < z1; z++)                                      \
-                        for (Py_ssize_t y = y0; y < y1; y++) {                                \
-                            const char *row = p->in + z * p->in_stride[2] + y * p->in_stride[1];\
-                            for (Py_ssize_t x = x0; x < x1; x++) {                            \
-                                values[n] = *(const T *)(row + x * p->in_stride[0]);          \
-                                uniform &= values[n] == values[0];                            \
-                                n++;                                                          \
+                    T best_value;                                                             \
+                    if (countless && x1 - x0 == fx && y1 - y0 == fy && z1 - z0 == fz) {       \
+                        const char *at = p->in + z0 * sz + y0 * sy + x0 * sx;                 \
+                        const T a = *(const T *)at, b = *(const T *)(at + off[0]);            \
+                        const T c = *(const T *)(at + off[1]), d = *(const T *)(at + off[2]); \
+                        const T pair = (a == b || a == c) ? a : b;                            \
+                        if ((a == b || a == c || b == c) && (pair != 0 || !skip_zero))        \
+                            best_value = pair;                                                \
+                        else if (d != 0 || !skip_zero)                                        \
+                            best_value = d;                                                   \
+                        else                                                                  \
+                            best_value = a != 0 ? a : (b != 0 ? b : c);                       \
+                    } else {                                                                  \
+                        int n = 0, uniform = 1;                                               \
+                        for (Py_ssize_t z = z0; z < z1; z++)                                  \
+                            for (Py_ssize_t y = y0; y < y1; y++) {                            \
+                                const char *row = p->in + z * sz + y * sy;                    \
+                                for (Py_ssize_t x = x0; x < x1; x++) {                        \
+                                    values[n] = *(const T *)(row + x * sx);                   \
+                                    uniform &= values[n] == values[0];                        \
+                                    n++;                                                      \
+                                }                                                             \
                             }                                                                 \
-                        }                                                                     \
-                    T best_value = values[0];                                                 \
-                    if (!uniform) {                                                           \
-                        int best = 0;                                                         \
-                        for (int i = 0; i < n; i++) {                                         \
+                        best_value = values[0];                                               \
+                        for (int i = 0, best = 0; !uniform && i < n && n - i > best; i++) {   \
                             const T v = values[i];                                            \
-                            int count = 0;                                                    \
-                            for (int j = 0; j < n; j++) count += values[j] == v;              \
-                            if (v != 0 && (count > best || (count == best && v < best_value))) {\
+                            if (skip_zero && v == 0) continue;                                \
+                            int count = 1;                                                    \
+                            for (int j = i + 1; j < n; j++) count += values[j] == v;          \
+                            if (count > best) {                                               \
                                 best = count;                                                 \
                                 best_value = v;                                               \
+                                if (2 * count >= n) break;                                    \
                             }                                                                 \
                         }                                                                     \
                     }                                                                         \
@@ -147,35 +194,41 @@ DEFINE_AVERAGE(average_i32, int32_t, int64_t)
         }                                                                                     \
     }
 
-DEFINE_MODE(mode_u8, uint8_t)
-DEFINE_MODE(mode_i8, int8_t)
-DEFINE_MODE(mode_u16, uint16_t)
-DEFINE_MODE(mode_i16, int16_t)
-DEFINE_MODE(mode_u32, uint32_t)
-DEFINE_MODE(mode_i32, int32_t)
-DEFINE_MODE(mode_u64, uint64_t)
-DEFINE_MODE(mode_i64, int64_t)
+DEFINE_MODE(mode_8, uint8_t)
+DEFINE_MODE(mode_16, uint16_t)
+DEFINE_MODE(mode_32, uint32_t)
+DEFINE_MODE(mode_64, uint64_t)
 
 typedef void (*Kernel)(const Plane *, int64_t *);
 
+typedef enum { AVERAGE, MODE, MODE_NONZERO } Reduction;
+
 /* The kernel for a buffer format ('B', 'h', 'Q', ...), or NULL where NumPy must do it. */
-static Kernel pick(int average, const Py_buffer *view) {
+static Kernel pick(Reduction reduction, const Py_buffer *view) {
     const char *format = view->format ? view->format : "B";
     if (*format == '<' || *format == '=' || *format == '@') format++;
     const char code = *format;
     const int is_signed = code == 'b' || code == 'h' || code == 'i' || code == 'l' || code == 'q';
     const int is_unsigned = code == 'B' || code == 'H' || code == 'I' || code == 'L' || code == 'Q';
     if (!is_signed && !is_unsigned) return NULL;
+    if (reduction != AVERAGE) {
+        switch (view->itemsize) {
+        case 1: return mode_8;
+        case 2: return mode_16;
+        case 4: return mode_32;
+        case 8: return mode_64;
+        default: return NULL;
+        }
+    }
     switch (view->itemsize) {
-    case 1: return average ? (is_signed ? average_i8 : average_u8) : (is_signed ? mode_i8 : mode_u8);
-    case 2: return average ? (is_signed ? average_i16 : average_u16) : (is_signed ? mode_i16 : mode_u16);
-    case 4: return average ? (is_signed ? average_i32 : average_u32) : (is_signed ? mode_i32 : mode_u32);
-    case 8: return average ? NULL : (is_signed ? mode_i64 : mode_u64);
+    case 1: return is_signed ? average_i8 : average_u8;
+    case 2: return is_signed ? average_i16 : average_u16;
+    case 4: return is_signed ? average_i32 : average_u32;
     default: return NULL;
     }
 }
 
-static PyObject *reduce_blocks(PyObject *args, int average) {
+static PyObject *reduce_blocks(PyObject *args, Reduction reduction) {
     PyObject *source, *target;
     Py_ssize_t fx, fy, fz;
     if (!PyArg_ParseTuple(args, "OO(nnn)", &source, &target, &fx, &fy, &fz)) return NULL;
@@ -190,7 +243,7 @@ static PyObject *reduce_blocks(PyObject *args, int average) {
         return NULL;
     }
     PyObject *result = NULL;
-    Kernel kernel = pick(average, &in);
+    Kernel kernel = pick(reduction, &in);
     Py_ssize_t factor[3] = {fx, fy, fz};
     int shapes_match = in.ndim == 4 && out.ndim == 4 && in.itemsize == out.itemsize &&
                        in.shape[3] == out.shape[3];
@@ -213,7 +266,8 @@ static PyObject *reduce_blocks(PyObject *args, int average) {
                                (char *)out.buf + c * out.strides[3],
                                {out.strides[0], out.strides[1], out.strides[2]},
                                {out.shape[0], out.shape[1], out.shape[2]},
-                               {fx, fy, fz}};
+                               {fx, fy, fz},
+                               reduction == MODE_NONZERO};
                 kernel(&plane, acc);
             }
             Py_END_ALLOW_THREADS
@@ -228,19 +282,26 @@ static PyObject *reduce_blocks(PyObject *args, int average) {
 
 static PyObject *average(PyObject *self, PyObject *args) {
     (void)self;
-    return reduce_blocks(args, 1);
+    return reduce_blocks(args, AVERAGE);
 }
 
 static PyObject *mode(PyObject *self, PyObject *args) {
     (void)self;
-    return reduce_blocks(args, 0);
+    return reduce_blocks(args, MODE);
+}
+
+static PyObject *mode_nonzero(PyObject *self, PyObject *args) {
+    (void)self;
+    return reduce_blocks(args, MODE_NONZERO);
 }
 
 static PyMethodDef methods[] = {
     {"average", average, METH_VARARGS,
      "average(block_xyzc, out_xyzc, (fx, fy, fz)): block means rounded half up, into out."},
     {"mode", mode, METH_VARARGS,
-     "mode(block_xyzc, out_xyzc, (fx, fy, fz)): most frequent non-zero value, ties smallest."},
+     "mode(block_xyzc, out_xyzc, (fx, fy, fz)): most frequent value, tinybrain's ties."},
+    {"mode_nonzero", mode_nonzero, METH_VARARGS,
+     "mode_nonzero(block_xyzc, out_xyzc, (fx, fy, fz)): most frequent non-zero value."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -9,20 +9,40 @@ them over their real voxels only (no padding value ever enters a result):
   ``floor((sum + n // 2) / n)`` over the block's n real voxels, computed exactly (a wide
   accumulator, or quotient and remainder sums for 64-bit types); floats are summed in float64 in
   C order of the block's (x, y, z) positions, divided by n and cast back.
-- ``mode`` (segmentations): the most frequent non-zero value; ties go to the smallest value;
-  zero only if every voxel of the block is zero (zero is background: thin labelled structures
-  survive downsampling instead of being swallowed by it).
+- ``mode`` (segmentations, the default): the most frequent value, zero counting like any
+  label: tinybrain's ``downsample_segmentation(sparse=False)``, what Igneous writes, the
+  faithful majority of each block.
+- ``mode-nonzero``: the most frequent non-zero value; zero only if every voxel of the block is
+  zero (tinybrain's ``sparse=True``): zero is background, so thin labelled structures (axons,
+  membranes) survive downsampling instead of being swallowed by it.
+
+  Both compare voxels as bit patterns, as tinybrain's kernels do (signed and float voxels as
+  the unsigned integers of their size: -0.0 is not 0.0, a NaN is a label like any other), and
+  break ties as tinybrain does, which depends on the factor. A factor halving exactly two
+  axes (2,2,1 and its turns): COUNTLESS on each whole 2x2 block a, b, c, d (a its first
+  voxel, d the last, b one voxel along y from a and c along the other axis; at 2,1,2 b along
+  z, c along x): a value met twice among a, b, c wins, otherwise d (mode-nonzero: d if it is
+  non-zero, otherwise the first non-zero of a, b, c). Any other factor, and every partial
+  edge block: of equally frequent values, the one met first in x-fastest order. That is
+  tinybrain's 2x2x2 kernel, which pads a partial block by repeating its edge voxels (every
+  count scaled alike: the same rule over the real voxels); at 2,2,1 a partial block holds
+  two voxels or one, and tinybrain keeps the first (mode-nonzero: the first non-zero).
+  Equal to tinybrain at 2,2,2, 2,2,1, 2,1,2 and 1,2,2 (the tests hold it); at other factors
+  tinybrain computes no mode of the whole block (it strides, or halves twice), and the
+  counting rule applies.
 - ``min`` / ``max``: over the real voxels.
 - ``striding``: the block's first voxel (lowest x, y, z).
 
 Levels are built from the level below (level k = reduce(level k - 1)), as Igneous does.
 There is no Python loop per voxel: loops run over the <= 8 edge regions of a block and over
-the <= fx * fy * fz positions inside a downsampling block, each step a whole-array operation.
+the <= fx * fy * fz positions inside a downsampling block (the modes: over pairs of them, or
+a sort), each step a whole-array operation.
 Integer results are exact and float sums run in a fixed order, so CuPy gives NumPy's bytes.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable
@@ -42,11 +62,20 @@ except ImportError:  # pragma: no cover - exercised by installs without a C comp
 
 Factor = tuple[int, int, int]
 
-METHODS = ("average", "mode", "min", "max", "striding")
+METHODS = ("average", "mode", "mode-nonzero", "min", "max", "striding")
+MODES = ("mode", "mode-nonzero")  # reductions to one of the block's labels, by count
+METHOD_HELP = (  # --downsample's help: which method to pick, and why
+    "pyramid reduction (default: average for images, mode for segmentations). mode: each "
+    "block's most frequent label, background included, as tinybrain and Igneous downsample "
+    "(the faithful majority); mode-nonzero: its most frequent non-zero label, zero only where "
+    "the block is all zero, so thin labelled structures (axons, membranes) survive instead of "
+    "being swallowed by background"
+)
 
 
 def default_method(layer_type: str) -> str:
-    """Images are averaged; segmentations take the mode (averaging would invent labels)."""
+    """Images are averaged; segmentations take the plain mode, the field's default
+    (averaging would invent labels)."""
     return "mode" if layer_type == "segmentation" else "average"
 
 
@@ -59,7 +88,7 @@ def check_method(method: str, dtype: np.dtype, layer_type: str) -> None:
     if method == "average" and layer_type == "segmentation":
         raise PyramidError(
             "average blends label ids into labels that do not exist; downsample a segmentation "
-            "with mode (the default), min, max or striding"
+            "with mode (the default), mode-nonzero, min, max or striding"
         )
 
 
@@ -91,13 +120,22 @@ def downsample(
     """Reduce a [x, y, z, c] block by `factor`; its origin must sit on a block corner.
 
     Reductions run over z-slabs of whole downsampling blocks holding at most `max_slab_bytes`
-    of input, so temporaries (mode sorts a copy of its input) stay bounded for any block size.
+    of input, so temporaries (mode copies its input) stay bounded for any block size.
     """
     block = xp.asarray(block)
     if block.ndim != 4:
         raise PyramidError(f"expected a [x, y, z, c] block, got shape {block.shape}")
     if method not in METHODS:
         raise PyramidError(f"unknown downsampling method {method!r}; choose one of {METHODS}")
+    if method in MODES:  # labels as bit patterns: one reduction for every voxel type
+        labels = block.view(np.dtype(f"u{block.dtype.itemsize}"))
+        return _reduced(xp, labels, factor, method, max_slab_bytes).view(block.dtype)
+    return _reduced(xp, block, factor, method, max_slab_bytes)
+
+
+def _reduced(
+    xp: Any, block: Array, factor: Factor, method: str, max_slab_bytes: int | None
+) -> Array:
     fx, fy, fz = factor
     nx, ny, nz, channels = block.shape
     # The output takes the input's layout (x fastest for sources read z, y, x): accumulators
@@ -108,9 +146,9 @@ def downsample(
         out[...] = block[::fx, ::fy, ::fz]
         return out
     if xp is np and _reduce is not None and _c_reducible(method, block.dtype, factor):
-        getattr(_reduce, method)(block, out, (fx, fy, fz))  # no temporaries, no GIL
+        getattr(_reduce, method.replace("-", "_"))(block, out, factor)  # no temporaries, no GIL
         return out
-    reduce = _REDUCERS[method]
+    reduce = _reducer(method, factor)
     plane = nx * ny * fz * channels * block.dtype.itemsize  # one z-layer of blocks
     layers = max(1, (max_slab_bytes or 0) // max(plane, 1)) if max_slab_bytes else nz
     for z0 in range(0, nz, layers * fz):
@@ -132,8 +170,8 @@ def _c_reducible(method: str, dtype: np.dtype, factor: Factor) -> bool:
     """Whether `_reduce` computes this case (NumPy does the rest: floats, 64-bit means)."""
     if not dtype.isnative or dtype.kind not in "iu" or math.prod(factor) > C_MAX_BLOCK:
         return False
-    if method == "mode":  # labels: NumPy's vectorized sorting network wins on small types
-        return dtype.itemsize >= 4
+    if method in MODES:  # labels: NumPy's vectorized comparisons win on small types and blocks
+        return dtype.itemsize >= 4 or math.prod(factor) > 16
     return method == "average" and dtype.itemsize <= 4
 
 
@@ -149,13 +187,14 @@ def _runs(start: int, stop: int, factor: int) -> list[tuple[int, int, int]]:
     return runs
 
 
-def _positions(lifted: Array) -> list[Array]:
-    """Views [nbx, nby, nbz, c] of each position inside the blocks, in C order of (x, y, z)."""
+def _positions(lifted: Array, x_fastest: bool = False) -> list[Array]:
+    """Views [nbx, nby, nbz, c] of each position inside the blocks, in C order of (x, y, z),
+    or x fastest: the order in which tinybrain's mode kernels meet a block's voxels."""
     _, bx, _, by, _, bz, _ = lifted.shape
-    return [
-        lifted[:, i, :, j, :, k, :]
-        for i, j, k in itertools.product(range(bx), range(by), range(bz))
-    ]
+    grid = list(itertools.product(range(bx), range(by), range(bz)))
+    if x_fastest:
+        grid.sort(key=lambda ijk: ijk[::-1])
+    return [lifted[:, i, :, j, :, k, :] for i, j, k in grid]
 
 
 def _average(xp: Any, lifted: Array) -> Array:
@@ -202,64 +241,112 @@ def _accumulator(dtype: np.dtype, n: int) -> np.dtype | None:
     return None
 
 
-def _mode(xp: Any, lifted: Array) -> Array:
-    views = _positions(lifted)
+def _reducer(method: str, factor: Factor) -> Callable[[Any, Array], Array]:
+    if method in MODES:
+        return functools.partial(
+            _mode, skip_zero=method == "mode-nonzero", countless=_countless_order(factor)
+        )
+    return _REDUCERS[method]
+
+
+def _countless_order(factor: Factor) -> tuple[int, int, int, int] | None:
+    """Where a, b, c, d sit among a whole block's x-fastest positions, for a factor halving
+    exactly two axes (None for any other): b one voxel along y from a, c along the other axis
+    (at 2,1,2: b along z, c along x), as tinybrain takes them."""
+    if sorted(factor) != [1, 2, 2]:
+        return None
+    return (0, 1, 2, 3) if factor[0] == 1 else (0, 2, 1, 3)
+
+
+def _mode(
+    xp: Any, lifted: Array, *, skip_zero: bool, countless: tuple[int, int, int, int] | None
+) -> Array:
+    """The module's mode rules over blocks of unsigned labels (see the module docstring)."""
+    views = _positions(lifted, x_fastest=True)
     n = len(views)
-    # Row j holds every block's j-th value (rows contiguous, in the input's memory order);
-    # sorting each block's column makes equal values runs of consecutive rows.
-    x_fastest = abs(views[0].strides[0]) <= abs(views[0].strides[2])
-    shape = views[0].shape[::-1] if x_fastest else views[0].shape
+    # Row j holds every block's j-th value, rows contiguous in the input's memory order:
+    # each row is read many times below.
+    x_fast_in_memory = abs(views[0].strides[0]) <= abs(views[0].strides[2])
+    shape = views[0].shape[::-1] if x_fast_in_memory else views[0].shape
     values = xp.empty((n, *shape), dtype=lifted.dtype)
     for j, view in enumerate(views):
-        values[j] = view.transpose(3, 2, 1, 0) if x_fastest else view
+        values[j] = view.transpose(3, 2, 1, 0) if x_fast_in_memory else view
     values = values.reshape(n, -1)
-    if values.dtype.kind == "f" or n > MAX_NETWORK:
-        values = xp.sort(values, axis=0)  # NaNs last (a min/max network would copy them)
+    if countless is not None and n == 4:  # a whole block; partial ones hold two voxels or one
+        a, b, c, d = (values[j] for j in countless)
+        result = _countless(xp, a, b, c, d, skip_zero)
+    elif n <= MAX_COUNTED:
+        result = _mode_by_counts(xp, values, skip_zero)
     else:
-        for i, j in sorting_network(n):
-            low = xp.minimum(values[i], values[j])
-            xp.maximum(values[i], values[j], out=values[j])
-            values[i] = low
-    run_dtype = np.dtype(np.uint8 if n < 255 else np.uint32)
-    first = values[0]
-    run = xp.ones(first.shape, dtype=run_dtype)  # length of the run ending at row j
-    best = (first != 0).astype(run_dtype)  # zero never counts
-    best_value = first.copy()
-    for j in range(1, n):
-        row = values[j]
-        run *= row == values[j - 1]
-        run += 1
-        score = run * (row != 0)
-        # Strictly greater: of equally long runs the first, i.e. the smallest value, wins.
-        xp.copyto(best_value, row, where=score > best)
+        result = _mode_by_sorting(xp, values, skip_zero)
+    result = result.reshape(shape)
+    return result.transpose(3, 2, 1, 0) if x_fast_in_memory else result
+
+
+def _countless(xp: Any, a: Array, b: Array, c: Array, d: Array, skip_zero: bool) -> Array:
+    """tinybrain's COUNTLESS: a value met twice among a, b, c, otherwise d; skipping zero, d if
+    it is non-zero, otherwise the first non-zero of a, b, c."""
+    a_twice = (a == b) | (a == c)
+    pair = xp.where(a_twice, a, b)
+    has_pair = a_twice | (b == c)
+    if not skip_zero:
+        return xp.where(has_pair, pair, d)
+    first = xp.where(a != 0, a, xp.where(b != 0, b, c))
+    return xp.where(has_pair & (pair != 0), pair, xp.where(d != 0, d, first))
+
+
+def _mode_by_counts(xp: Any, values: Array, skip_zero: bool) -> Array:
+    """Each row's value counted from that row on: at a value's first row the count is its
+    whole count, at later rows less. The strictly greatest count wins, so of equally frequent
+    values the one met first does (tinybrain's counting kernel); zero where none counts."""
+    n = values.shape[0]
+    best = xp.zeros(values.shape[1:], dtype=np.uint8)  # n <= MAX_COUNTED
+    best_value = xp.zeros_like(values[0])
+    count = xp.empty_like(best)
+    same = xp.empty(values.shape[1:], dtype=bool)
+    for i in range(n):
+        count.fill(1)
+        for j in range(i + 1, n):
+            xp.equal(values[i], values[j], out=same)
+            count += same
+        if skip_zero:
+            xp.not_equal(values[i], 0, out=same)
+            count *= same
+        xp.greater(count, best, out=same)
+        xp.copyto(best_value, values[i], where=same)
+        xp.maximum(best, count, out=best)
+    return best_value
+
+
+MAX_COUNTED = 64  # n * n / 2 comparisons up to 64 voxels a block; a stable sort beyond
+
+
+def _mode_by_sorting(xp: Any, values: Array, skip_zero: bool) -> Array:
+    """The same rule where counting would cost more than sorting: each block's values sorted
+    stably, so a run of equal values starts at the value's first row; the longest run wins,
+    of equally long runs the one whose value was met first."""
+    n = values.shape[0]
+    blocks = xp.ascontiguousarray(values.T)  # each block's values contiguous: the sort's axis
+    order = xp.argsort(blocks, axis=1, kind="stable")
+    ordered = xp.take_along_axis(blocks, order, axis=1)
+    best = xp.zeros(blocks.shape[0], dtype=np.uint32)
+    best_first = xp.zeros_like(order[:, 0])
+    best_value = xp.zeros_like(ordered[:, 0])
+    run = xp.ones_like(best)  # length of the run ending at column j
+    first = order[:, 0].copy()  # the row its value was met first in
+    for j in range(n):
+        value = ordered[:, j]
+        if j:
+            same = value == ordered[:, j - 1]
+            run *= same
+            run += 1
+            xp.copyto(first, order[:, j], where=~same)
+        score = run * (value != 0) if skip_zero else run
+        better = (score > best) | ((score == best) & (first < best_first))
+        xp.copyto(best_value, value, where=better)
+        xp.copyto(best_first, first, where=better)
         xp.maximum(best, score, out=best)
-    result = best_value.reshape(shape)
-    return result.transpose(3, 2, 1, 0) if x_fastest else result
-
-
-MAX_NETWORK = 64  # larger blocks sort with xp.sort
-
-
-def sorting_network(n: int) -> list[tuple[int, int]]:
-    """Batcher's odd-even merge sort comparators (low index first) for n values.
-
-    Built for the next power of two; comparators reaching past n are dropped (those inputs
-    act as +infinity at the end, which such a comparator would leave in place).
-    """
-    size = 1 << max(n - 1, 0).bit_length()
-    pairs = []
-    p = 1
-    while p < size:
-        k = p
-        while k >= 1:
-            for j in range(k % p, size - k, 2 * k):
-                for i in range(k):
-                    a, b = i + j, i + j + k
-                    if b < n and a // (2 * p) == b // (2 * p):
-                        pairs.append((a, b))
-            k //= 2
-        p *= 2
-    return pairs
+    return best_value
 
 
 def _min(xp: Any, lifted: Array) -> Array:
@@ -300,7 +387,6 @@ def _fold_axes(xp: Any, op: Any, lifted: Array, dtype: Any) -> Array:
 
 _REDUCERS: dict[str, Callable[[Any, Array], Array]] = {
     "average": _average,
-    "mode": _mode,
     "min": _min,
     "max": _max,
 }

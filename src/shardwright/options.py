@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shardwright.deadlines import DEFAULT_TIMEOUT
+from shardwright.downsample import METHOD_HELP as DOWNSAMPLE_HELP
 from shardwright.downsample import METHODS as DOWNSAMPLE_METHODS
 from shardwright.errors import NAMED, OptionError
 from shardwright.flags import (
@@ -217,11 +218,7 @@ class ConvertOptions:
     )
     downsample: str | None = field(
         default=None,
-        metadata=cli(
-            "--downsample",
-            "pyramid reduction (default: average for images, mode for segmentations)",
-            choices=DOWNSAMPLE_METHODS,
-        ),
+        metadata=cli("--downsample", DOWNSAMPLE_HELP, choices=DOWNSAMPLE_METHODS),
     )
     # A precomputed segmentation's meshes / skeletons (the directories its info names),
     # converted to their sharded form in the same job.

@@ -44,8 +44,35 @@ def reference(vol: np.ndarray, factor: tuple[int, int, int], method: str) -> np.
     for i, j, k in itertools.product(*(range(n) for n in shape)):
         block = vol[i * fx : (i + 1) * fx, j * fy : (j + 1) * fy, k * fz : (k + 1) * fz]
         for c in range(vol.shape[3]):
-            out[i, j, k, c] = _reduce_one(block[..., c].ravel(), method, vol.dtype)
+            if method in downsample.MODES:
+                out[i, j, k, c] = _mode_of_block(block[..., c], factor, method == "mode-nonzero")
+            else:
+                out[i, j, k, c] = _reduce_one(block[..., c].ravel(), method, vol.dtype)
     return out
+
+
+def _mode_of_block(block: np.ndarray, factor: tuple[int, int, int], skip_zero: bool) -> Any:
+    """The mode rules as the module docstring words them, one block at a time."""
+    values = block.ravel(order="F")  # x fastest
+    bits = values.view(f"u{values.dtype.itemsize}").tolist()  # labels compare as bit patterns
+
+    def counts(v: int) -> bool:
+        return not (skip_zero and v == 0)
+
+    if sorted(factor) == [1, 2, 2] and len(bits) == 4:  # COUNTLESS on a whole 2x2 block
+        a, d = bits[0], bits[3]
+        b, c = (bits[1], bits[2]) if factor[0] == 1 else (bits[2], bits[1])  # b along y (z)
+        for u, v in ((a, b), (a, c), (b, c)):
+            if u == v and counts(u):
+                return values[bits.index(u)]
+        if counts(d):
+            return values[3]
+        return next((values[bits.index(v)] for v in (a, b, c) if counts(v)), values[0])
+    tally = {v: bits.count(v) for v in bits if counts(v)}
+    if not tally:
+        return values[0]  # all background
+    top = max(tally.values())
+    return values[next(i for i, v in enumerate(bits) if tally.get(v) == top)]  # met first
 
 
 def _reduce_one(values: np.ndarray, method: str, dtype: np.dtype) -> Any:
@@ -57,12 +84,6 @@ def _reduce_one(values: np.ndarray, method: str, dtype: np.dtype) -> Any:
                 total += float(v)
             return total / n
         return (sum(int(v) for v in values) + n // 2) // n  # nearest, ties up; exact
-    if method == "mode":
-        labels = values[values != 0]
-        if labels.size == 0:
-            return 0
-        unique, counts = np.unique(labels, return_counts=True)
-        return unique[np.argmax(counts)]  # first maximum: the smallest label
     if method == "min":
         return values.min()
     if method == "max":
@@ -114,16 +135,17 @@ def test_reductions_match_the_reference(
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("method", downsample.MODES)
 @given(
     vol=volume_arrays(["uint8", "uint16", "uint32", "uint64", "int16"], alphabet=True),
-    factor=st.sampled_from(FACTORS),
+    factor=st.sampled_from([*FACTORS, (1, 2, 2), (2, 1, 2), (4, 4, 4), (5, 5, 3)]),
     slab=st.sampled_from([None, 1]),
 )
-def test_mode_matches_the_reference(
-    vol: np.ndarray, factor: tuple[int, int, int], slab: int | None
+def test_modes_match_the_reference(
+    method: str, vol: np.ndarray, factor: tuple[int, int, int], slab: int | None
 ) -> None:
-    got = downsample.downsample(np, vol, factor, "mode", max_slab_bytes=slab)
-    np.testing.assert_array_equal(got, reference(vol, factor, "mode"))
+    got = downsample.downsample(np, vol, factor, method, max_slab_bytes=slab)
+    np.testing.assert_array_equal(got, reference(vol, factor, method))
 
 
 def test_the_c_reductions_are_built() -> None:
@@ -137,7 +159,7 @@ INTEGER_TYPES = ["uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64"
 @given(
     dtype=st.sampled_from(INTEGER_TYPES),
     shape=st.tuples(st.integers(1, 21), st.integers(1, 13), st.integers(1, 11), st.integers(1, 2)),
-    factor=st.sampled_from([*FACTORS, (4, 4, 4), (3, 3, 3), (1, 1, 1)]),
+    factor=st.sampled_from([*FACTORS, (1, 2, 2), (2, 1, 2), (4, 4, 4), (3, 3, 3), (1, 1, 1)]),
     alphabet=st.integers(2, 300),
     view=st.sampled_from(["F", "C", "transposed", "strided"]),
     seed=st.integers(0, 2**32 - 1),
@@ -164,7 +186,7 @@ def test_c_reductions_equal_numpys(
         vol = np.ascontiguousarray(vol.transpose(3, 2, 1, 0)).transpose(3, 2, 1, 0)
     elif view == "strided":
         vol = np.repeat(vol, 2, axis=0)[::2]
-    for method in ("average", "mode"):
+    for method in ("average", *downsample.MODES):
         with_c = downsample.downsample(np, vol, factor, method)
         with monkeypatch.context() as patched:
             patched.setattr(downsample, "_reduce", None)
@@ -173,32 +195,54 @@ def test_c_reductions_equal_numpys(
         np.testing.assert_array_equal(with_c, with_numpy, err_msg=method)
 
 
+@pytest.mark.parametrize("method", downsample.MODES)
 @given(vol=volume_arrays(["float32"]), factor=st.sampled_from(FACTORS))
-def test_mode_of_floats_matches_the_reference(
-    vol: np.ndarray, factor: tuple[int, int, int]
+def test_modes_of_floats_match_the_reference(
+    method: str, vol: np.ndarray, factor: tuple[int, int, int]
 ) -> None:
-    np.testing.assert_array_equal(
-        downsample.downsample(np, vol, factor, "mode"), reference(vol, factor, "mode")
-    )
+    """Float labels compare as bit patterns: a NaN is a label, -0.0 is not 0.0."""
+    got = downsample.downsample(np, vol, factor, method)
+    assert got.tobytes() == reference(vol, factor, method).tobytes()
 
 
-def _block(values: list[int], dtype: str = "uint64") -> np.ndarray:
-    """Eight values as one 2x2x2 block [x, y, z, 1] (C order of x, y, z)."""
-    return np.array(values, dtype=dtype).reshape(2, 2, 2, 1)
+def _block(values: list[int], dtype: str = "uint64", shape: tuple[int, ...] = (2, 2, 2)) -> Any:
+    """Values as one block [x, y, z, 1], listed x fastest (the order ties are broken in)."""
+    return np.array(values, dtype=dtype).reshape(*shape, 1, order="F")
 
 
 @pytest.mark.parametrize(
-    ("values", "want"),
+    ("values", "plain", "nonzero"),
     [
-        ([0, 0, 0, 0, 0, 7, 7, 9], 7),  # zero is background, even as the majority
-        ([5, 5, 3, 3, 0, 0, 0, 0], 3),  # a tie goes to the smallest label
-        ([0] * 8, 0),  # zero only when the block is all zero
-        ([0] * 7 + [2**64 - 1], 2**64 - 1),
-        ([4, 4, 4, 1, 1, 2, 2, 2], 2),  # 4 and 2 tie at three: the smaller wins
+        ([0] * 7 + [9], 0, 9),  # 7 zeros and 1 label: background is the majority
+        ([0, 0, 0, 0, 0, 7, 7, 9], 0, 7),
+        ([0] * 8, 0, 0),  # zero only when the block is all zero
+        ([0] * 7 + [2**64 - 1], 0, 2**64 - 1),
+        ([5, 5, 3, 3, 0, 0, 0, 0], 0, 5),  # 5 and 3 tie: the one met first, not the smaller
+        ([0, 0, 0, 0, 6, 6, 6, 6], 0, 6),  # 0 and 6 tie at four: 0 is met first
+        ([4, 4, 4, 1, 1, 2, 2, 2], 4, 4),  # 4 and 2 tie at three: 4 is met first
+        ([8, 7, 6, 5, 4, 3, 2, 1], 8, 8),  # all different: the first
     ],
 )
-def test_mode_rules(values: list[int], want: int) -> None:
-    assert downsample.downsample(np, _block(values), (2, 2, 2), "mode").item() == want
+def test_mode_rules_of_a_cube(values: list[int], plain: int, nonzero: int) -> None:
+    block = _block(values)
+    assert downsample.downsample(np, block, (2, 2, 2), "mode").item() == plain
+    assert downsample.downsample(np, block, (2, 2, 2), "mode-nonzero").item() == nonzero
+
+
+@pytest.mark.parametrize(
+    ("values", "plain", "nonzero"),
+    [  # a, then one along x, one along y, then d: COUNTLESS, as tinybrain at 2,2,1
+        ([1, 2, 3, 4], 4, 4),  # all different: d
+        ([1, 2, 2, 1], 2, 2),  # two pairs: the pair among the first three, not d's
+        ([0, 3, 0, 3], 0, 3),
+        ([0, 1, 2, 0], 0, 2),  # d is zero: the first non-zero of a, b (along y), c
+        ([0, 0, 0, 0], 0, 0),
+    ],
+)
+def test_mode_rules_of_a_square(values: list[int], plain: int, nonzero: int) -> None:
+    block = _block(values, shape=(2, 2, 1))
+    assert downsample.downsample(np, block, (2, 2, 1), "mode").item() == plain
+    assert downsample.downsample(np, block, (2, 2, 1), "mode-nonzero").item() == nonzero
 
 
 def test_average_rounds_half_up_exactly() -> None:
@@ -215,18 +259,8 @@ def test_average_rounds_half_up_exactly() -> None:
 def test_partial_edge_blocks_reduce_over_their_real_voxels() -> None:
     vol = np.arange(3 * 1 * 1, dtype=np.uint8).reshape(3, 1, 1, 1) * 10  # x = 0, 10, 20
     assert downsample.downsample(np, vol, (2, 1, 1), "average").ravel().tolist() == [5, 20]
-    assert downsample.downsample(np, vol, (2, 1, 1), "mode").ravel().tolist() == [10, 20]
-
-
-@pytest.mark.parametrize("n", range(1, 17))
-def test_sorting_networks_sort_every_zero_one_input(n: int) -> None:
-    """The 0-1 principle: a comparator network that sorts every 0/1 input sorts anything."""
-    values = np.array(list(itertools.product([0, 1], repeat=n)), dtype=np.uint8).T.copy()
-    for i, j in downsample.sorting_network(n):
-        low = np.minimum(values[i], values[j])
-        np.maximum(values[i], values[j], out=values[j])
-        values[i] = low
-    assert (np.diff(values.astype(int), axis=0) >= 0).all()
+    assert downsample.downsample(np, vol, (2, 1, 1), "mode").ravel().tolist() == [0, 20]
+    assert downsample.downsample(np, vol, (2, 1, 1), "mode-nonzero").ravel().tolist() == [10, 20]
 
 
 @pytest.mark.gpu
@@ -737,6 +771,11 @@ BATCHED_CASES = [
             encoding="compressed_segmentation",
         ),
     ),  # fmt: skip
+    (
+        "precomputed",
+        "uint32",
+        dict(mips=2, layer_type="segmentation", downsample="mode-nonzero"),
+    ),
     ("zarr3", "uint16", dict(mips=2, compression="gzip")),
 ]
 
