@@ -20,6 +20,7 @@ transforms, `--resolution`) replaces it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -79,9 +80,9 @@ class Multiscale:
         if any(scale[index[a]] <= 0 for a in "xyz"):
             refusal = f"{self.url}: {self.where}: its scale {scale} is not positive"
             return replace(base, resolution_refusal=refusal, offset_refusal=refusal)
-        factors = [nm_per(self.units[index[a]]) for a in "xyz"]
-        if all(f is not None for f in factors):
-            x, y, z = (scale[index[a]] * (f or 0.0) for a, f in zip("xyz", factors, strict=True))
+        physical = self.physical(axes)
+        if physical is not None:
+            x, y, z = physical[0]
             base = replace(base, resolution=(x, y, z))
         offset, centring = [], []
         for a in "xyz":
@@ -186,17 +187,28 @@ def _compose(transforms: Any, outer: Any, rank: int) -> Affine:
                     "offset); give the placement with {resolution} and {voxel_offset}"
                 )
             values = transform.get(kind)
-            if not isinstance(values, list) or len(values) != rank:
+            numbers = _numbers(values, rank)
+            if numbers is None:
                 raise _Unplaceable(
-                    f"its {kind} {values!r} does not give one number per axis ({rank})"
+                    f"its {kind} {values!r} does not give one finite number per axis ({rank})"
                 )
-            numbers = [float(v) for v in values]
             if kind == "scale":
                 scale = [s * v for s, v in zip(scale, numbers, strict=True)]
                 shift = [t * v for t, v in zip(shift, numbers, strict=True)]
             else:
                 shift = [t + v for t, v in zip(shift, numbers, strict=True)]
     return scale, shift
+
+
+def _numbers(values: Any, rank: int) -> list[float] | None:
+    """`rank` finite numbers (a path to binary transform data, or a text, is none)."""
+    if not isinstance(values, list) or len(values) != rank:
+        return None
+    try:
+        numbers = [float(v) for v in values]
+    except (TypeError, ValueError):
+        return None
+    return numbers if all(math.isfinite(n) for n in numbers) else None
 
 
 def _shared_unit(units: Sequence[Any]) -> str | None:
