@@ -101,7 +101,7 @@ class ConvertOptions:
         default=None,
         metadata=cli(
             "--resolution",
-            "nm per voxel (default: the source's, else 1,1,1)",
+            "nm per voxel (default: the source's, e.g. OME-Zarr scale, else 1,1,1)",
             parse=parse_xyz(float),
             metavar=XYZ,
         ),
@@ -334,14 +334,15 @@ class ConvertOptions:
         default=None,
         metadata=cli(
             "--source-axes",
-            "axis order of an array source, e.g. zyx, xyz, czyx (default: its metadata's, "
-            "else zyx / czyx)",
+            "axis order of an array source: x, y, z, c (channels), t (one time point), e.g. "
+            "zyx, xyz, czyx, tczyx (default: its metadata's, else zyx / czyx / tczyx)",
         ),
     )
     source_scale: str | None = field(
         default=None,
         metadata=cli(
-            "--source-scale", "scale key of a precomputed source (default: its first scale)"
+            "--source-scale",
+            "precomputed scale key, OME-Zarr dataset path or N5 scale (default: the finest)",
         ),
     )
     fill_missing: bool = field(
