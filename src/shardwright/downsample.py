@@ -64,6 +64,9 @@ Factor = tuple[int, int, int]
 
 METHODS = ("average", "mode", "mode-nonzero", "min", "max", "striding")
 MODES = ("mode", "mode-nonzero")  # reductions to one of the block's labels, by count
+# Bumped whenever a method's results change (2: `mode` became plain mode, tinybrain's tie
+# rules): a job's fingerprint records it, so a resumed job never mixes levels of two rules.
+RULES = 2
 METHOD_HELP = (  # --downsample's help: which method to pick, and why
     "pyramid reduction (default: average for images, mode for segmentations). mode: each "
     "block's most frequent label, background included, as tinybrain and Igneous downsample "

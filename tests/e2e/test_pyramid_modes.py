@@ -11,6 +11,7 @@ tinybrain's 2x2x2 kernel reads its input's buffer as Fortran-ordered whatever it
 
 from __future__ import annotations
 
+import json
 import pathlib
 from typing import Any
 
@@ -22,6 +23,7 @@ from hypothesis import strategies as st
 
 from shardwright import api, downsample
 from shardwright.cli import main as cli_main
+from shardwright.lifecycle.fingerprint import digest
 
 tinybrain = pytest.importorskip("tinybrain")
 
@@ -141,3 +143,25 @@ def test_converted_pyramid_levels_are_tinybrains(tmp_path: pathlib.Path, case: t
             np.testing.assert_array_equal(got, want[k], err_msg=f"level {k} via {reader}")
     report = api.verify(str(dest), str(tmp_path / "labels.npy"), full=True)  # by its method
     assert report.ok, report.summary()
+
+
+def test_a_pyramid_begun_under_other_mode_rules_is_not_resumed(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`mode` changed meaning (it ignored background before): a job record written under the
+    former rules (its fingerprint without `downsample_rules`, as earlier versions wrote it)
+    is refused by --resume, naming the difference, so no pyramid mixes levels of both."""
+    labels = labels_with_background(np.random.default_rng(7), (24, 32, 32), "uint32")
+    np.save(tmp_path / "labels.npy", labels)
+    dest = tmp_path / "out"
+    args = ["convert", str(tmp_path / "labels.npy"), str(dest), "--mips", "1"]
+    assert cli_main([*args, "--scheduler", "sync", "--quiet"]) == 0
+    record_path = dest / ".shardwright" / "job.json"
+    record = json.loads(record_path.read_text())
+    del record["fingerprint"]["encoding"]["downsample_rules"]
+    record["job"] = digest(record["fingerprint"])  # the job id an earlier version gave it
+    record_path.write_text(json.dumps(record))
+    (dest / "shardwright-manifest.json").unlink()
+    capsys.readouterr()
+    assert cli_main([*args, "--scheduler", "sync", "--quiet", "--resume"]) == 2
+    assert "encoding.downsample_rules: null -> 2" in capsys.readouterr().err

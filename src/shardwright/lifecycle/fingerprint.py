@@ -16,6 +16,7 @@ import json
 import os
 from typing import Any
 
+from shardwright import downsample
 from shardwright.sources import Source
 from shardwright.urls import scheme_of, split_hdf5
 
@@ -53,6 +54,7 @@ def volume_fingerprint(plan: Any) -> Fingerprint:
         "compression_level": options.compression_level,
         "jpeg_quality": options.jpeg_quality if plan.layout.encodes_jpeg else None,
         "downsample": plan.pyramid.method if plan.pyramid is not None else None,
+        "downsample_rules": downsample.RULES if plan.pyramid is not None else None,
     }
     return {
         "source": source_fingerprint(plan.source),
