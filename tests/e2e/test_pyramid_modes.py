@@ -165,3 +165,22 @@ def test_a_pyramid_begun_under_other_mode_rules_is_not_resumed(
     capsys.readouterr()
     assert cli_main([*args, "--scheduler", "sync", "--quiet", "--resume"]) == 2
     assert "encoding.downsample_rules: null -> 2" in capsys.readouterr().err
+
+
+def test_verify_does_not_judge_levels_written_under_earlier_rules(tmp_path: pathlib.Path) -> None:
+    """A manifest whose pyramid predates the rules it names (no `rules`: `mode` then ignored
+    background) has its base compared and its upper levels left out, with a note, rather
+    than failed for differences the former rules made."""
+    labels = labels_with_background(np.random.default_rng(8), (16, 32, 32), "uint32")
+    np.save(tmp_path / "labels.npy", labels)
+    dest = tmp_path / "out"
+    api.convert(str(tmp_path / "labels.npy"), str(dest), mips=1, scheduler="sync", progress=False)
+    every_level = api.verify(str(dest), str(tmp_path / "labels.npy"), full=True)
+    assert every_level.ok
+    manifest_path = dest / "shardwright-manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    del manifest["plan"]["pyramid"]["rules"]
+    manifest_path.write_text(json.dumps(manifest))
+    base_only = api.verify(str(dest), str(tmp_path / "labels.npy"), full=True)
+    assert base_only.ok and any("earlier downsampling rules" in n for n in base_only.notes)
+    assert 0 < base_only.chunks_compared < every_level.chunks_compared

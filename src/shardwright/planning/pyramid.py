@@ -44,7 +44,12 @@ class Pyramid:
     levels: int  # including the base level
 
     def to_json(self) -> dict[str, Any]:
-        return {"levels": self.levels, "factor_xyz": list(self.factor), "method": self.method}
+        return {
+            "levels": self.levels,
+            "factor_xyz": list(self.factor),
+            "method": self.method,
+            "rules": downsample.RULES,  # what `method` meant when the levels were written
+        }
 
 
 def triple(values: Iterable[int]) -> Triple:
