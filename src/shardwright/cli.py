@@ -34,6 +34,9 @@ def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int
         command.error(f"unrecognized arguments: {' '.join(unknown)}")
     args.warnings = _HeldWarnings(args.command)
     args.argv = list(sys.argv[1:] if argv is None else argv)
+    # What the lines this command prints tell the user to type: the console script as it was
+    # started (a virtualenv's script may not be on PATH), `shardwright` when called from Python.
+    args.program = outcomes.program() if own_process else "shardwright"
     debug = getattr(args, "debug", False)
     logs.configure(verbose=getattr(args, "verbose", False) or debug)
     try:
@@ -52,7 +55,8 @@ def _resume_command(args: argparse.Namespace) -> str | None:
     if args.command != "convert":
         return None
     words = [w for w in args.argv if w not in ("--overwrite",)]
-    return shlex.join(["shardwright", *words, *([] if "--resume" in words else ["--resume"])])
+    more = [] if "--resume" in words else ["--resume"]
+    return " ".join([args.program, shlex.join([*words, *more])])
 
 
 class _HeldWarnings:
@@ -118,7 +122,13 @@ def _run(args: argparse.Namespace, own_process: bool = False) -> int:
 
         if own_process:
             _freeze_startup_objects()
-        return run_demo(args.out, args.size, scheduler=_scheduler(args), workers=args.workers)
+        return run_demo(
+            args.out,
+            args.size,
+            scheduler=_scheduler(args),
+            workers=args.workers,
+            program=args.program,
+        )
     raise AssertionError(args.command)
 
 

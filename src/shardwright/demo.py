@@ -121,7 +121,10 @@ def run_demo(
     *,
     scheduler: str | None = None,
     workers: int | None = None,
+    program: str = "shardwright",
 ) -> int:
+    """Make the demo volumes in `out`, convert each both ways, verify, and print where they
+    are and the `view` command to see them (started by `program`: how the user ran us)."""
     fresh = claim_folder(out, size_xyz)
     image_path = os.path.join(out, "source", "image.npy")
     labels_path = os.path.join(out, "source", "labels.npy")
@@ -171,7 +174,7 @@ def run_demo(
     _screenshots([os.path.join(out, name) for name, _, _ in jobs])
     print(f"\noutput: {root}")
     views = " ".join(shlex.quote(os.path.join(out, name)) for name, _, _ in jobs)
-    print(f"view:   shardwright view {views}")
+    print(f"view:   {program} view {views}")
     needs = (
         ""
         if importlib.util.find_spec("neuroglancer")

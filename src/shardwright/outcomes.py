@@ -16,6 +16,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shlex
+import shutil
 import signal
 import sys
 import threading
@@ -123,3 +125,25 @@ def _quiet_stdout() -> None:
     with contextlib.suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+
+
+def program() -> str:
+    """How to start shardwright again as this process was started, as a command to type:
+    `shardwright` where that name on PATH is this very script, else the path the script was
+    run by (`.venv/bin/shardwright` from a virtualenv not activated), else
+    `python -m shardwright` with this interpreter."""
+    started = sys.argv[0] if sys.argv else ""
+    if not started or started.endswith(".py"):  # python -m shardwright (or shardwright.cli)
+        return shlex.join([_as_typed(sys.executable), "-m", "shardwright"])
+    name = os.path.basename(started)
+    found = shutil.which(name)
+    if found and os.path.realpath(found) == os.path.realpath(started):
+        return name
+    return shlex.quote(_as_typed(started))
+
+
+def _as_typed(path: str) -> str:
+    """A path relative to the current folder where it lies inside it, else absolute."""
+    absolute = os.path.abspath(path)
+    relative = os.path.relpath(absolute)
+    return relative if not relative.startswith("..") else absolute

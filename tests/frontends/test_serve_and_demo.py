@@ -6,7 +6,9 @@ import http.client
 import importlib.util
 import io
 import json
+import os
 import pathlib
+import shlex
 import shutil
 import signal
 import socket
@@ -185,6 +187,27 @@ def test_tensorstore_reads_a_sharded_volume_over_http(served: tuple[str, pathlib
     )
     store = ts.open({"driver": "neuroglancer_precomputed", "kvstore": f"{url}/data/"}).result()
     np.testing.assert_array_equal(np.asarray(store.read().result())[..., 0], vol.T)
+
+
+def test_demo_prints_a_view_command_that_runs_as_shown(tmp_path: pathlib.Path) -> None:
+    """From a virtualenv not activated (its bin/ not on PATH) the demo's `view:` line names
+    the script as it was run, and that command runs as typed; where the script is on PATH,
+    the line says `shardwright`."""
+    script = pathlib.Path(sys.executable).with_name("shardwright")
+    bare = {**os.environ, "PATH": "/usr/bin:/bin"}
+    demo = [str(script), "demo", "--out", "out", "--size", "32,32,16", "--scheduler", "sync"]
+    run = subprocess.run(demo, cwd=tmp_path, env=bare, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    (line,) = [x for x in run.stdout.splitlines() if x.startswith("view:")]
+    command = shlex.split(line.removeprefix("view:"))
+    assert command[0] == str(script) and command[1] == "view"
+    again = subprocess.run([command[0], "--version"], cwd=tmp_path, env=bare, timeout=60)
+    assert again.returncode == 0
+    activated = {**os.environ, "PATH": f"{script.parent}:/usr/bin:/bin"}
+    run = subprocess.run(demo, cwd=tmp_path, env=activated, capture_output=True, text=True,
+                         timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "view:   shardwright view out/" in run.stdout
 
 
 def test_demo_converts_both_volumes_to_both_formats_and_verifies(
