@@ -20,6 +20,7 @@ import numpy as np
 
 from shardwright import api
 from shardwright.errors import DestinationError
+from shardwright.version import install_command
 
 RESOLUTION = (8.0, 8.0, 40.0)
 
@@ -175,10 +176,6 @@ def run_demo(
     print(f"\noutput: {root}")
     views = " ".join(shlex.quote(os.path.join(out, name)) for name, _, _ in jobs)
     print(f"view:   {program} view {views}")
-    needs = (
-        ""
-        if importlib.util.find_spec("neuroglancer")
-        else "; needs pip install 'shardwright[view]'"
-    )
+    needs = "" if importlib.util.find_spec("neuroglancer") else f"; needs {install_command('view')}"
     print(f"        (Neuroglancer in your browser, offline{needs})")
     return 1 if failures else 0

@@ -1,6 +1,6 @@
 """`shardwright view`: datasets served here, the Neuroglancer viewer on them, and its URL.
 
-The viewer is the `neuroglancer` package's own (`pip install 'shardwright[view]'`): its Python
+The viewer is the `neuroglancer` package's own (the `view` extra): its Python
 server hands the browser the client it ships (nothing fetched from another site) and the
 viewer state `view_state` builds (one layer per dataset, each placed in one voxel space). Any
 dataset Neuroglancer reads can be a layer: ours, another tool's, or a source before conversion
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shardwright.serve import DatasetServer, make_server, run_until_stopped
+from shardwright.version import install_command
 from shardwright.view_state import (
     DatasetLayer,
     ViewError,
@@ -57,7 +58,7 @@ BROWSER_FLAGS = (
 def neuroglancer_module() -> Any:
     """The `neuroglancer` package, imported only when a view is opened."""
     if importlib.util.find_spec("neuroglancer") is None:
-        raise ViewError("viewing needs the Neuroglancer viewer: pip install 'shardwright[view]'")
+        raise ViewError("viewing needs the Neuroglancer viewer: " + install_command("view"))
     import neuroglancer
 
     return neuroglancer

@@ -17,6 +17,7 @@ import numpy as np
 
 from shardwright.arrays import Array, exclusive_scan
 from shardwright.errors import NvcompUnavailable
+from shardwright.version import install_command
 
 ALGORITHMS = {"gzip": "Gzip", "zstd": "Zstd"}
 _CODECS = threading.local()
@@ -27,7 +28,7 @@ def nvcomp_module() -> Any:
         from nvidia import nvcomp
     except ImportError as exc:
         raise NvcompUnavailable(
-            "device compression needs nvCOMP: pip install 'shardwright[gpu-cu13]' "
+            f"device compression needs nvCOMP: {install_command('gpu-cu13')} "
             f"(gpu-cu12 for CUDA 12) ({exc})"
         ) from None
     return nvcomp

@@ -26,6 +26,7 @@ from shardwright.errors import GpuUnavailable
 from shardwright.manifest import Receipt
 from shardwright.planning import ConversionPlan, ShardTask
 from shardwright.store import Store
+from shardwright.version import install_command
 
 
 @functools.cache
@@ -35,7 +36,7 @@ def cupy_module() -> Any:
         import cupy
     except ImportError as exc:
         raise GpuUnavailable(
-            "the GPU engine needs CuPy and a CUDA device: pip install 'shardwright[gpu-cu13]' "
+            f"the GPU engine needs CuPy and a CUDA device: {install_command('gpu-cu13')} "
             f"(gpu-cu12 for CUDA 12) on a machine with an NVIDIA GPU ({exc})"
         ) from None
     try:

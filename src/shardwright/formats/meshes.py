@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from shardwright.errors import MeshFormatError
+from shardwright.version import install_command
 
 MULTILOD_TYPE = "neuroglancer_multilod_draco"
 LEGACY_TYPE = "neuroglancer_legacy_mesh"
@@ -232,8 +233,7 @@ def draco_fragment(
         import DracoPy
     except ImportError:
         raise MeshFormatError(
-            "encoding multi-resolution meshes needs a Draco encoder: pip install "
-            "'shardwright[meshes]'"
+            "encoding multi-resolution meshes needs a Draco encoder: " + install_command("meshes")
         ) from None
     top = (1 << bits) - 1
     return bytes(

@@ -24,6 +24,7 @@ from shardwright import deadlines, logs
 from shardwright.errors import NAMED, PlanError
 from shardwright.jobs.submission import DistributedRunner, Runner, ThreadRunner
 from shardwright.jobs.workers import GPU_RESOURCE, GPU_TASKS_PER_DEVICE
+from shardwright.version import install_command
 
 # A local cluster's dashboard listens on loopback only (port chosen free): not on every
 # interface of a shared machine.
@@ -202,7 +203,7 @@ def _local_cuda_cluster(workers: int | None, dashboard: bool) -> Any:
         from dask_cuda import LocalCUDACluster
     except ImportError as exc:
         raise PlanError(
-            "the GPU engine starts a dask-cuda cluster: pip install 'shardwright[gpu-cu13]' "
+            f"the GPU engine starts a dask-cuda cluster: {install_command('gpu-cu13')} "
             f"(gpu-cu12 for CUDA 12; {exc})"
         ) from None
     return LocalCUDACluster(

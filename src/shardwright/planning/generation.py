@@ -36,6 +36,7 @@ from shardwright.planning.text import human_bytes, xyz
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source
 from shardwright.sources.base import location_of
+from shardwright.version import install_command
 
 DIRECTORIES = {MESH: "mesh", SKELETON: "skeletons"}
 DEFAULT_BLOCK = (128, 128, 128)
@@ -261,8 +262,8 @@ def with_generated(volume: ConversionPlan, options: ConvertOptions) -> Conversio
     missing = [name for name in NEEDED if importlib.util.find_spec(name) is None]
     if missing:
         raise PlanError(
-            f"{{generate_meshes}} / {{generate_skeletons}} need {', '.join(missing)}: pip "
-            "install 'shardwright[meshes]'",
+            f"{{generate_meshes}} / {{generate_skeletons}} need {', '.join(missing)}: "
+            + install_command("meshes"),
             generate_meshes=NAMED,
             generate_skeletons=NAMED,
         )

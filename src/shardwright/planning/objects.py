@@ -32,6 +32,7 @@ from shardwright.planning.text import human_bytes
 from shardwright.sources.kinds import TIFF_SUFFIXES
 from shardwright.store import Store
 from shardwright.urls import HDF5_SUFFIXES, split_hdf5
+from shardwright.version import install_command
 
 MULTILOD, SKELETONS, LEGACY = "multilod_mesh", "skeletons", "legacy_mesh"
 OBJECT_TYPES = {
@@ -305,7 +306,7 @@ def _check_legacy_convertible(options: ConvertOptions, source: str) -> None:
         import DracoPy  # noqa: F401
     except ImportError:
         raise PlanError(
-            "re-encoding legacy meshes needs a Draco encoder: pip install 'shardwright[meshes]'"
+            "re-encoding legacy meshes needs a Draco encoder: " + install_command("meshes")
         ) from None
 
 
