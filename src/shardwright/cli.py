@@ -217,7 +217,12 @@ def _view(args: argparse.Namespace) -> int:
     if args.open:
         import webbrowser
 
-        webbrowser.open(view.url)
+        if not webbrowser.open(view.url):
+            print(
+                "view: --open found no browser to start here (no display?): open the URL "
+                "above in a browser that reaches this machine",
+                file=sys.stderr,
+            )
     view.serve()
     return 0
 

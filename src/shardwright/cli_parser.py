@@ -155,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     talk.add_argument(
         "--verbose",
         action="store_true",
-        help="also print the job's steps and the warnings of the cluster and its workers",
+        help="also print each step and the warnings kept quiet otherwise (a job's: those of "
+        "its cluster and workers too)",
     )
     talk.add_argument(
         "--debug", action="store_true", help="as --verbose, and print the traceback of errors"

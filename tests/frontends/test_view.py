@@ -187,6 +187,33 @@ def test_open_hands_the_url_to_the_users_browser(
         process.kill()
 
 
+def test_open_says_so_where_no_browser_can_start(datasets: dict[str, Any]) -> None:
+    """No display, no $BROWSER, no browser on PATH: --open says it found none (and keeps
+    serving the printed URL) instead of doing nothing silently."""
+    bare = {
+        k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "BROWSER")
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "shardwright.cli", "view", "--open", str(datasets["root"] / "em")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**bare, "PATH": "/nonexistent"},
+    )  # fmt: skip
+    watchdog = threading.Timer(60, process.kill)  # a line never said ends the reading
+    watchdog.start()
+    try:
+        assert process.stderr is not None
+        said = []
+        while not said or ("--open found no browser" not in said[-1] and said[-1]):
+            said.append(process.stderr.readline())
+        assert "--open found no browser to start here" in said[-1], said
+        assert process.poll() is None, "the view keeps serving"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=10) == 0
+    finally:
+        watchdog.cancel()
+        process.kill()
+
+
 def _foreign_sources(root: pathlib.Path, zyx: np.ndarray) -> dict[str, str]:
     """The same image as other tools write it, and the scheme Neuroglancer reads each with."""
     import zarr
