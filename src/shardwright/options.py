@@ -289,7 +289,7 @@ class ConvertOptions:
         default=0,
         metadata=cli(
             "--mesh-level",
-            "the pyramid level meshes and skeletons are made from (0: the finest)",
+            "the pyramid level meshes and skeletons are made from (default 0: the finest)",
             parse=int,
             metavar="LEVEL",
         ),
@@ -307,7 +307,7 @@ class ConvertOptions:
         default=0,
         metadata=cli(
             "--dust-threshold",
-            "objects of fewer voxels get no mesh or skeleton",
+            "objects of fewer voxels get no mesh or skeleton (default 0: every object)",
             parse=int,
             metavar="VOXELS",
         ),
