@@ -155,6 +155,7 @@ def _convert(args: argparse.Namespace) -> int:
     from shardwright import api
     from shardwright.jobs.progress import Progress
     from shardwright.manifest import OBJECTS
+    from shardwright.sources import missing
 
     run = run_options_from(args)
     plan = api.plan(args.source, args.dest, options_from(args))
@@ -178,7 +179,8 @@ def _convert(args: argparse.Namespace) -> int:
     if totals.source_chunks_missing:
         print(
             f"{totals.source_chunks_missing} source chunk(s) were not stored and were written "
-            f"as the fill value (0) (first: {', '.join(totals.source_chunks_missing_examples)})"
+            f"as the source's fill value ({missing.fill_of(plan.source)}) "
+            f"(first: {', '.join(totals.source_chunks_missing_examples)})"
         )
     for where, part in manifest.companions.items():
         print(

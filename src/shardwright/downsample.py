@@ -7,8 +7,9 @@ them over their real voxels only (no padding value ever enters a result):
 
 - ``average`` (images): integers get the mean rounded to nearest with ties up, i.e.
   ``floor((sum + n // 2) / n)`` over the block's n real voxels, computed exactly (a wide
-  accumulator, or quotient and remainder sums for 64-bit types); floats are summed in float64 in
-  C order of the block's (x, y, z) positions, divided by n and cast back.
+  accumulator, or quotient and remainder sums for 64-bit types); floats are summed in float64
+  (complex numbers in complex128) in C order of the block's (x, y, z) positions, divided by n
+  and cast back. Booleans have no average: a mask takes the mode by default.
 - ``mode`` (segmentations, the default): the most frequent value, zero counting like any
   label: tinybrain's ``downsample_segmentation(sparse=False)``, what Igneous writes, the
   faithful majority of each block.
@@ -30,8 +31,8 @@ them over their real voxels only (no padding value ever enters a result):
   Equal to tinybrain at 2,2,2, 2,2,1, 2,1,2 and 1,2,2 (the tests hold it); at other factors
   tinybrain computes no mode of the whole block (it strides, or halves twice), and the
   counting rule applies.
-- ``min`` / ``max``: over the real voxels.
-- ``striding``: the block's first voxel (lowest x, y, z).
+- ``min`` / ``max``: over the real voxels (booleans: all / any; complex numbers have no order).
+- ``striding``: the block's first voxel (lowest x, y, z), of any voxel type.
 
 Levels are built from the level below (level k = reduce(level k - 1)), as Igneous does.
 There is no Python loop per voxel: loops run over the <= 8 edge regions of a block and over
@@ -52,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from shardwright.arrays import Array
-from shardwright.errors import PyramidError
+from shardwright.errors import NAMED, PyramidError
 
 _reduce: ModuleType | None
 try:  # C kernels for the common cases (built at install when a compiler is present)
@@ -68,31 +69,51 @@ MODES = ("mode", "mode-nonzero")  # reductions to one of the block's labels, by 
 # rules): a job's fingerprint records it, so a resumed job never mixes levels of two rules.
 RULES = 2
 METHOD_HELP = (  # --downsample's help: which method to pick, and why
-    "pyramid reduction (default: average for images, mode for segmentations). mode: each "
-    "block's most frequent label, background included, as tinybrain and Igneous downsample "
-    "(the faithful majority); mode-nonzero: its most frequent non-zero label, zero only where "
-    "the block is all zero, so thin labelled structures (axons, membranes) survive instead of "
-    "being swallowed by background"
+    "pyramid reduction (default: average for images, mode for segmentations and masks). "
+    "mode: each block's most frequent label, background included, as tinybrain and Igneous "
+    "downsample (the faithful majority); mode-nonzero: its most frequent non-zero label, "
+    "zero only where the block is all zero, so thin labelled structures (axons, membranes) "
+    "survive instead of being swallowed by background"
 )
 
 
-def default_method(layer_type: str) -> str:
-    """Images are averaged; segmentations take the plain mode, the field's default
-    (averaging would invent labels)."""
-    return "mode" if layer_type == "segmentation" else "average"
+# The voxel kinds (numpy's) each method applies to: an average of booleans, a least complex
+# number or a most frequent complex value mean nothing a viewer could show.
+KINDS = {"average": "uifc", "mode": "buif", "mode-nonzero": "buif", "min": "buif",
+         "max": "buif", "striding": "buifc"}  # fmt: skip
+WHY = {"b": "booleans have no average", "c": "complex numbers have no order and are no labels"}
+
+
+def default_method(layer_type: str, dtype: np.dtype | None = None) -> str:
+    """Images are averaged; segmentations and masks (bool) take the plain mode, the field's
+    default (averaging would invent labels; booleans have no average)."""
+    is_mask = dtype is not None and np.dtype(dtype).kind == "b"
+    return "mode" if layer_type == "segmentation" or is_mask else "average"
 
 
 def check_method(method: str, dtype: np.dtype, layer_type: str) -> None:
     """Refuse a method the data cannot take, with the reason."""
     if method not in METHODS:
         raise PyramidError(f"unknown downsampling method {method!r}; choose one of {METHODS}")
-    if np.dtype(dtype).kind not in "uif":
-        raise PyramidError(f"cannot downsample {np.dtype(dtype)} voxels; integers or floats only")
+    kind = np.dtype(dtype).kind
+    if kind not in KINDS[method]:
+        fits = [m for m in METHODS if kind in KINDS[m]]
+        raise PyramidError(
+            f"{method} cannot downsample {np.dtype(dtype)} voxels "
+            f"({WHY.get(kind, 'they are not numbers')}); "
+            + (f"pass {{downsample}} {_either(fits)}" if fits else "build no pyramid"),
+            downsample=NAMED,
+        )
     if method == "average" and layer_type == "segmentation":
         raise PyramidError(
             "average blends label ids into labels that do not exist; downsample a segmentation "
             "with mode (the default), mode-nonzero, min, max or striding"
         )
+
+
+def _either(words: list[str]) -> str:
+    """`a, b or c`."""
+    return " or ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else words)
 
 
 def check_factor(factor: Any) -> Factor:
@@ -204,8 +225,8 @@ def _average(xp: Any, lifted: Array) -> Array:
     dtype = lifted.dtype
     views = _positions(lifted)
     n = len(views)
-    if dtype.kind == "f":
-        total = xp.zeros_like(views[0], dtype=xp.float64)
+    if dtype.kind in "fc":  # complex: both parts summed in float64
+        total = xp.zeros_like(views[0], dtype=xp.complex128 if dtype.kind == "c" else xp.float64)
         for view in views:
             total += view
         total /= n

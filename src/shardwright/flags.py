@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from shardwright.errors import OptionError
+
 SIZE_SUFFIXES = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 
@@ -94,6 +96,23 @@ def parse_size(text: str) -> int:
         return int(float(number) * scale)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"bad size {text!r} (e.g. 512M, 2G)") from exc
+
+
+def spelled(options: Any) -> None:
+    """Read the values of an options dataclass (`options`, in its `__post_init__`) that are
+    given as the command line spells them, by the field's own parser: the API takes "2G",
+    "4,4,40" or "auto" as the flag does. A text the parser refuses is an OptionError naming
+    the field; values of other types are left to the dataclass's own checks."""
+    for f, flag in command_line_fields(type(options)):
+        value = getattr(options, f.name)
+        if flag.parse is None or not isinstance(value, str):
+            continue
+        try:
+            parsed = flag.parse(value)
+        except (argparse.ArgumentTypeError, ValueError) as exc:
+            reason = str(exc) if isinstance(exc, argparse.ArgumentTypeError) else "not a number"
+            raise OptionError(f"{{{f.name}}}: {reason}", **{f.name: value}) from None
+        object.__setattr__(options, f.name, parsed)
 
 
 @dataclass(frozen=True)

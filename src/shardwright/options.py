@@ -17,11 +17,13 @@ from shardwright.downsample import METHODS as DOWNSAMPLE_METHODS
 from shardwright.errors import NAMED, OptionError
 from shardwright.flags import (
     cli,
+    format_size,
     parse_ids,
     parse_json_object,
     parse_mips,
     parse_size,
     parse_xyz,
+    spelled,
 )
 from shardwright.formats.vocabulary import IndexLocation, OutputFormat, ShardHash, VolumeType, names
 
@@ -404,6 +406,7 @@ class ConvertOptions:
         )
 
     def __post_init__(self) -> None:
+        spelled(self)  # "2G", "4,4,40": the API takes the command line's spellings
         if self.format not in FORMATS:
             raise OptionError(
                 f"{{format}} is not an output format; choose one of {FORMATS}", format=self.format
@@ -426,11 +429,10 @@ class ConvertOptions:
             raise OptionError(
                 f"{{engine}} is not an engine; choose one of {ENGINES}", engine=self.engine
             )
-        if self.memory_budget < 16 * MiB:
-            raise OptionError(
-                "{memory_budget} is below 16 MiB, the smallest memory budget",
-                memory_budget=self.memory_budget,
-            )
+        for name, least in (("memory_budget", 16 * MiB), ("target_shard_bytes", 1)):
+            if not _whole(value := getattr(self, name), least):
+                raise OptionError(f"{{{name}}} must be bytes or a size such as 512M, at least "
+                                  f"{format_size(least)}", **{name: value})  # fmt: skip
         for name in ("storage_options", "source_storage_options"):
             if not isinstance(getattr(self, name), dict):
                 raise OptionError(
@@ -451,10 +453,6 @@ class ConvertOptions:
         if not self.timeout > 0:
             raise OptionError(
                 "{timeout} must be a positive number of seconds", timeout=self.timeout
-            )
-        if self.target_shard_bytes <= 0:
-            raise OptionError(
-                "{target_shard_bytes} must be positive", target_shard_bytes=self.target_shard_bytes
             )
         if (
             self.mips is not None

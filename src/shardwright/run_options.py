@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shardwright.errors import NAMED, OptionError, as_parameter
-from shardwright.flags import cli, command_line_fields, parse_positive_int
+from shardwright.flags import cli, command_line_fields, parse_positive_int, spelled
 from shardwright.options import ConvertOptions
 
 DEFAULT_LEASE_TIMEOUT = 120.0  # seconds without a heartbeat before a lease may be taken over
@@ -126,6 +126,7 @@ class RunOptions:
     client: Any = field(default=None, repr=False)  # a distributed.Client (the API only)
 
     def __post_init__(self) -> None:
+        spelled(self)  # "30" seconds, "4" workers, "on": as the command line spells them
         if self.resume and self.overwrite:
             raise OptionError(
                 "{resume} and {overwrite} contradict each other; pass one",

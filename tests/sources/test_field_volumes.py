@@ -171,8 +171,8 @@ def test_missing_chunk_is_refused_then_filled_when_asked(
     code = cli.main(["convert", str(src), str(out), *common, "--resume", "--fill-missing"])
     said = capsys.readouterr().out
     assert code == 0
-    assert f"1 source chunk(s) were not stored and were written as the fill value (0) " \
-           f"(first: 4_4_40/{name})" in said  # fmt: skip
+    assert f"1 source chunk(s) were not stored and were written as the source's fill value " \
+           f"(0) (first: 4_4_40/{name})" in said  # fmt: skip
     totals = json.loads((out / MANIFEST_KEY).read_text())["totals"]
     assert totals["source_chunks_missing"] == 1
     assert totals["source_chunks_missing_examples"] == [f"4_4_40/{name}"]

@@ -24,6 +24,7 @@ from shardwright.formats.vocabulary import VolumeType, names
 
 VOLUME_TYPE = "neuroglancer_multiscale_volume"
 LAYER_TYPES = names(VolumeType)
+# Neuroglancer's data types: what it reads from precomputed, and from zarr too.
 DATA_TYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "float32")
 
 

@@ -28,6 +28,7 @@ from shardwright.formats.zarr3_codecs import (
 )
 from shardwright.formats.zarr3_sharding import INDEX_LOCATIONS, index_nbytes
 
+# The Zarr v3 core data types that have a NumPy type (all but the raw bits `r*`).
 DATA_TYPES = (
     "bool",
     "int8",
@@ -38,9 +39,13 @@ DATA_TYPES = (
     "uint16",
     "uint32",
     "uint64",
+    "float16",
     "float32",
     "float64",
+    "complex64",
+    "complex128",
 )
+FillValue = int | float | bool | complex
 
 
 def _positive_shape(value: Any, name: str) -> tuple[int, ...]:
@@ -66,7 +71,7 @@ def _dtype_name(value: Any) -> str:
     return name
 
 
-def _fill_value(value: Any, dtype: np.dtype[Any]) -> int | float | bool:
+def _fill_value(value: Any, dtype: np.dtype[Any]) -> FillValue:
     """`value` as a Python scalar of `dtype`'s kind, or an error if the dtype cannot hold it."""
     bad = ZarrMetadataError(f"fill_value {value!r} is not representable as {dtype.name}")
     if dtype.kind == "b":
@@ -84,6 +89,12 @@ def _fill_value(value: Any, dtype: np.dtype[Any]) -> int | float | bool:
         if not info.min <= int(value) <= info.max:
             raise bad
         return int(value)
+    if dtype.kind == "c":
+        if not isinstance(value, int | float | complex | np.number):
+            raise bad
+        parts = _part_dtype(dtype)
+        number = complex(value)
+        return complex(_fill_value(number.real, parts), _fill_value(number.imag, parts))
     if not isinstance(value, int | float | np.integer | np.floating):
         raise bad
     number = float(value)
@@ -92,7 +103,14 @@ def _fill_value(value: Any, dtype: np.dtype[Any]) -> int | float | bool:
     return number
 
 
-def _fill_to_json(value: int | float | bool) -> Any:
+def _part_dtype(dtype: np.dtype[Any]) -> np.dtype[Any]:
+    """The float type of a complex type's real and imaginary parts."""
+    return np.dtype(f"<f{dtype.itemsize // 2}")
+
+
+def _fill_to_json(value: FillValue) -> Any:
+    if isinstance(value, complex):  # [real, imaginary], each as a float fill value
+        return [_fill_to_json(value.real), _fill_to_json(value.imag)]
     if isinstance(value, float):
         if math.isnan(value):
             return "NaN"
@@ -101,7 +119,15 @@ def _fill_to_json(value: int | float | bool) -> Any:
     return value
 
 
-def _fill_from_json(value: Any, dtype: np.dtype[Any]) -> int | float | bool:
+def _fill_from_json(value: Any, dtype: np.dtype[Any]) -> FillValue:
+    if dtype.kind == "c":
+        if not isinstance(value, list) or len(value) != 2:
+            raise ZarrMetadataError(
+                f"fill_value {value!r} is not a valid {dtype.name} fill value ([real, imaginary])"
+            )
+        parts = _part_dtype(dtype)
+        real, imag = (_fill_from_json(v, parts) for v in value)
+        return complex(real, imag)
     if dtype.kind == "f" and isinstance(value, str):
         special = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
         if value in special:
@@ -146,7 +172,7 @@ class ZarrArrayMetadata:
     data_type: str
     shard_shape: tuple[int, ...]
     chunk_shape: tuple[int, ...]
-    fill_value: int | float | bool = 0
+    fill_value: FillValue = 0
     dimension_names: tuple[str | None, ...] | None = None
     compressor: Compressor | None = None
     checksum_inner: bool = False

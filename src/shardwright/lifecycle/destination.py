@@ -21,7 +21,7 @@ from shardwright.errors import DestinationError, ManifestError
 from shardwright.lifecycle import fingerprint as fingerprints
 from shardwright.lifecycle.journal import JOB_KEY, read_job
 from shardwright.lifecycle.lease import LEASE_NAME
-from shardwright.manifest import Manifest, read_manifest
+from shardwright.manifest import MANIFEST_KEY, Manifest, read_manifest
 from shardwright.store import CONTROL_PREFIX, Store
 from shardwright.urls import local_path, scheme_of
 
@@ -49,8 +49,8 @@ def inspect(store: Store, again: bool = True) -> Holding:
     if store.is_file():
         return Holding("file")
     control = store.list_sizes(CONTROL_PREFIX.rstrip("/"))
+    manifest = readable_manifest(store)
     try:
-        manifest = read_manifest(store)
         job = read_job(store) if JOB_KEY.removeprefix(CONTROL_PREFIX) in control else None
     except ManifestError as exc:
         raise DestinationError(
@@ -66,6 +66,21 @@ def inspect(store: Store, again: bool = True) -> Holding:
     return Holding("empty") if example is None else Holding("foreign", example=example)
 
 
+def readable_manifest(store: Store) -> Manifest | None:
+    """The destination's manifest (None: there is none); one that does not parse (cut short,
+    edited) is a DestinationError saying how to recover: the job's record and receipts still
+    prove its shards, so without the manifest `--resume` keeps them and writes it again."""
+    try:
+        return read_manifest(store)
+    except ManifestError as exc:
+        raise DestinationError(
+            f"{exc}; shardwright changes nothing there. If shardwright wrote this dataset, "
+            f"delete {MANIFEST_KEY} and run the same convert with {{resume}}: the shards its "
+            "receipts prove are kept and the manifest is written again",
+            resume=True,
+        ) from None
+
+
 def check_holding(
     store: Store,
     holding: Holding,
@@ -73,8 +88,10 @@ def check_holding(
     mode: str,
     job: str,
     fingerprint: fingerprints.Fingerprint,
+    words: dict[str, str] | None = None,
 ) -> None:
-    """Refuse a destination this mode ("new", "resume" or "overwrite") must not write."""
+    """Refuse a destination this mode ("new", "resume" or "overwrite") must not write; a
+    resume of another job names what differs (`words`: this job's options by name)."""
     url = store.url
     if holding.kind == "file":
         raise DestinationError(f"destination {url} is a file; name a folder for the dataset")
@@ -106,7 +123,9 @@ def check_holding(
             overwrite=True,
         )
     if written_by != job:
-        found = fingerprints.differences(recorded.get("fingerprint") or {}, fingerprint)
+        found = fingerprints.differences(
+            recorded.get("fingerprint") or {}, fingerprint, recorded.get("options"), words
+        )
         raise DestinationError(
             f"cannot resume into {url}: this job differs from the one that wrote it "
             f"(different source or options?): {'; '.join(found) or 'fingerprints differ'}. "

@@ -92,18 +92,92 @@ def generated_fingerprint(plan: Any) -> Fingerprint:
     }
 
 
+# The plan members that shape a job's output (`describe()`'s keys, of any plan kind), by the
+# name a user knows them by; then what the options say; then what the planner derived from
+# both (listed last: a resume refused names what the user changed first). The source itself is
+# the fingerprint's `source` (its URL, files and metadata), whose differences read plainly.
+WORDED_PLAN = {
+    "source_scale": "source scale", "source_axes": "source axes",
+    "format": "format", "layer_type": "layer type", "data_type": "data type",
+    "channels": "channels", "size_xyz": "size", "resolution_xyz": "voxel size (nm)",
+    "voxel_offset_xyz": "voxel offset", "chunk_size_xyz": "chunk size", "encoding": "encoding",
+    "pyramid": "pyramid", "generated_from_level": "mesh level", "block_xyz": "mesh block",
+    "max_error_nm": "mesh max error (nm)", "lods": "mesh levels of detail",
+    "dust_threshold": "dust threshold", "object_ids": "object ids",
+}  # fmt: skip
+WORDED_OPTIONS = {
+    "compression": "compression", "compression_level": "compression level",
+    "jpeg_quality": "jpeg quality", "compressed_segmentation_block_size": "block size",
+    "index_location": "index location", "zarr_layout": "zarr layout",
+    "legacy_to_multires": "legacy to multires",
+}  # fmt: skip
+WORDED_LAYOUT = {
+    "shard_shape_chunks_xyz": "shard shape (chunks)", "zarr_axes": "zarr axes",
+    "sharding": "sharding",
+}  # fmt: skip
+
+
+def in_words(plan: Any) -> dict[str, str]:
+    """What shapes a job's output, by name (`format`, `chunk size`, `sharding shard bits`),
+    each worded as the plan resolved it: the job's record keeps it beside the fingerprint, so
+    a resume refused for other options names each that differs."""
+    described = plan.describe()
+    words = _plan_words(described, WORDED_PLAN)
+    if "size_xyz" in described:  # a volume: one level unless it has a pyramid
+        words.setdefault("pyramid levels", "1")
+    for name, label in WORDED_OPTIONS.items():
+        value = getattr(plan.options, name, None)
+        words[label] = "default" if value is None else _worded(value)
+    return words | _plan_words(described, WORDED_LAYOUT)
+
+
+def _plan_words(described: dict[str, Any], labels: dict[str, str]) -> dict[str, str]:
+    """The members of a plan's `describe()` that `labels` names, a member that is an object
+    (sharding, pyramid) as one word per member of its own."""
+    words: dict[str, str] = {}
+    for key, label in labels.items():
+        value = described.get(key)
+        if isinstance(value, dict):
+            words |= {f"{label} {k.replace('_', ' ')}": _worded(v)
+                      for k, v in value.items() if k != "@type"}  # fmt: skip
+        elif key in described:
+            words[label] = _worded(value)
+    return words
+
+
+def _worded(value: Any) -> str:
+    """A plan's value as a person reads it: `64,64,64`, `4.5`, `none`."""
+    if isinstance(value, list | tuple):
+        return ",".join(_worded(v) for v in value)
+    return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def digest(fingerprint: Fingerprint) -> str:
     """A short, stable name of a fingerprint (what receipts and leases record)."""
     canonical = json.dumps(fingerprint, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
-def differences(old: Any, new: Any, limit: int = 4) -> list[str]:
+def differences(
+    old: Any,
+    new: Any,
+    old_words: Any = None,
+    new_words: dict[str, str] | None = None,
+    limit: int = 4,
+) -> list[str]:
     """What differs between two fingerprints, as `path: old -> new` lines, the broadest first
-    (the source's URL before its file's change time; at most `limit`, then how many more)."""
+    (the source's URL before its file's change time; at most `limit`, then how many more).
+    Where both jobs worded their options (`in_words`), each that differs is named instead
+    (`format: zarr3 now, precomputed before`), with the source's differences."""
     found: list[str] = []
     _compare(old, new, "", found)
     found.sort(key=lambda line: line.split(":", 1)[0].count("."))
+    if isinstance(old_words, dict) and new_words:
+        worded = [f"{label}: {new_words[label]} now, {old_words[label]} before"
+                  for label in new_words
+                  if label in old_words and old_words[label] != new_words[label]]  # fmt: skip
+        if worded:
+            found = [*worded, *(line for line in found if line.startswith("source."))]
     if len(found) > limit:
         found = [*found[:limit], f"... and {len(found) - limit} more"]
     return found
@@ -121,8 +195,13 @@ def _compare(old: Any, new: Any, path: str, found: list[str]) -> None:
 
 
 def _short(value: Any) -> str:
+    """A value in a line: a whole document (an `info` recorded, none now) named, not dumped."""
     text = json.dumps(value, sort_keys=True)
-    return text if len(text) <= 200 else text[:197] + "..."
+    if len(text) <= 80:
+        return text
+    if isinstance(value, dict | list):
+        return f"a {'document' if isinstance(value, dict) else 'list'} of {len(value)}"
+    return text[:77] + "..."
 
 
 def _json(value: Any) -> Any:

@@ -21,7 +21,7 @@ import functools
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from shardwright.errors import StoreError
@@ -60,6 +60,7 @@ class Claim:
     wait: float = 0.0
     break_lease: bool = False
     shards: int = 0  # what the job writes, as `status` counts it
+    words: dict[str, str] = field(default_factory=dict)  # fingerprint.in_words
 
     @functools.cached_property
     def job(self) -> str:
@@ -96,6 +97,7 @@ class Job:
         self.mode = mode = run.mode
         lease_timeout, lease_wait, break_lease = run.lease_timeout, run.lease_wait, run.break_lease
         self.break_lease = break_lease
+        self.released = False
         owner = Owner.this_process()
         self.datasets = [
             Dataset(
@@ -110,6 +112,7 @@ class Job:
                     wait=lease_wait,
                     break_lease=break_lease,
                     shards=p.shard_total,
+                    words=fingerprints.in_words(p),
                 ),
             )
             for p in [plan, *plan.companions]
@@ -131,9 +134,13 @@ class Job:
 
     def release(self) -> None:
         """Give back the leases this job's runs still hold (after a failure: a finished
-        dataset's coordinator has released its own already)."""
+        dataset's coordinator has released its own already). Once: the coordinator does it
+        within its lease's bound, its caller after any failure."""
+        if self.released:
+            return
         for dataset in self.datasets:
             release_run(dataset.store, dataset.claim.run)
+        self.released = True
 
 
 def begin(store: Store, claim: Claim) -> tuple[JobRun, list[str]]:
@@ -153,6 +160,7 @@ def begin(store: Store, claim: Claim) -> tuple[JobRun, list[str]]:
             holding.manifest,
             replace=claim.mode == "overwrite",
             shards=claim.shards,
+            words=claim.words,
         )
     except BaseException:
         lease.release()
@@ -186,7 +194,8 @@ def _acquire(lease: Lease, claim: Claim) -> str | None:
 
 
 def _check_holding(store: Store, holding: Holding, claim: Claim) -> None:
-    check_holding(store, holding, mode=claim.mode, job=claim.job, fingerprint=claim.fingerprint)
+    check_holding(store, holding, mode=claim.mode, job=claim.job, fingerprint=claim.fingerprint,
+                  words=claim.words)  # fmt: skip
 
 
 def _fingerprint(plan: Plan) -> fingerprints.Fingerprint:

@@ -146,6 +146,7 @@ def begin(
     *,
     replace: bool,
     shards: int = 0,
+    words: dict[str, str] | None = None,
 ) -> None:
     """The coordinator's first step, under the lease and once the job runs: withdraw the
     `manifest` the destination holds if it is a dataset being replaced (`replace`, or one
@@ -168,6 +169,7 @@ def begin(
         "shards_planned": shards,
         "shardwright_version": __version__,
         "fingerprint": fingerprint,
+        "options": words or {},  # the fingerprint's options by name (fingerprint.in_words)
     }
     store.write_text(JOB_KEY, json.dumps(job, indent=1) + "\n")
     store.remove_stale_temporaries(keep_run=run.run)

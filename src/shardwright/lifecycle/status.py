@@ -14,8 +14,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from shardwright.errors import DestinationError, ManifestError
+from shardwright.lifecycle.destination import readable_manifest
 from shardwright.lifecycle.journal import RECEIPTS, read_job
-from shardwright.lifecycle.lease import current_lease
+from shardwright.lifecycle.lease import current_lease, lease_key
 from shardwright.manifest import MANIFEST_KEY, read_manifest
 from shardwright.planning.text import human_bytes
 from shardwright.store import CONTROL_PREFIX, Store
@@ -40,6 +41,7 @@ class JobStatus:
     bytes_stored: int = 0
     bytes_per_second: float | None = None
     seconds_left: float | None = None
+    lease_unreadable: str | None = None  # what is wrong with a lease object that is there
     companions: list[JobStatus] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -50,6 +52,8 @@ class JobStatus:
         if self.holder:
             heard = self.heard_seconds_ago
             lines.append(f"  held by      {self.holder}, last heard from {heard:.0f} s ago")
+        if self.lease_unreadable:
+            lines.append(f"  lease        {self.lease_unreadable}")
         if self.started:
             lines.append(f"  started      {self.started}")
         planned = f" / {self.shards_planned:,}" if self.shards_planned else ""
@@ -86,11 +90,16 @@ def job_status(dest: str, storage_options: dict[str, Any] | None = None) -> JobS
 
 
 def _dataset_status(store: Store) -> JobStatus:
+    if store.is_file():
+        raise DestinationError(
+            f"{store.url} is a file: status reads the folder a job writes (its job record "
+            f"under {CONTROL_PREFIX}, its manifest)"
+        )
     try:
         record = read_job(store)
-        manifest = read_manifest(store)
     except ManifestError as exc:
         raise DestinationError(f"{store.url}: {exc}") from None
+    manifest = readable_manifest(store)
     lease = current_lease(store)
     if record is None and manifest is None:
         raise DestinationError(f"{store.url} holds no shardwright job (no job record, no manifest)")
@@ -103,6 +112,11 @@ def _dataset_status(store: Store) -> JobStatus:
         status.shards_planned = planned if isinstance(planned, int) and planned > 0 else None
     live = False
     holder = lease[1] if lease is not None else None
+    if lease is not None and holder is None:
+        status.lease_unreadable = (
+            f"{lease_key(lease[0])} is not a lease shardwright can read: a job may hold the "
+            "destination; convert refuses it unless --break-lease"
+        )
     if lease is not None and holder is not None:
         heard = lease[2]
         status.holder = f"host {holder.host}, pid {holder.pid}, run {holder.run[:12]}"

@@ -180,7 +180,7 @@ def requested(
         )
     try:
         factor = downsample.check_factor(options.factor or (2, 2, 2))
-        method = options.downsample or downsample.default_method(layer_type)
+        method = options.downsample or downsample.default_method(layer_type, dtype)
         downsample.check_method(method, dtype, layer_type)
         sizes = level_sizes(size, factor, options.mips, chunk)
     except ValueError as exc:

@@ -9,9 +9,12 @@ from shardwright.planning.text import human_bytes as _bytes
 from shardwright.planning.text import xyz as _xyz
 
 
-def volume_report(d: dict[str, Any], epoch_bytes: int, companions: Sequence[str] = ()) -> str:
+def volume_report(
+    d: dict[str, Any], epoch_bytes: int, companions: Sequence[str] = (), fill: str = "0"
+) -> str:
     """Lines of the report of a volume plan described by `d` (`ConversionPlan.describe()`),
-    followed by the reports of its companion datasets."""
+    followed by the reports of its companion datasets; `fill`: what the source's absent
+    chunks read as (`missing.fill_of`)."""
     scattered = d["shard_shape_chunks_xyz"] is None
     lines = [
         f"source       {d['source']}",
@@ -26,7 +29,7 @@ def volume_report(d: dict[str, Any], epoch_bytes: int, companions: Sequence[str]
     if absent:
         lines.append(
             f"absent       {100 * absent / looked_at:.0f} % of sampled source chunks ({absent} of "
-            f"{looked_at}) are not stored: written as the fill value (0)"
+            f"{looked_at}) are not stored: written as the source's fill value ({fill})"
         )
     if scattered:
         lines.append(

@@ -23,6 +23,7 @@ from shardwright.planning import pyramid, report
 from shardwright.planning.base import VOLUME, Plan
 from shardwright.planning.geometry import Geometry
 from shardwright.planning.pyramid import REDUCE_SLAB_MAX, REDUCE_SLAB_SHARE, Box
+from shardwright.sources import missing
 from shardwright.sources.base import location_of
 
 if TYPE_CHECKING:
@@ -348,7 +349,10 @@ class ConversionPlan(Geometry):
 
     def report(self) -> str:
         return report.volume_report(
-            self.describe(), self.epoch_bytes, [c.report() for c in self.companions]
+            self.describe(),
+            self.epoch_bytes,
+            [c.report() for c in self.companions],
+            missing.fill_of(self.source),
         )
 
 

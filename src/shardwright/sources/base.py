@@ -177,6 +177,7 @@ class ArraySource:
     dtype: np.dtype
     hints: SourceHints
     root: str | None = None  # set by open_source where the user named a container of `url`
+    fill_value: Any = 0  # what an absent chunk reads as: zarr and N5 arrays name their own
 
     def __init__(
         self,

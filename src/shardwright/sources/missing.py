@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+
+import numpy as np
 
 from shardwright.errors import SourceError
 
@@ -115,6 +118,15 @@ def account(
     tally = _CURRENT.get()
     if tally is not None:
         tally.add(owned, owned_absent)
+
+
+def fill_of(source: object) -> str:
+    """The value a source's absent chunks are read, and written, as: its `fill_value` (a zarr
+    or N5 array's own: 255, NaN), else 0 (precomputed chunks, TIFF slices)."""
+    value = np.asarray(getattr(source, "fill_value", 0)).item()
+    if isinstance(value, float):
+        return "NaN" if math.isnan(value) else f"{value:g}"
+    return str(value)
 
 
 def owns(cell: Sequence[int], chunk: Sequence[int], box_start: Sequence[int]) -> bool:

@@ -149,7 +149,7 @@ class TensorStoreSource(ArraySource):
         self._order = "F" if self.axes in ("xyz", "xyzc") else "C"
         self._chunks = _stored_chunks(store)
         fill = store.fill_value
-        self._fill = np.zeros((), self.dtype) if fill is None else np.asarray(fill, self.dtype)
+        self.fill_value = np.zeros((), self.dtype) if fill is None else np.asarray(fill, self.dtype)
 
     def _open(self) -> Any:
         """The array, its domain moved to start at 0 (a spec may translate it: `origin`)."""
@@ -180,7 +180,7 @@ class TensorStoreSource(ArraySource):
         cells = list(itertools.product(*ranges))
         first = [b[0] for b in bounds]
         owned = {c for c in cells if missing.owns(c, shape, first)}
-        is_fill = np.isnan(block) if self._fill_is_nan() else block == self._fill
+        is_fill = np.isnan(block) if self._fill_is_nan() else block == self.fill_value
         if not is_fill.any():
             missing.account(self.url, [], owned=len(owned), owned_absent=[], fill_missing=True)
             return
@@ -205,7 +205,7 @@ class TensorStoreSource(ArraySource):
         )
 
     def _fill_is_nan(self) -> bool:
-        return self.dtype.kind == "f" and bool(np.isnan(self._fill))
+        return self.dtype.kind == "f" and bool(np.isnan(self.fill_value))
 
     def location(self) -> str | None:
         """Where the array lies; a spec given as JSON text, where its kvstore says."""

@@ -4,7 +4,7 @@ the source reduced level by level, jpeg within a tolerance."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -17,6 +17,7 @@ from shardwright.formats.zarr3_chunks import InnerChunkChain
 from shardwright.manifest import Manifest
 from shardwright.planning import pyramid, to_zarr_order
 from shardwright.planning.geometry import to_axes
+from shardwright.planning.text import xyz
 from shardwright.sources import Source, missing
 from shardwright.store import Store
 from shardwright.verification.report import JPEG_MEAN_ABS_TOLERANCE, VerifyReport
@@ -53,21 +54,22 @@ class ChunkComparer(Protocol):
 
 # -- voxels against the source ------------------------------------------------------------
 def judge_absent(
-    report: VerifyReport, manifest: Manifest, absent: missing.Tally, source: object
+    report: VerifyReport, manifest: Manifest, absent: missing.Tally, source: Source, url: object
 ) -> None:
     """What the source's absent chunks mean: expected where the job wrote absent chunks as
-    the fill value (and said so in its manifest), a problem where it did not (the source
-    changed since, or was read as empty); and a note when everything compared was 0."""
+    the source's fill value (and said so in its manifest), a problem where it did not (the
+    source changed since, or was read as empty); and a note when everything compared was 0."""
     if absent.missing:
         shown = ", ".join(absent.examples)
         found = (
             f"{absent.missing} of the {absent.looked_at} source chunks read are not stored "
-            f"in {source} (first: {shown})"
+            f"in {url} (first: {shown})"
         )
         if manifest.totals.source_chunks_missing:
             filled = manifest.totals.source_chunks_missing
             report.notes.append(
-                f"{found}; the job wrote {filled} absent source chunk(s) as the fill value"
+                f"{found}; the job wrote {filled} absent source chunk(s) as the source's fill "
+                f"value ({missing.fill_of(source)})"
             )
         else:
             report.problems.append(
@@ -79,6 +81,29 @@ def judge_absent(
             "every compared chunk is 0 in both the source and the output: this comparison "
             "cannot tell an empty volume from one read as nothing"
         )
+
+
+def same_size(
+    report: VerifyReport,
+    source: Source,
+    size: Sequence[int],
+    url: object,
+    scale: str | None,
+    recorded: str | None = None,
+) -> bool:
+    """Whether the source as read has the output's size (x, y, z). Read at another scale of
+    an image pyramid than the job read (`recorded` in its plan, where it says; an old
+    manifest does not) it has not: one problem naming the scale and the flag, and no voxels
+    compared."""
+    if tuple(source.shape_xyz) == tuple(size):
+        return True
+    read = f"its scale {scale}" if scale else "its finest scale (no --source-scale)"
+    report.problems.append(
+        f"source {url}: at {read} it is {xyz(source.shape_xyz)} voxels, the output "
+        f"{xyz(size)} (x,y,z): not what was converted; pass --source-scale "
+        + (recorded if recorded else "naming the scale the job read")
+    )
+    return False
 
 
 def compare_levels(
@@ -262,13 +287,24 @@ def compare_chunks(
                 report.problems.append(f"{where}: mean absolute error {error:.2f} (jpeg)")
         elif got.shape != want.shape:
             report.problems.append(f"{where}: shape {got.shape}, the source's is {want.shape}")
-        elif not np.array_equal(got, want):
-            differ = got != want
+        elif (differ := differing(got, want)).any():
             first = tuple(int(i) for i in np.argwhere(differ)[0])
             report.problems.append(
                 f"{where}: {int(differ.sum())} of {differ.size} voxels differ from the source "
                 f"(first at {first}: {got[first]} instead of {want[first]})"
             )
+
+
+def differing(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Where two blocks of voxels differ, as TensorStore and NumPy's `equal_nan` read them: a
+    NaN equals a NaN (a float volume's "no data"); a NaN where the other holds a number is
+    still a difference. Complex voxels are compared part by part."""
+    if got.dtype.kind == want.dtype.kind == "c":
+        return differing(got.real, want.real) | differing(got.imag, want.imag)
+    differ = np.asarray(got != want)
+    if got.dtype.kind == want.dtype.kind == "f":
+        differ &= ~(np.isnan(got) & np.isnan(want))
+    return differ
 
 
 def chunk_boxes(

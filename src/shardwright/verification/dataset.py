@@ -32,7 +32,7 @@ from shardwright import deadlines
 from shardwright.manifest import GENERATED, OBJECTS
 from shardwright.sources import Source, missing, open_source
 from shardwright.store import Store
-from shardwright.verification.compare import compare_levels, judge_absent
+from shardwright.verification.compare import compare_levels, judge_absent, same_size
 from shardwright.verification.foreign import verify_foreign
 from shardwright.verification.objects import verify_companions, verify_objects
 from shardwright.verification.placement import check_placement
@@ -78,7 +78,8 @@ def verify(
         if metadata_key is not None:  # written by another tool: what its format defines
             source = None if against is None else _source(report, against, opening)
             if against is None or source is not None:
-                verify_foreign(report, store, metadata_key, source, full=full, sample=sample)
+                verify_foreign(report, store, metadata_key, source, full=full, sample=sample,
+                               against=against, scale=source_scale)  # fmt: skip
         return report
     report.format = manifest.format
     check_state(report, store)
@@ -109,16 +110,18 @@ def verify(
     check_shards(report, store, manifest, dataset.check_shard)
     if against is not None:
         # Read as the job read it: the scale and axes its plan records, unless given here.
-        opening["scale_key"] = source_scale or manifest.plan.get("source_scale")
+        recorded = manifest.plan.get("source_scale")
+        opening["scale_key"] = read_at = source_scale or recorded
         opening["axes"] = source_axes or manifest.plan.get("source_axes")
         source = _source(report, against, opening)
-        if source is None:
+        size = manifest.plan.get("size_xyz") or dataset.comparers[0].size
+        if source is None or not same_size(report, source, size, against, read_at, recorded):
             return report
         if documents is not None:
             check_placement(report, manifest.plan, documents, source)
         with missing.counting() as absent:
             compare_levels(report, manifest, dataset.comparers, source, full, sample)
-        judge_absent(report, manifest, absent, against)
+        judge_absent(report, manifest, absent, source, against)
     return report
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from shardwright.formats import ome_zarr
 from shardwright.sources import Source
 from shardwright.store import Store
-from shardwright.verification.compare import compare_chunks, decode_chunks
+from shardwright.verification.compare import compare_chunks, decode_chunks, same_size
 from shardwright.verification.report import VerifyReport
 from shardwright.verification.shards import dataset_of, unreadable_index
 
@@ -31,9 +31,12 @@ def verify_foreign(
     *,
     full: bool,
     sample: int,
+    against: object = None,
+    scale: str | None = None,
 ) -> None:
     """Check the dataset whose metadata is `metadata_key` (`info` or `zarr.json`) as its format
-    defines it; every problem goes into `report`."""
+    defines it; every problem goes into `report`. `source`: the one `against` names, read at
+    `scale`."""
     report.format = "precomputed" if metadata_key == "info" else "zarr3"
     report.notes.append(NOTE)
     documents = _documents(report, store, metadata_key)
@@ -60,7 +63,7 @@ def verify_foreign(
             broken.add(key)
     for level, comparer in enumerate(dataset.comparers):
         decode_chunks(report, comparer, full, sample, broken, f"level {level} " if level else "")
-    if source is not None:
+    if source is not None and same_size(report, source, dataset.comparers[0].size, against, scale):
         compare_chunks(report, source, dataset.comparers[0], full, sample)
         if len(dataset.comparers) > 1:
             report.notes.append(

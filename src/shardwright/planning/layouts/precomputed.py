@@ -16,7 +16,7 @@ import numpy as np
 from shardwright.codecs import ChunkEncoding, byte_codec
 from shardwright.errors import NAMED, OptionError, PlanError, ShardwrightWarning, within
 from shardwright.formats.morton import compressed_morton_code
-from shardwright.formats.precomputed_info import PrecomputedInfo, PrecomputedScale
+from shardwright.formats.precomputed_info import DATA_TYPES, PrecomputedInfo, PrecomputedScale
 from shardwright.formats.sharding import ShardingSpec
 from shardwright.formats.vocabulary import OutputFormat
 from shardwright.planning import checks, geometry, pyramid, sharding
@@ -198,6 +198,13 @@ class PrecomputedLayout:
 def plan_volume(geo: Geometry) -> ConversionPlan:
     """A precomputed volume's plan: its scale, chunk encoding and sharding spec."""
     options = geo.options
+    if geo.dtype.name not in DATA_TYPES:
+        raise PlanError(
+            f"precomputed output cannot hold {geo.dtype.name} voxels (its data types: "
+            f"{', '.join(DATA_TYPES)}); zarr3 output holds every Zarr v3 core data type: "
+            "pass {format}",
+            format="zarr3",
+        )
     compression = options.compression or ("none" if options.encoding in ("jpeg", "png") else "gzip")
     if compression not in ("none", "gzip"):
         raise OptionError(

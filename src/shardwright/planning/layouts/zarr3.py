@@ -6,13 +6,15 @@ position (`c/z/y/x`, the axes the source had); inner chunks raw, then a byte cod
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from shardwright.errors import NAMED, OptionError, PlanError, within
+from shardwright.errors import NAMED, OptionError, PlanError, ShardwrightWarning, within
 from shardwright.formats import ome_zarr
+from shardwright.formats.precomputed_info import DATA_TYPES as NEUROGLANCER_DATA_TYPES
 from shardwright.formats.vocabulary import OutputFormat
 from shardwright.formats.zarr3_chunks import InnerChunkChain
 from shardwright.formats.zarr3_metadata import ZarrArrayMetadata
@@ -180,6 +182,15 @@ def plan_volume(geo: Geometry) -> ConversionPlan:
             compression=NAMED,
         )
     checks.check_layer_dtype(geo.layer_type, geo.dtype)
+    if geo.dtype.name not in NEUROGLANCER_DATA_TYPES:
+        warnings.warn(
+            ShardwrightWarning(
+                f"Neuroglancer cannot display {geo.dtype.name} voxels (it reads "
+                f"{', '.join(NEUROGLANCER_DATA_TYPES)}); TensorStore and zarr-python read this "
+                "zarr3 output exactly"
+            ),
+            stacklevel=4,
+        )
     compression = options.compression or "gzip"
     chunk = geo.chunk_size
     axes = output_axes(geo.source.axes, geo.num_channels)
@@ -224,7 +235,7 @@ def plan_volume(geo: Geometry) -> ConversionPlan:
             data_type=geo.dtype.name,
             shard_shape=to_axes(shard_voxels, channels, axes),
             chunk_shape=to_axes(chunk, channels, axes),
-            fill_value=0,
+            fill_value=np.zeros((), geo.dtype).item(),  # 0 of its kind: False, 0, 0.0, 0j
             dimension_names=tuple(axes),
             compressor=compressor,
             index_location=options.index_location or "end",
