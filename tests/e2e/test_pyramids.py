@@ -320,7 +320,12 @@ def test_levels_in_info_follow_the_conventions(tmp_path: pathlib.Path) -> None:
     assert [s["voxel_offset"] for s in scales] == [[11, -3, 7], [5, -2, 7], [2, -1, 7], [1, -1, 7]]
     assert all(s["sharding"]["hash"] == "identity" for s in scales)
     assert scales[-1]["chunk_sizes"] == [[64, 64, 64]]
-    assert plan.describe()["pyramid"] == {"levels": 4, "factor_xyz": [2, 2, 1], "method": "average"}
+    assert plan.describe()["pyramid"] == {
+        "levels": 4,
+        "factor_xyz": [2, 2, 1],
+        "method": "average",
+        "rules": downsample.RULES,
+    }
 
 
 def test_mips_auto_stops_at_about_one_chunk(tmp_path: pathlib.Path) -> None:
