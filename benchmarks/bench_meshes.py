@@ -13,17 +13,22 @@ all its processes sampled every 0.1 s:
   `create_sharded_skeleton_merge_tasks`, run the same way. The parameters are those of
   Igneous's own command line (`igneous mesh forge --sharded`, `mesh merge-sharded`,
   `skeleton forge --sharded`, `skeleton merge-sharded`) unless an option here changes them;
-  all are recorded.
+  all are recorded. Its default skeleton task (512^3) holds this whole volume, so it meets no
+  task border; `igneous_skeletons_at_block` forges and merges the skeletons again with tasks
+  of shardwright's mesh block (`--mesh-block`, default 128^3), the same cuts as ours.
 - **shardwright**: `python -m shardwright.cli convert SRC DEST --generate-meshes
   --generate-skeletons` (DEST/mesh: sharded `neuroglancer_multilod_draco`, DEST/skeletons:
   sharded `neuroglancer_skeletons`). A failure is recorded with its output, not raised.
+- **meshes alone** (`igneous_meshes`, `shardwright_meshes`; `--skip-meshes-alone` leaves them
+  out): each tool making only the meshes, so that their times compare meshes with meshes.
 
 Quality, read back with CloudVolume from each output: per segment, the surface area of the level
 of detail 0 mesh over that of zmesh's unsimplified, closed mesh of the whole volume
 (`Mesher.get(id, reduction_factor=0, max_error=0, voxel_centered=True)`), and the skeleton's
 cable length over that of kimimaro run on the whole volume with Igneous's TEASAR parameters;
-min / median / max over the segments both have, total vertices, segments with output. The
-reference is computed once per work folder and cached there (`reference.json`).
+min / median / max over the segments both have, how many are more than 15 % off, total
+vertices, segments with output (and with an empty skeleton). The reference is computed once
+per work folder and cached there (`reference.json`).
 
 Igneous lives in an environment of its own (it pins DracoPy < 2; the project's has 2.x):
 
@@ -36,6 +41,8 @@ The orchestrating interpreter needs numpy, scipy, psutil, cloud-volume, zmesh an
 (the project's test environment has them):
 
     .venv/bin/python benchmarks/bench_meshes.py --igneous-python /work/igneous-venv/bin/python
+    .venv/bin/python benchmarks/bench_meshes.py --igneous-python ... --work /tmp/bm \
+        --only igneous_skeletons_at_block,shardwright   # some runs again, the same SRC
     .venv/bin/python benchmarks/bench_meshes.py --shape 128,128,64 --work /tmp/bm   # quick try
     .venv/bin/python benchmarks/bench_meshes.py --skip-igneous --work /tmp/bm       # reuse SRC
 
@@ -82,6 +89,11 @@ PACKAGES = (
 )
 FULL_SHAPE = (512, 512, 256)
 FULL_SEGMENTS = 1000
+OUR_BLOCK = (128, 128, 128)  # shardwright's default --mesh-block (planning/generation.py)
+OFF = 0.15  # a skeleton whose cable is more than this fraction from the reference's is off
+MESHES, SKELETONS = "meshes", "skeletons"
+RUNS = ("igneous", "igneous_skeletons_at_block", "igneous_meshes", "shardwright",
+        "shardwright_meshes")  # fmt: skip
 
 
 # --------------------------------------------------------------------------- the segmentation
@@ -322,9 +334,23 @@ def run_measured(
 # --------------------------------------------------------------------------- Igneous
 
 
-def igneous_parameters(args: argparse.Namespace) -> dict[str, Any]:
-    """What the Igneous half asks for: its command line's defaults, bar the options here."""
+def our_block(args: argparse.Namespace) -> tuple[int, int, int]:
+    """shardwright's mesh block in this run: its `--mesh-block`, else its default."""
+    words = shlex.split(args.shardwright_args)
+    if "--mesh-block" in words:
+        return _xyz(words[words.index("--mesh-block") + 1])
+    return OUR_BLOCK
+
+
+def igneous_parameters(
+    args: argparse.Namespace,
+    outputs: tuple[str, ...] = (MESHES, SKELETONS),
+    skeleton_shape: tuple[int, int, int] | None = None,
+) -> dict[str, Any]:
+    """What the Igneous half asks for: its command line's defaults, bar the options here;
+    `outputs` what it makes, `skeleton_shape` its skeleton task (default `--skeleton-shape`)."""
     return {
+        "outputs": list(outputs),
         "mesh_forge": {
             "mip": 0,
             "shape": list(args.mesh_shape),
@@ -350,7 +376,7 @@ def igneous_parameters(args: argparse.Namespace) -> dict[str, Any]:
         },
         "skeleton_forge": {
             "mip": 0,
-            "shape": list(args.skeleton_shape),
+            "shape": list(skeleton_shape or args.skeleton_shape),
             "teasar_params": teasar_parameters(args),
             "dust_threshold": args.skeleton_dust,
             "fix_branching": True,
@@ -424,7 +450,8 @@ def _igneous_execute(queue: pathlib.Path, execute: dict[str, Any]) -> float:
 
 
 def igneous_worker(argv: list[str]) -> None:
-    """Runs in Igneous's environment: forge then merge meshes and skeletons of one layer."""
+    """Runs in Igneous's environment: forge then merge the meshes and / or skeletons of one
+    layer (the parameters' `outputs`)."""
     parser = argparse.ArgumentParser(prog="bench_meshes.py igneous-worker")
     parser.add_argument("--layer", required=True, help="the precomputed folder (written into)")
     parser.add_argument("--queue", required=True, help="a folder for the FileQueue")
@@ -440,6 +467,8 @@ def igneous_worker(argv: list[str]) -> None:
     report: dict[str, Any] = {"versions": versions(*PACKAGES), "phases": {}, "tasks": {}}
     phases, tasks = report["phases"], report["tasks"]
 
+    outputs = params.get("outputs", [MESHES, SKELETONS])
+
     def enqueue(name: str, iterator: Any) -> None:
         batch = list(iterator)
         tasks[name] = len(batch)
@@ -448,9 +477,8 @@ def igneous_worker(argv: list[str]) -> None:
 
     started = time.perf_counter()
     forge_mesh, forge_skel = params["mesh_forge"], params["skeleton_forge"]
-    enqueue(
-        "mesh_forge",
-        tc.create_meshing_tasks(
+    if MESHES in outputs:
+        enqueue("mesh_forge", tc.create_meshing_tasks(
             layer,
             forge_mesh["mip"],
             shape=tuple(forge_mesh["shape"]),
@@ -462,11 +490,9 @@ def igneous_worker(argv: list[str]) -> None:
             closed_dataset_edges=forge_mesh["closed_dataset_edges"],
             fill_holes=forge_mesh["fill_holes"],
             compress=forge_mesh["compress"],
-        ),
-    )
-    enqueue(
-        "skeleton_forge",
-        tc.create_skeletonizing_tasks(
+        ))  # fmt: skip
+    if SKELETONS in outputs:
+        enqueue("skeleton_forge", tc.create_skeletonizing_tasks(
             layer,
             forge_skel["mip"],
             shape=tuple(forge_skel["shape"]),
@@ -479,16 +505,14 @@ def igneous_worker(argv: list[str]) -> None:
             sharded=forge_skel["sharded"],
             spatial_index=forge_skel["spatial_index"],
             parallel=forge_skel["parallel"],
-        ),
-    )
+        ))  # fmt: skip
     phases["forge_enqueue"] = time.perf_counter() - started
     phases["forge_execute"] = _igneous_execute(pathlib.Path(args.queue), params["execute"])
 
     merge_started = time.perf_counter()
     merge_mesh, merge_skel = params["mesh_merge"], params["skeleton_merge"]
-    enqueue(
-        "mesh_merge",
-        tc.create_sharded_multires_mesh_tasks(
+    if MESHES in outputs:
+        enqueue("mesh_merge", tc.create_sharded_multires_mesh_tasks(
             layer,
             num_lod=merge_mesh["num_lod"],
             vertex_quantization_bits=merge_mesh["vertex_quantization_bits"],
@@ -500,11 +524,9 @@ def igneous_worker(argv: list[str]) -> None:
             minishard_index_encoding=merge_mesh["minishard_index_encoding"],
             min_chunk_size=tuple(merge_mesh["min_chunk_size"]),
             progress=False,
-        ),
-    )
-    enqueue(
-        "skeleton_merge",
-        tc.create_sharded_skeleton_merge_tasks(
+        ))  # fmt: skip
+    if SKELETONS in outputs:
+        enqueue("skeleton_merge", tc.create_sharded_skeleton_merge_tasks(
             layer,
             dust_threshold=merge_skel["dust_threshold"],
             tick_threshold=merge_skel["tick_threshold"],
@@ -515,8 +537,7 @@ def igneous_worker(argv: list[str]) -> None:
             max_labels_per_shard=merge_skel["max_labels_per_shard"],
             minishard_index_encoding=merge_skel["minishard_index_encoding"],
             data_encoding=merge_skel["data_encoding"],
-        ),
-    )
+        ))  # fmt: skip
     phases["merge_enqueue"] = time.perf_counter() - merge_started
     phases["merge_execute"] = _igneous_execute(pathlib.Path(args.queue), params["execute"])
     phases["total_in_worker"] = time.perf_counter() - started
@@ -533,15 +554,20 @@ def igneous_worker(argv: list[str]) -> None:
 
 
 def run_igneous(
-    args: argparse.Namespace, source: pathlib.Path, work: pathlib.Path
+    args: argparse.Namespace,
+    source: pathlib.Path,
+    work: pathlib.Path,
+    name: str = "igneous",
+    params: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], pathlib.Path | None]:
-    folder = work / "igneous"
+    """One Igneous run in `work/name` (default: meshes and skeletons at its own shapes)."""
+    folder = work / name
     if folder.exists():
         shutil.rmtree(folder)
     layer, queue, report = folder / "layer", folder / "queue", folder / "report.json"
     shutil.copytree(source, layer)  # Igneous writes its mesh and skeleton dirs into the layer
     queue.mkdir(parents=True)
-    params = igneous_parameters(args)
+    params = params or igneous_parameters(args)
     command = [
         args.igneous_python,
         str(HERE),
@@ -571,9 +597,14 @@ def run_igneous(
 
 
 def run_shardwright(
-    args: argparse.Namespace, source: pathlib.Path, work: pathlib.Path
+    args: argparse.Namespace,
+    source: pathlib.Path,
+    work: pathlib.Path,
+    name: str = "shardwright",
+    outputs: tuple[str, ...] = (MESHES, SKELETONS),
 ) -> tuple[dict[str, Any], pathlib.Path | None]:
-    folder = work / "shardwright"
+    """One shardwright run in `work/name`, making `outputs`."""
+    folder = work / name
     if folder.exists():
         shutil.rmtree(folder)
     dest = folder / "dest"
@@ -596,8 +627,8 @@ def run_shardwright(
         "convert",
         str(source),
         str(dest),
-        "--generate-meshes",
-        "--generate-skeletons",
+        *(["--generate-meshes"] if MESHES in outputs else []),
+        *(["--generate-skeletons"] if SKELETONS in outputs else []),
         *shlex.split(args.shardwright_args),
     ]
     print("shardwright:", shlex.join(command), file=sys.stderr)
@@ -722,6 +753,8 @@ def quality(layer: pathlib.Path, ref: dict[str, Any], min_cable: float) -> dict[
     segments = sorted(int(k) for k in ref["mesh"])
     out: dict[str, Any] = {}
     try:
+        if "mesh" not in volume.info:
+            raise LookupError("no meshes made")
         try:
             meshes = volume.mesh.get(segments, lod=0, allow_missing=True)
         except TypeError:  # a source without allow_missing
@@ -744,15 +777,18 @@ def quality(layer: pathlib.Path, ref: dict[str, Any], min_cable: float) -> dict[
     except Exception as error:  # a reader failure is a finding, not a crash
         out["mesh"] = {"error": f"{type(error).__name__}: {error}"[:1000]}
     try:
-        ratios, found, vertices, cable = [], 0, 0, 0.0
+        if "skeletons" not in volume.info:
+            raise LookupError("no skeletons made")
+        ratios, found, vertices, cable, empty = [], set(), 0, 0.0, 0
         for segment in segments:
             try:
                 skeleton = volume.skeleton.get(segment)
             except Exception:
                 continue
-            if skeleton is None or len(skeleton.vertices) == 0:
+            if skeleton is None or len(skeleton.edges) == 0:
+                empty += skeleton is not None
                 continue
-            found += 1
+            found.add(segment)
             vertices += len(skeleton.vertices)
             length = float(skeleton.cable_length())
             cable += length
@@ -760,12 +796,16 @@ def quality(layer: pathlib.Path, ref: dict[str, Any], min_cable: float) -> dict[
             if want > 0:
                 ratios.append(length / want)
         out["skeleton"] = {
-            "segments_with_skeleton": found,
+            "segments_with_skeleton": len(found),
             "segments_in_reference": len(ref["cable"]),
             "vertices": vertices,
             "cable_nm": round(cable, 1),
             "reference_cable_nm": round(sum(ref["cable"].values()), 1),
             "reference_at_least_min_cable": sum(1 for c in ref["cable"].values() if c >= min_cable),
+            "segments_with_empty_skeleton": empty,  # stored with no edge
+            "reference_without_skeleton": sum(1 for k in ref["cable"] if int(k) not in found),
+            # of the segments with a skeleton and a reference (`cable_ratio`'s n)
+            "off_more_than_15_percent": sum(1 for r in ratios if abs(r - 1) > OFF),
             "cable_ratio": _spread(ratios),
         }
     except Exception as error:
@@ -798,6 +838,14 @@ def print_table(tools: dict[str, dict[str, Any]]) -> None:
             "skeletons",
             lambda r: r.get("quality", {}).get("skeleton", {}).get("segments_with_skeleton"),
         ),
+        (
+            "empty skeletons",
+            lambda r: r.get("quality", {}).get("skeleton", {}).get("segments_with_empty_skeleton"),
+        ),
+        (
+            "skeletons >15 % off",
+            lambda r: r.get("quality", {}).get("skeleton", {}).get("off_more_than_15_percent"),
+        ),
     ]
     for name, field in (("area", "mesh"), ("cable", "skeleton")):
         for stat in ("min", "median", "max"):
@@ -810,13 +858,13 @@ def print_table(tools: dict[str, dict[str, Any]]) -> None:
                 )
             )
     names = list(tools)
-    print(f"{'':26}" + "".join(f"{n:>16}" for n in names))
+    print(f"{'':26}" + "".join(f"{n[:27]:>28}" for n in names))
     for label, get in rows:
         cells = []
         for n in names:
             record = tools[n]
             cells.append("error" if "error" in record and label != "wall s" else _fmt(get(record)))
-        print(f"{label:26}" + "".join(f"{c:>16}" for c in cells))
+        print(f"{label:26}" + "".join(f"{c:>28}" for c in cells))
     for n in names:
         if "error" in tools[n]:
             print(f"{n}: {tools[n]['error'].splitlines()[-1] if tools[n]['error'] else ''}")
@@ -846,6 +894,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--shardwright-args", default="", help="more convert options")
     parser.add_argument("--skip-igneous", action="store_true")
     parser.add_argument("--skip-shardwright", action="store_true")
+    parser.add_argument(
+        "--skip-meshes-alone", action="store_true", help="no runs making the meshes alone"
+    )
+    parser.add_argument(
+        "--only", default=None, help=f"comma-separated runs of {', '.join(RUNS)} (default all)"
+    )
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--mesh-shape", type=_xyz, default=(448, 448, 448))
     parser.add_argument("--mesh-max-error", type=float, default=40.0, help="nm (Igneous)")
@@ -874,14 +928,10 @@ def main(argv: list[str] | None = None) -> None:
 
     tools: dict[str, dict[str, Any]] = {}
     outputs: dict[str, pathlib.Path] = {}
-    if not args.skip_igneous:
-        tools["igneous"], layer = run_igneous(args, source, work)
-        if layer is not None:
-            outputs["igneous"] = layer
-    if not args.skip_shardwright:
-        tools["shardwright"], dest = run_shardwright(args, source, work)
-        if dest is not None:
-            outputs["shardwright"] = dest
+    for name, run in runs(args).items():
+        tools[name], folder = run(source, work)
+        if folder is not None:
+            outputs[name] = folder
     ref_info: dict[str, Any] = {}
     if outputs and not args.skip_quality:
         ref = reference(args, source, work)
@@ -895,15 +945,8 @@ def main(argv: list[str] | None = None) -> None:
         for name, folder in outputs.items():
             tools[name]["quality"] = quality(folder, ref, args.min_cable_length)
 
-    ratio = None
-    ign, shw = tools.get("igneous", {}), tools.get("shardwright", {})
-    if (
-        "error" not in ign
-        and "error" not in shw
-        and ign.get("wall_seconds")
-        and shw.get("wall_seconds")
-    ):
-        ratio = round(ign["wall_seconds"] / shw["wall_seconds"], 3)
+    ratio = time_ratio(tools, "igneous", "shardwright")
+    meshes_ratio = time_ratio(tools, "igneous_meshes", "shardwright_meshes")
     record = {
         "benchmark": "meshes",
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -926,9 +969,11 @@ def main(argv: list[str] | None = None) -> None:
                 **ref_info,
             },
             "shardwright_args": args.shardwright_args,
+            "shardwright_block": list(our_block(args)),
         },
         "tools": tools,
         "igneous_over_shardwright_time": ratio,
+        "igneous_over_shardwright_meshes_time": meshes_ratio,
     }
     out = pathlib.Path(args.out) if args.out else RESULTS / f"meshes-{datetime.date.today()}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -936,7 +981,48 @@ def main(argv: list[str] | None = None) -> None:
     print_table(tools)
     if ratio is not None:
         print(f"igneous / shardwright time: {ratio}")
+    if meshes_ratio is not None:
+        print(f"igneous / shardwright time, meshes alone: {meshes_ratio}")
     print(f"wrote {out}")
+
+
+def runs(args: argparse.Namespace) -> dict[str, Any]:
+    """The tool runs asked for, by name: each a function of (source, work) returning its
+    record and its output folder (None where it failed)."""
+    block = our_block(args)
+    every = {
+        "igneous": lambda src, work: run_igneous(args, src, work),
+        "igneous_skeletons_at_block": lambda src, work: run_igneous(
+            args, src, work, "igneous_skeletons_at_block",
+            igneous_parameters(args, (SKELETONS,), block),
+        ),
+        "igneous_meshes": lambda src, work: run_igneous(
+            args, src, work, "igneous_meshes", igneous_parameters(args, (MESHES,))
+        ),
+        "shardwright": lambda src, work: run_shardwright(args, src, work),
+        "shardwright_meshes": lambda src, work: run_shardwright(
+            args, src, work, "shardwright_meshes", (MESHES,)
+        ),
+    }  # fmt: skip
+    wanted = set(args.only.split(",")) if args.only else set(RUNS)
+    if args.skip_igneous:
+        wanted -= {n for n in RUNS if n.startswith("igneous")}
+    if args.skip_shardwright:
+        wanted -= {n for n in RUNS if n.startswith("shardwright")}
+    if args.skip_meshes_alone:
+        wanted -= {"igneous_meshes", "shardwright_meshes"}
+    unknown = wanted - set(RUNS)
+    if unknown:
+        raise SystemExit(f"--only: no run named {', '.join(sorted(unknown))}; runs: {RUNS}")
+    return {name: every[name] for name in RUNS if name in wanted}
+
+
+def time_ratio(tools: dict[str, dict[str, Any]], slow: str, fast: str) -> float | None:
+    """Wall seconds of `slow` over `fast`, where both ran without error."""
+    a, b = tools.get(slow, {}), tools.get(fast, {})
+    if "error" in a or "error" in b or not a.get("wall_seconds") or not b.get("wall_seconds"):
+        return None
+    return round(a["wall_seconds"] / b["wall_seconds"], 3)
 
 
 if __name__ == "__main__":

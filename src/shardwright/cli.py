@@ -183,8 +183,9 @@ def _convert(args: argparse.Namespace) -> int:
             f"(first: {', '.join(totals.source_chunks_missing_examples)})"
         )
     for where, part in manifest.companions.items():
+        present = "" if part.segments_present is None else f" of {part.segments_present} present"
         print(
-            f"wrote {part.shards} shards, {part.chunks} segments, "
+            f"wrote {part.shards} shards, {part.chunks} segments{present}, "
             f"{part.bytes:,} bytes to {where} "
             f"({part.resumed_shards} kept from an earlier run)"
         )

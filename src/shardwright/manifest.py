@@ -68,7 +68,8 @@ class Receipt:
     """What one shard task did: the object it stored (`empty`: every chunk was fill, so none
     is stored), whether a resumed run kept it (`resumed`), the object-store requests it made,
     its seconds, in a pyramid the level of its shard, and the source chunks it found absent
-    and wrote as the fill value (`missing`, the first few named in `missing_examples`)."""
+    and wrote as the fill value (`missing`, the first few named in `missing_examples`);
+    `present`: generated objects' segments over the dust threshold that hash to the shard."""
 
     key: str
     size: int
@@ -81,6 +82,7 @@ class Receipt:
     level: int | None = None
     missing: int = 0
     missing_examples: tuple[str, ...] = ()
+    present: int | None = None
 
     @classmethod
     def nothing_stored(cls, key: str) -> Receipt:
@@ -100,6 +102,8 @@ class Receipt:
         out.update(requests=dict(self.requests), seconds=self.seconds)
         if self.missing:
             out.update(missing=self.missing, missing_examples=list(self.missing_examples))
+        if self.present is not None:
+            out.update(present=self.present)
         return out if self.level is None else {**out, "level": self.level}
 
     @classmethod
@@ -116,6 +120,7 @@ class Receipt:
             level=obj.get("level"),
             missing=int(obj.get("missing", 0)),
             missing_examples=tuple(str(k) for k in obj.get("missing_examples", ())),
+            present=None if obj.get("present") is None else int(obj["present"]),
         )
 
 
@@ -137,8 +142,9 @@ class Totals:
     """A job's sums for one dataset: shards stored (and kept from an earlier run, and left
     out as empty), their bytes and chunks (segments for meshes and skeletons), the seconds it
     took, the store requests made (`puts`, `gets`, ..., `retries`), source chunks that were
-    not stored (written as the fill value) with the first few keys, and per level in a
-    pyramid."""
+    not stored (written as the fill value) with the first few keys, per level in a pyramid,
+    and of generated meshes or skeletons the segments present over the dust threshold
+    (`segments_present`, counted by the shard tasks: each must have its object)."""
 
     shards: int
     bytes: int
@@ -150,6 +156,7 @@ class Totals:
     source_chunks_missing: int = 0
     source_chunks_missing_examples: tuple[str, ...] = ()
     levels: tuple[LevelTotals, ...] = ()
+    segments_present: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -166,6 +173,8 @@ class Totals:
             out["source_chunks_missing_examples"] = list(self.source_chunks_missing_examples)
         if self.levels:
             out["levels"] = [level.to_json() for level in self.levels]
+        if self.segments_present is not None:
+            out["segments_present"] = self.segments_present
         return out
 
     @classmethod
@@ -191,6 +200,9 @@ class Totals:
                     )
                     for r in obj.get("levels", ())
                 ),  # fmt: skip
+                segments_present=None
+                if obj.get("segments_present") is None
+                else int(obj["segments_present"]),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ManifestError(
@@ -324,6 +336,7 @@ class ReceiptTable:
         self.requests: dict[str, int] = {}
         self.missing = 0  # source chunks written as fill, and the first few of them
         self.missing_examples: list[str] = []
+        self.present: int | None = None  # segments present (generated meshes, skeletons)
         self.count = 0
         self.written = 0
         self.bytes = 0
@@ -346,6 +359,8 @@ class ReceiptTable:
         for kind, n in receipt.requests.items():
             self.requests[kind] = self.requests.get(kind, 0) + n
         self.missing += receipt.missing
+        if receipt.present is not None:
+            self.present = (self.present or 0) + receipt.present
         room = MISSING_EXAMPLES - len(self.missing_examples)
         self.missing_examples.extend(receipt.missing_examples[: max(room, 0)])
         self.count += 1
@@ -392,6 +407,7 @@ class ReceiptTable:
             source_chunks_missing=self.missing,
             source_chunks_missing_examples=tuple(self.missing_examples),
             levels=levels,
+            segments_present=self.present,
         )
 
 

@@ -232,6 +232,10 @@ def test_a_killed_job_resumes_to_the_same_objects(
     assert done.returncode == 0, done.stderr
     assert _objects(resumed) == _objects(dest)
     assert api.verify(str(resumed / "mesh"), full=True).ok
+    for sub in ("mesh", "skeletons"):  # every segment counted, and each with its object
+        report = api.verify(str(resumed / sub))
+        assert report.ok, report.problems
+        assert f"{len(label_shapes.SEGMENTS)} segments over the dust threshold" in report.notes[0]
 
 
 def test_object_ids_and_dust_threshold_choose_the_segments(tmp_path: pathlib.Path) -> None:
@@ -283,6 +287,7 @@ def test_plan_shows_both_datasets_their_sharding_and_the_spools(tmp_path: pathli
     assert f"generated    {tmp_path / 'out' / 'skeletons'}: TEASAR skeletons" in text
     assert "24 blocks of 32 x 32 x 32" in text  # 4 x 3 x 2
     assert text.count("sharding   murmurhash3_x86_128") == 2
+    assert text.count("present (estimated from sampled blocks), each gets its") == 2
     assert "one spool object per block" in text and "removed after the manifests" in text
     assert not (tmp_path / "out").exists()
 

@@ -110,8 +110,25 @@ def test_journal_entries_keep_their_json_and_refuse_what_we_did_not_write() -> N
     journaled = Journaled.from_json(entry)
     assert journaled is not None and journaled.to_json() == entry
     assert journaled.receipt() == Receipt("c/0", 5, 6, 1, resumed=True)
-    for broken in ({**entry, "size": "5"}, {**entry, "empty": None}, {**entry, "job": 1}, []):
+    for broken in ({**entry, "size": "5"}, {**entry, "empty": None}, {**entry, "job": 1}, [],
+                   {**entry, "present": "3"}):  # fmt: skip
         assert Journaled.from_json(broken) is None
+
+
+def test_generated_shards_count_their_segments_present_through_the_journal() -> None:
+    """A generated shard's receipt counts the segments that must have an object there; a
+    resumed job keeps the count from the journal, and the totals sum it (volumes have none)."""
+    entry = {"key": "0.shard", "job": "j", "size": 5, "crc32c": 6, "chunks": 4, "empty": False,
+             "present": 5}  # fmt: skip
+    journaled = Journaled.from_json(entry)
+    assert journaled is not None and journaled.to_json() == entry
+    kept = journaled.receipt()
+    assert kept.present == 5 and Receipt.from_json(kept.to_json()) == kept
+    fresh = Receipt("1.shard", 7, 8, 3, present=3)
+    document = build_manifest({"format": "precomputed"}, [kept, fresh]).to_json()
+    assert document["totals"]["segments_present"] == 8 and document["totals"]["chunks"] == 7
+    assert Totals.from_json(document["totals"]).segments_present == 8
+    assert "segments_present" not in build_manifest(PLAN, _receipts()).to_json()["totals"]
 
 
 def test_a_manifest_of_an_earlier_version_reads_with_its_dataset_inferred() -> None:

@@ -4,14 +4,19 @@ A block task reads its block of the level meshed once (reducing it from the base
 pyramid's method where that level is above it), makes the surfaces and / or skeletons of
 the segments in it, and writes one spool object under the first output's
 `.shardwright/exchange/` (generation/exchange.py), journaled like a shard so that a resumed
-job keeps it. An output-shard task reads its ranges of every block's spool, joins each
-segment's pieces (levels of detail, or one skeleton), skips dust, and writes the shard.
+job keeps it. Every segment of the block's core has a piece there (its voxels and box,
+geometry or none), and a surface piece also goes to each segment found only in the block's
+one-voxel overlap: the surface there, between the two blocks' voxels, is this block's to
+make. An output-shard task reads its ranges of every block's spool, joins each segment's
+pieces (levels of detail, or one skeleton), skips dust, and writes the shard, after the
+census of its segments (generation/census.py) under `.shardwright/census/<job>/`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,11 +25,12 @@ from shardwright.downsample import downsample
 from shardwright.engine.shard_task import run_task
 from shardwright.formats.shardfile import ShardFile
 from shardwright.formats.sharding import ShardBuilder
-from shardwright.generation import exchange
+from shardwright.generation import census, exchange
+from shardwright.generation.census import NO_BOX, Box
 from shardwright.generation.exchange import MESH, SKELETON, BlockIndex, Piece
 from shardwright.generation.surfaces import block_surfaces, multires_mesh
 from shardwright.generation.tracing import block_skeletons, joined_skeleton
-from shardwright.lifecycle.journal import EXCHANGE
+from shardwright.lifecycle.journal import CENSUS, EXCHANGE
 from shardwright.manifest import Receipt
 from shardwright.planning.generation import (
     SEGMENTATION_METHOD,
@@ -91,51 +97,71 @@ class BlockProducer:
         labels = self.labels()
         start, stop = g.grid.core(self.position)
         core = labels[: stop[0] - start[0], : stop[1] - start[1], : stop[2] - start[2]]
-        ids, counts = np.unique(core, return_counts=True)
-        voxels = {int(i): int(n) for i, n in zip(ids.tolist(), counts.tolist(), strict=True)
-                  if g.wants(int(i))}  # fmt: skip
+        counted = {s: c for s, c in census.block_census(core, start).items() if g.wants(s)}
         sections: dict[tuple[int, int], list[bytes]] = defaultdict(list)
-        segments = np.array(sorted(voxels), np.uint64)
         if MESH in g.outputs:
+            overlap = [labels[core.shape[0] :], labels[:, core.shape[1] :],
+                       labels[:, :, core.shape[2] :]]  # fmt: skip
+            found = np.unique(np.concatenate([o.ravel() for o in overlap]))
+            meshed = set(counted) | {s for s in found.tolist() if g.wants(s)}
             closed = g.grid.dataset_edges(self.position)
-            surfaces = block_surfaces(labels, g.grid, g.max_error, voxels, closed)
+            surfaces = block_surfaces(labels, g.grid, g.max_error, meshed, closed)
             empty = (np.zeros((0, 3), np.float32), np.zeros((0, 3), np.uint32))
-            for segment, shard in _shards(self.plan, MESH, segments):
+            for segment, shard in _shards(self.plan, MESH, meshed):
                 vertices, faces = surfaces.get(segment, empty)
-                piece = Piece(segment, voxels[segment], self.position, vertices, faces)
+                voxels, box = counted.get(segment, (0, NO_BOX))
+                piece = Piece(segment, voxels, self.position, vertices, faces, None, box)
                 sections[(MESH, shard)].append(piece.to_bytes())
         if SKELETON in g.outputs:
-            skeletons = block_skeletons(labels, g.grid, voxels)
-            for segment, shard in _shards(self.plan, SKELETON, segments):
-                if segment in skeletons:
-                    vertices, edges, radii = skeletons[segment]
-                    piece = Piece(segment, voxels[segment], self.position, vertices, edges, radii)
-                    sections[(SKELETON, shard)].append(piece.to_bytes())
+            skeletons = block_skeletons(labels, g.grid, counted)
+            nothing = (np.zeros((0, 3), np.float32), np.zeros((0, 2), np.uint32),
+                       np.zeros(0, np.float32))  # fmt: skip
+            for segment, shard in _shards(self.plan, SKELETON, counted):
+                vertices, edges, radii = skeletons.get(segment, nothing)
+                voxels, box = counted[segment]
+                piece = Piece(segment, voxels, self.position, vertices, edges, radii, box)
+                sections[(SKELETON, shard)].append(piece.to_bytes())
         parts, self.index = exchange.spool(sections)
         key = f"block-{g.grid.key(self.position)}"
         return ShardFile(key, sum(len(p) for p in parts), len(self.index), lambda: parts)
 
 
-def _shards(plan: GeneratedPlan, output: int, segments: np.ndarray) -> list[tuple[int, int]]:
-    """(segment, shard number) in `output`'s sharding, for each segment."""
-    numbers, _ = plan.generation.shardings[output].locate(segments)
-    return list(zip(segments.tolist(), numbers.tolist(), strict=True))
+def _shards(plan: GeneratedPlan, output: int, segments: Iterable[int]) -> list[tuple[int, int]]:
+    """(segment, shard number) in `output`'s sharding, for each segment, in segment order."""
+    ordered = np.array(sorted(segments), np.uint64)
+    numbers, _ = plan.generation.shardings[output].locate(ordered)
+    return list(zip(ordered.tolist(), numbers.tolist(), strict=True))
 
 
 def run_generated_shard(
     plan: GeneratedPlan, task: GeneratedShardTask, store: Store, *, resume: bool
 ) -> Receipt:
-    """Produce one generated mesh or skeleton shard (or keep a proven one)."""
+    """Produce one generated mesh or skeleton shard (or keep a proven one, whose receipt the
+    journal kept with its count of segments present)."""
     spools = Store(plan.generation.exchange, plan.exchange_storage_options)
-    producer = GeneratedShardProducer(plan, task, spools)
-    return run_task(task.key, store, producer, resume=resume, also_counted=[spools])
+    producer = GeneratedShardProducer(plan, task, spools, store)
+    receipt = run_task(task.key, store, producer, resume=resume, also_counted=[spools])
+    if receipt.resumed:
+        return receipt
+    return dataclasses.replace(receipt, present=producer.present)
+
+
+def census_key(store: Store, shard_key: str) -> str:
+    """Where an output shard's census lies: under the job's own folder, so that verify reads
+    this job's tables, and the job's end removes the tables of the jobs it replaced."""
+    job = store.run.job if store.run is not None else "unjournaled"
+    return f"{CENSUS}{job}/{shard_key}"
 
 
 class GeneratedShardProducer:
-    """The segments of one output shard, joined from the block spools' pieces."""
+    """The segments of one output shard, joined from the block spools' pieces; their census
+    stored in `dest` before the shard (so a shard kept on resume has its census)."""
 
-    def __init__(self, plan: GeneratedPlan, task: GeneratedShardTask, spools: Store) -> None:
-        self.plan, self.task, self.spools = plan, task, spools
+    def __init__(
+        self, plan: GeneratedPlan, task: GeneratedShardTask, spools: Store, dest: Store
+    ) -> None:
+        self.plan, self.task, self.spools, self.dest = plan, task, spools, dest
+        self.present = 0
 
     def pieces(self) -> dict[int, list[Piece]]:
         by_segment: dict[int, list[Piece]] = defaultdict(list)
@@ -154,14 +180,19 @@ class GeneratedShardProducer:
             level=plan.compression_level,
         )
         try:
-            added = 0
+            added, rows = 0, []
             for segment, pieces in sorted(self.pieces().items()):
-                if sum(p.voxels for p in pieces) < g.dust_threshold:
+                voxels, box = census.joined((p.voxels, p.box) for p in pieces)
+                if voxels < max(1, g.dust_threshold):
                     continue
-                encoded = _encoded(plan, [p for p in pieces if len(p.vertices)])
+                rows.append((segment, voxels, box))
+                encoded = _encoded(plan, pieces, box)
                 if encoded is not None:
                     builder.add(segment, encoded[0], prefix=encoded[1])
                     added += 1
+            self.present = len(rows)
+            if rows:
+                self.dest.write_object(census_key(self.dest, self.task.key), census.encode(rows))
             if not added:
                 builder.close()
                 return None
@@ -171,11 +202,11 @@ class GeneratedShardProducer:
             raise
 
 
-def _encoded(plan: GeneratedPlan, pieces: Sequence[Piece]) -> tuple[bytes, bytes] | None:
-    """(indexed bytes, bytes stored before them) of one segment; None without geometry."""
+def _encoded(plan: GeneratedPlan, pieces: Sequence[Piece], box: Box) -> tuple[bytes, bytes] | None:
+    """(indexed bytes, bytes stored before them) of one segment; None for a mesh without
+    geometry (a skeleton always has an edge, across its box at least)."""
     g = plan.generation
-    if not pieces:
-        return None
     if plan.output == SKELETON:
-        return joined_skeleton(pieces, g.grid), b""
-    return multires_mesh(pieces, g.grid, g.max_error, g.lods)
+        return joined_skeleton(pieces, g.grid, box), b""
+    surfaces = [p for p in pieces if len(p.links)]
+    return multires_mesh(surfaces, g.grid, g.max_error, g.lods) if surfaces else None

@@ -20,30 +20,36 @@ from dataclasses import dataclass
 import numpy as np
 
 from shardwright.errors import MeshFormatError
+from shardwright.generation.census import NO_BOX, Box, Triple
 
 MESH, SKELETON = 0, 1  # which output a section feeds
 ENTRY = np.dtype([("output", "<u4"), ("shard", "<u4"), ("start", "<u8"), ("stop", "<u8")])
-MAGIC = b"SWXCHG01"
+MAGIC = b"SWXCHG02"
 TRAILER = 8 + len(MAGIC)
-_HEADER = struct.Struct("<QQIIIII")  # segment, voxels, block x y z, vertices, faces/edges
+# segment, voxels, block x y z, box low x y z, box high x y z, vertices, faces/edges
+_HEADER = struct.Struct("<QQIIIIIIIIIII")
 
 
 @dataclass(frozen=True)
 class Piece:
     """One segment within one block: a surface (faces [m, 3]) or a skeleton (edges [m, 2],
-    radii). Vertices are float32 nm from the block's origin (grid.block_origin_nm)."""
+    radii), either possibly empty. Vertices are float32 nm from the block's origin
+    (grid.block_origin_nm). `voxels` and `box` (low, high: voxels of the level meshed, high
+    exclusive) are the segment's in the block's core: the census sums them over blocks."""
 
     segment: int
-    voxels: int  # the segment's voxels in the block's core
-    block: tuple[int, int, int]
+    voxels: int
+    block: Triple
     vertices: np.ndarray
     links: np.ndarray  # faces or edges, uint32
     radii: np.ndarray | None = None
+    box: Box = NO_BOX
 
     def to_bytes(self) -> bytes:
         header = _HEADER.pack(
-            self.segment, self.voxels, *self.block, len(self.vertices), len(self.links)
-        )
+            self.segment, self.voxels, *self.block, *self.box[0], *self.box[1],
+            len(self.vertices), len(self.links),
+        )  # fmt: skip
         parts = [
             header,
             np.ascontiguousarray(self.vertices, "<f4").tobytes(),
@@ -61,7 +67,7 @@ def read_pieces(data: bytes | memoryview, output: int) -> Iterator[Piece]:
     offset = 0
     while offset < len(view):
         try:
-            segment, voxels, bx, by, bz, nv, nl = _HEADER.unpack_from(view, offset)
+            segment, voxels, *where, nv, nl = _HEADER.unpack_from(view, offset)
             offset += _HEADER.size
             vertices = np.frombuffer(view, "<f4", 3 * nv, offset).reshape(-1, 3)
             offset += 12 * nv
@@ -73,7 +79,9 @@ def read_pieces(data: bytes | memoryview, output: int) -> Iterator[Piece]:
                 offset += 4 * nv
         except (struct.error, ValueError) as exc:
             raise MeshFormatError(f"an exchange section is truncated: {exc}") from None
-        yield Piece(segment, voxels, (bx, by, bz), vertices, links, radii)
+        block, low, high = where[:3], where[3:6], where[6:]
+        yield Piece(segment, voxels, tuple(block), vertices, links, radii,
+                    (tuple(low), tuple(high)))  # fmt: skip
 
 
 def spool(sections: dict[tuple[int, int], list[bytes]]) -> tuple[list[bytes], np.ndarray]:

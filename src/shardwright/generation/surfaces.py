@@ -8,6 +8,12 @@ whole surface of the level below (welded: the seams are interior) to about a qua
 triangles, then cuts it on the grid of the level's 2 x 2 x 2 children, so no triangle crosses
 that grid (as the format requires) and neighbouring fragments share the cut exactly.
 
+A bound never deletes an object: a surface that simplifying would leave without triangles, or
+with less than KEPT_AREA of its area (a tiny or thin object, within the bound of being flat;
+a block's surface of a large one keeps 0.98 or more), keeps its unsimplified surface (as
+Igneous's meshes keep every object), and a coarser level that would have no triangles keeps
+the finer level's surface.
+
 meshoptimizer rather than zmesh's own simplifiers: it is about seven times faster than
 zmesh's error-bounded one and, given half the bound (ERROR_SHARE), leaves fewer triangles
 closer to the unsimplified surface than that one given all of it; it collapses edges
@@ -37,6 +43,7 @@ MIN_FACES = 16  # below this a level keeps the mesh as it is
 # (a 128^3 block of bench_meshes' volume at 8 nm: 296 k triangles vs 445 k; area 0.978-1.013
 # of the unsimplified surface, median 0.996, vs 0.964-1.007, median 0.983).
 ERROR_SHARE = 0.5
+KEPT_AREA = 0.9  # a simplified surface with less of its area keeps the unsimplified one
 
 Mesh = tuple[np.ndarray, np.ndarray]  # vertices [n, 3] float32 nm, faces [m, 3] uint32
 
@@ -72,12 +79,31 @@ def block_surfaces(
             vertices = np.asarray(mesh.vertices, np.float32) - shift
             faces = np.asarray(mesh.faces, np.uint32)
             if max_error > 0:
-                vertices, faces = simplified(
-                    (vertices, faces), 0, max_error * ERROR_SHARE, lock_border=True
-                )
+                vertices, faces = _simplified_or_whole((vertices, faces), max_error)
             out[int(segment)] = (vertices, faces)
     mesher.clear()
     return out
+
+
+def _simplified_or_whole(mesh: Mesh, max_error: float) -> Mesh:
+    """The block surface simplified within `max_error`, unless that leaves it without triangles
+    or with less than KEPT_AREA of its area: then as it is."""
+    simple = simplified(mesh, 0, max_error * ERROR_SHARE, lock_border=True)
+    return simple if area(*simple) >= KEPT_AREA * area(*mesh) > 0 else mesh
+
+
+def area(vertices: np.ndarray, faces: np.ndarray) -> float:
+    """The surface's area (nm^2; float32 sums, near enough to compare surfaces)."""
+    return float(np.sqrt(_doubled_squared_areas(vertices, faces, np.float32)).sum() / 2)
+
+
+def _doubled_squared_areas(
+    vertices: np.ndarray, faces: np.ndarray, dtype: type = np.float64
+) -> np.ndarray:
+    """Each triangle's (2 x area)^2."""
+    corners: np.ndarray = np.asarray(vertices, dtype)[np.asarray(faces, np.intp)]
+    doubled = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
+    return np.einsum("ij,ij->i", doubled, doubled)
 
 
 def weld(vertices: np.ndarray, faces: np.ndarray) -> Mesh:
@@ -85,9 +111,7 @@ def weld(vertices: np.ndarray, faces: np.ndarray) -> Mesh:
     without triangles of no area (collapsing edges and cutting on a grid can leave slivers)."""
     unique, inverse = unique_positions(np.asarray(vertices, np.float32))
     faces = inverse[faces.astype(np.int64)].astype(np.uint32)
-    corners = unique.astype(np.float64)[faces.astype(np.int64)]
-    doubled = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
-    keep = np.einsum("ij,ij->i", doubled, doubled) > 0
+    keep = _doubled_squared_areas(unique, faces) > 0
     return unique.astype(np.float32), faces[keep]
 
 
@@ -115,8 +139,13 @@ def multires_mesh(
     whole = (np.maximum(whole[0], np.float32(0)), whole[1])
     levels = [fragments]
     for lod in range(1, count):
-        whole = weld(*_decimated(whole))
-        levels.append(_cut(whole, size * 2 ** (lod - 1)))
+        coarser = weld(*_decimated(whole))
+        level = _cut(coarser, size * 2 ** (lod - 1))
+        if any(len(faces) for _, faces in level.values()):
+            whole = coarser
+        else:  # decimated to nothing: the finer level's surface, cut on this level's grid
+            level = _cut(whole, size * 2 ** (lod - 1))
+        levels.append(level)
     scale = max(max_error, min(grid.resolution))
     return _encode(levels, grid, size, scale)
 

@@ -99,6 +99,10 @@ def finish_dataset(
     if begun.plan.dataset == GENERATED:  # every output shard is stored: the spools are done
         for key in store.list_keys(journal.EXCHANGE.rstrip("/")):
             store.delete(key)
+        ours = f"{journal.CENSUS}{store.run.job}/" if store.run is not None else None
+        for key in store.list_keys(journal.CENSUS.rstrip("/")):  # the replaced jobs' census
+            if ours is not None and not key.startswith(ours):
+                store.delete(key)
     if found is not None:
         journal.remove(store, found)
         lease.release(store)

@@ -33,6 +33,7 @@ RECEIPTS = f"{CONTROL_PREFIX}receipts/"
 RETIRED = f"{CONTROL_PREFIX}retired/"
 HEARTBEATS = f"{CONTROL_PREFIX}heartbeat-"
 EXCHANGE = f"{CONTROL_PREFIX}exchange/"  # block spools of generated meshes and skeletons
+CENSUS = f"{CONTROL_PREFIX}census/"  # their segments, a table per job and output shard
 
 
 CRC_BLOCK = 16 * 1024 * 1024  # bytes read at a time when a stored object's crc32c is checked
@@ -53,7 +54,7 @@ def receipt_key(key: str) -> str:
 @dataclass(frozen=True)
 class Journaled:
     """A receipt as the journal stores it: the job that stored the shard and what it stored
-    (`empty`: nothing, every chunk being fill)."""
+    (`empty`: nothing, every chunk being fill; `present`: Receipt.present)."""
 
     key: str
     job: str
@@ -61,9 +62,10 @@ class Journaled:
     crc32c: int
     chunks: int
     empty: bool
+    present: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "key": self.key,
             "job": self.job,
             "size": self.size,
@@ -71,6 +73,7 @@ class Journaled:
             "chunks": self.chunks,
             "empty": self.empty,
         }
+        return out if self.present is None else {**out, "present": self.present}
 
     @classmethod
     def from_json(cls, entry: Any) -> Journaled | None:
@@ -83,11 +86,15 @@ class Journaled:
             return None
         if type(size) is not int or type(crc) is not int or type(chunks) is not int:
             return None
-        return cls(key, job, size, crc, chunks, empty)
+        present = entry.get("present")
+        if present is not None and type(present) is not int:
+            return None
+        return cls(key, job, size, crc, chunks, empty, present)
 
     def receipt(self) -> Receipt:
         """The receipt of this shard kept by a resumed run."""
-        return Receipt(self.key, self.size, self.crc32c, self.chunks, self.empty, resumed=True)
+        return Receipt(self.key, self.size, self.crc32c, self.chunks, self.empty, resumed=True,
+                       present=self.present)  # fmt: skip
 
 
 def record(store: Store, receipt: Receipt) -> Receipt:
@@ -97,8 +104,9 @@ def record(store: Store, receipt: Receipt) -> Receipt:
         return receipt
     before = store.requests.snapshot()
     entry = Journaled(
-        receipt.key, store.run.job, receipt.size, receipt.crc32c, receipt.chunks, receipt.empty
-    )
+        receipt.key, store.run.job, receipt.size, receipt.crc32c, receipt.chunks, receipt.empty,
+        receipt.present,
+    )  # fmt: skip
     store.write_text(receipt_key(receipt.key), json.dumps(entry.to_json()) + "\n")
     return receipt.counting(store.requests.since(before))
 

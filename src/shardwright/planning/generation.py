@@ -191,6 +191,8 @@ class GeneratedPlan:
             "format": "precomputed",
             "object_type": self.info["@type"],
             "generated_from_level": g.level,
+            "resolution_nm": list(g.grid.resolution),
+            "grid_origin_nm": list(g.grid.origin_nm),
             "block_xyz": list(g.grid.block),
             "blocks": g.grid.block_count,
             "max_error_nm": g.max_error,
@@ -213,13 +215,16 @@ class GeneratedPlan:
             if self.output == MESH
             else "TEASAR skeletons (kimimaro), radius attribute"
         )
+        kind = "mesh" if self.output == MESH else "skeleton"
+        each = f"each of {g.dust_threshold:,} voxels or more" if g.dust_threshold > 1 else "each"
         lines = [
             f"generated    {self.dest}: {what}",
             f"  from       level {g.level} of the volume ({xyz(g.grid.shape)} voxels of "
             f"{xyz(g.grid.resolution)} nm), {g.grid.block_count:,} blocks of {xyz(g.grid.block)}",
+            f"  segments   ~{g.estimated_segments:,} present (estimated from sampled blocks), "
+            f"{each} gets its {kind}; the job counts them",
             f"  sharding   {spec.hash}, minishard {spec.minishard_bits}, shard {spec.shard_bits} "
-            f"({spec.num_shards:,} shards) for ~{g.estimated_segments:,} segments (estimated "
-            "from sampled blocks)",
+            f"({spec.num_shards:,} shards)",
         ]
         if self.runs_blocks:
             lines.append(
