@@ -190,7 +190,7 @@ def _convert(args: argparse.Namespace) -> int:
             f"({part.resumed_shards} kept from an earlier run)"
         )
     if args.progress.enabled and "://" not in args.dest.removeprefix("file://"):
-        print(f"view it: shardwright view {shlex.quote(args.dest)}", file=sys.stderr)
+        print(f"view it: {args.program} view {shlex.quote(args.dest)}", file=sys.stderr)
     return 0
 
 

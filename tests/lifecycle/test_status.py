@@ -118,3 +118,40 @@ def test_status_on_an_object_store(volume: pathlib.Path, s3: Any) -> None:
     assert resumed.returncode == 0, resumed.stderr
     done = _status(dest, "--storage-options", options)
     assert done["state"] == "finished" and done["shards_stored"] == 256
+
+
+def test_bytes_written_are_the_datasets_objects_once(tmp_path: pathlib.Path) -> None:
+    """One definition of bytes written: the objects of each dataset. A segmentation converted
+    with its meshes and skeletons: the progress counts their shards' bytes and not the
+    blocks' spools (the job's intermediates); `status` counts the volume's objects apart
+    from its meshes' and skeletons', each said once."""
+    import io
+
+    import label_shapes
+
+    from shardwright import api
+    from shardwright.jobs.progress import Progress
+
+    source = label_shapes.write_precomputed(tmp_path / "shapes")
+    dest = tmp_path / "out"
+    progress = Progress(out=io.StringIO())
+    manifest = api.convert(
+        source, str(dest), generate_meshes=True, generate_skeletons=True,
+        mesh_block=(32, 32, 32), scheduler="sync", progress=progress,
+    )  # fmt: skip
+    objects = {
+        name: sum(
+            p.stat().st_size
+            for p in (dest / name).rglob("*")
+            if p.is_file() and ".shardwright" not in p.parts and p.name != "shardwright-manifest.json"
+            and (name != "." or p.relative_to(dest).parts[0] not in ("mesh", "skeletons"))
+        )
+        for name in (".", "mesh", "skeletons")
+    }  # fmt: skip
+    shards = manifest.totals.bytes + sum(t.bytes for t in manifest.companions.values())
+    assert progress.bytes == shards
+    status = _status(str(dest))
+    assert status["bytes_stored"] == objects["."]
+    by_dest = {pathlib.Path(c["dest"]).name: c for c in status["companions"]}
+    assert by_dest["mesh"]["bytes_stored"] == objects["mesh"]
+    assert by_dest["skeletons"]["bytes_stored"] == objects["skeletons"]

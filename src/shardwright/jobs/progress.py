@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from shardwright.manifest import Receipt
 from shardwright.planning.text import human_bytes
+from shardwright.store import CONTROL_PREFIX
 
 REDRAW_INTERVAL_S = 0.25
 LOG_INTERVAL_S = 30.0
@@ -41,7 +42,9 @@ class Progress:
     def add(self, receipts: Iterable[Receipt]) -> None:
         for receipt in receipts:
             self.done += 1
-            self.bytes += receipt.size
+            # Bytes of the datasets' objects: a block's spool of generated objects is the
+            # job's own intermediate (under its control prefix), not output.
+            self.bytes += 0 if receipt.key.startswith(CONTROL_PREFIX) else receipt.size
             self.kept += receipt.resumed
         now = time.monotonic()
         interval = REDRAW_INTERVAL_S if self._terminal or self._widget else LOG_INTERVAL_S

@@ -125,10 +125,12 @@ def _dataset_status(store: Store) -> JobStatus:
     sizes = store.sizes_below()
     receipts = [k for k in sizes if k.startswith(RECEIPTS) and k.endswith(".json")]
     status.shards_stored = len(receipts)
+    # The dataset's own objects: not the job's control objects, nor the meshes and skeletons
+    # below it (each its own dataset, its bytes said on its own line).
+    elsewhere = (CONTROL_PREFIX, *(f"{name}/" for name in _companions(store)))
     status.bytes_stored = sum(
-        size for key, size in sizes.items()
-        if not key.startswith(CONTROL_PREFIX) and key != MANIFEST_KEY
-    )  # fmt: skip
+        size for key, size in sizes.items() if not key.startswith(elsewhere) and key != MANIFEST_KEY
+    )
     if manifest is not None and not live:
         status.state = "finished"
         # Done: what the manifest holds is the whole (a plan's count may have been an
