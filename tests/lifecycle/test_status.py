@@ -139,15 +139,23 @@ def test_bytes_written_are_the_datasets_objects_once(tmp_path: pathlib.Path) -> 
         source, str(dest), generate_meshes=True, generate_skeletons=True,
         mesh_block=(32, 32, 32), scheduler="sync", progress=progress,
     )  # fmt: skip
-    objects = {
-        name: sum(
+
+    def objects_of(folder: pathlib.Path, beside: tuple[str, ...] = ()) -> int:
+        """Bytes of a dataset's objects: not its control objects, manifest, or `beside`."""
+        return sum(
             p.stat().st_size
-            for p in (dest / name).rglob("*")
-            if p.is_file() and ".shardwright" not in p.parts and p.name != "shardwright-manifest.json"
-            and (name != "." or p.relative_to(dest).parts[0] not in ("mesh", "skeletons"))
+            for p in folder.rglob("*")
+            if p.is_file()
+            and ".shardwright" not in p.parts
+            and p.name != "shardwright-manifest.json"
+            and p.relative_to(folder).parts[0] not in beside
         )
-        for name in (".", "mesh", "skeletons")
-    }  # fmt: skip
+
+    objects = {
+        ".": objects_of(dest, ("mesh", "skeletons")),
+        "mesh": objects_of(dest / "mesh"),
+        "skeletons": objects_of(dest / "skeletons"),
+    }
     shards = manifest.totals.bytes + sum(t.bytes for t in manifest.companions.values())
     assert progress.bytes == shards
     status = _status(str(dest))
