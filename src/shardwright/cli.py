@@ -155,6 +155,7 @@ def _convert(args: argparse.Namespace) -> int:
     from shardwright import api
     from shardwright.jobs.progress import Progress
     from shardwright.manifest import OBJECTS
+    from shardwright.planning.text import counted
     from shardwright.sources import missing
 
     run = run_options_from(args)
@@ -169,12 +170,12 @@ def _convert(args: argparse.Namespace) -> int:
         print(plan.report(), file=sys.stderr)
     manifest = pending.compute()
     totals = manifest.totals
-    unit = "segments" if manifest.dataset == OBJECTS else "chunks"
+    unit = "segment" if manifest.dataset == OBJECTS else "chunk"
     where = f" on {manifest.cluster}" if manifest.cluster else ""
     print(
-        f"wrote {totals.shards} shards, {totals.chunks} {unit}, "
-        f"{totals.bytes:,} bytes to {args.dest} in {totals.seconds} s "
-        f"({totals.resumed_shards} kept from an earlier run){where}"
+        f"wrote {counted(totals.shards, 'shard')}, {counted(totals.chunks, unit)}, "
+        f"{counted(totals.bytes, 'byte')} to {args.dest} in {totals.seconds} s "
+        f"({totals.resumed_shards:,} kept from an earlier run){where}"
     )
     if totals.source_chunks_missing:
         print(
@@ -183,11 +184,11 @@ def _convert(args: argparse.Namespace) -> int:
             f"(first: {', '.join(totals.source_chunks_missing_examples)})"
         )
     for where, part in manifest.companions.items():
-        present = "" if part.segments_present is None else f" of {part.segments_present} present"
+        present = "" if part.segments_present is None else f" of {part.segments_present:,} present"
         print(
-            f"wrote {part.shards} shards, {part.chunks} segments{present}, "
-            f"{part.bytes:,} bytes to {where} "
-            f"({part.resumed_shards} kept from an earlier run)"
+            f"wrote {counted(part.shards, 'shard')}, {counted(part.chunks, 'segment')}{present}, "
+            f"{counted(part.bytes, 'byte')} to {where} "
+            f"({part.resumed_shards:,} kept from an earlier run)"
         )
     if args.progress.enabled and "://" not in args.dest.removeprefix("file://"):
         print(f"view it: {args.program} view {shlex.quote(args.dest)}", file=sys.stderr)

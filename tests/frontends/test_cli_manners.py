@@ -4,6 +4,7 @@ refusals come before any plan, verify says what it compared, the package lists i
 from __future__ import annotations
 
 import pathlib
+import re
 import socket
 import subprocess
 import sys
@@ -48,6 +49,19 @@ def test_quiet_prints_only_the_result_even_when_the_dashboard_port_is_taken(
     assert run.returncode == 0, run.stderr
     assert run.stderr == ""
     assert run.stdout.count("\n") == 1 and run.stdout.startswith("wrote ")
+
+
+def test_counts_are_worded_as_counts(tmp_path: pathlib.Path) -> None:
+    """One of a thing is singular, thousands are grouped: `wrote 1 shard, 1 chunk, 1,234
+    bytes`, and the plan says `1 shard of 1 x 1 x 1 chunks (1 chunk)`."""
+    np.save(tmp_path / "one.npy", np.arange(16 * 16 * 16, dtype=np.uint16).reshape(16, 16, 16))
+    run = _cli("convert", str(tmp_path / "one.npy"), str(tmp_path / "out"), "--resolution",
+               "8,8,40", "--scheduler", "sync")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert re.match(r"wrote 1 shard, 1 chunk, \d{1,3}(,\d{3})+ bytes to ", run.stdout), run.stdout
+    assert "(0 kept from an earlier run)" in run.stdout
+    assert "shards       1 shard of 1 x 1 x 1 chunks (1 chunk)" in run.stderr
+    assert "grid 1 x 1 x 1 = 1 chunk;" in run.stderr
 
 
 def test_a_refused_job_prints_one_error_and_no_plan(tmp_path: pathlib.Path) -> None:

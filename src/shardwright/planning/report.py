@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from shardwright.planning.text import counted
 from shardwright.planning.text import human_bytes as _bytes
 from shardwright.planning.text import xyz as _xyz
 
@@ -22,7 +23,7 @@ def volume_report(
         f"volume       {_xyz(d['size_xyz'])} voxels, {d['data_type']} x {d['channels']} "
         f"channel(s), {d['layer_type']}",
         f"chunks       {_xyz(d['chunk_size_xyz'])} voxels; grid {_xyz(d['grid_xyz'])} = "
-        f"{d['chunks']:,} chunks; sampled encoded/raw ratio {d['encoded_ratio_sampled']}",
+        f"{counted(d['chunks'], 'chunk')}; sampled encoded/raw ratio {d['encoded_ratio_sampled']}",
     ]
     lines.append(_placement_line(d))
     absent, looked_at = d.get("source_chunks_absent_sampled") or (0, 0)
@@ -38,9 +39,9 @@ def volume_report(
         )
     else:
         lines.append(
-            f"shards       {d['shards']:,} shards of "
+            f"shards       {counted(d['shards'], 'shard')} of "
             f"{_xyz(d['shard_shape_chunks_xyz'])} chunks "
-            f"({d['chunks_per_shard']:,} chunks)"
+            f"({counted(d['chunks_per_shard'], 'chunk')})"
         )
     lines.append(f"bytes/shard  ~{_bytes(d['estimated_bytes_per_shard'])} encoded")
     if "sharding" in d:
@@ -72,7 +73,7 @@ def volume_report(
         for row in d["levels"]:
             lines.append(
                 f"level {row['level']:<6} {row['key']}: {_xyz(row['size_xyz'])} voxels, "
-                f"chunk {_xyz(row['chunk_size_xyz'])}, {row['shards']:,} shard(s) of "
+                f"chunk {_xyz(row['chunk_size_xyz'])}, {counted(row['shards'], 'shard')} of "
                 f"{_xyz(row['shard_shape_chunks_xyz'])} chunks, "
                 f"~{_bytes(row['estimated_bytes_per_shard'])}/shard, peak per task ~"
                 f"{_bytes(row['estimated_peak_bytes_per_task'])}"

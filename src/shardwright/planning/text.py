@@ -1,4 +1,5 @@
-"""How plans print numbers: sizes written x,y,z and byte counts in binary units."""
+"""How plans and summaries print numbers: sizes written x,y,z, byte counts in binary units,
+counts of things with their noun."""
 
 from __future__ import annotations
 
@@ -17,3 +18,9 @@ def human_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     raise AssertionError
+
+
+def counted(n: int, noun: str) -> str:
+    """`1 shard`, `1,234 chunks`: a count with thousands separators and its noun, plural
+    where it is not one."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"

@@ -85,11 +85,11 @@ def verify_objects(
         found += 1
         if i in picks:
             problem = _compare_segment(kind, segment, reader, store, source)
-            report.chunks_compared += 1
+            report.objects_checked += 1
             if problem:
                 report.problems.append(f"segment {segment}: {problem}")
     report.notes.append(f"{found:,} of the source's {len(ids):,} segments are in the shards; "
-                        f"{report.chunks_compared:,} compared with the source")  # fmt: skip
+                        f"{report.objects_checked:,} compared with the source")  # fmt: skip
 
 
 def verify_companions(
@@ -110,7 +110,7 @@ def verify_companions(
         elif companion is not None:  # converted: verified against its own source
             continue
         report.shards_checked += part.shards_checked
-        report.chunks_compared += part.chunks_compared
+        report.objects_checked += part.objects_checked
         report.problems += [f"{name}/: {problem}" for problem in part.problems]
         report.notes += [f"{name}/: {note}" for note in part.notes]
 
@@ -192,7 +192,7 @@ def _verify_generated(
         f"{count:,} segments over the dust threshold in {counted}, {found:,} with a "
         f"{what}; {decoded:,} decoded ({check.rule})"
     )
-    report.chunks_compared += decoded
+    report.objects_checked += decoded
 
 
 Census = tuple[int, Iterator[np.ndarray]]  # how many segments, and their tables one by one
