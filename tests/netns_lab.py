@@ -15,7 +15,7 @@ import json
 import pathlib
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,19 +87,24 @@ class Lab:
                     *more], env={**CREDENTIALS, **CLUSTER_ENV, **(env or {})},
                    log=str(self.logs / f"{host.namespace}.log"))  # fmt: skip
 
-    def convert_args(self, *more: str, dest: str = "out") -> list[str]:
-        """The client's `convert` of the lab's source to `dest` on the cluster."""
+    def convert_args(self, *more: str, dest: str = "out",
+                     program: Sequence[str] = ("-m", "shardwright.cli")) -> list[str]:  # fmt: skip
+        """The client's `convert` of the lab's source to `dest` on the cluster (run by
+        `program`: the CLI, or a driver of it)."""
         options = json.dumps(self.options())
-        return [sys.executable, "-m", "shardwright.cli", "convert", f"s3://{BUCKET}/{self.source}",
+        return [sys.executable, *program, "convert", f"s3://{BUCKET}/{self.source}",
                 f"s3://{BUCKET}/{dest}", "--scheduler", self.address, "--storage-options",
                 options, "--source-storage-options", options, "--chunk-size", "32,32,32",
                 "--target-shard-bytes", "256KiB", "--resolution", "8,8,40", *more]  # fmt: skip
 
-    def start_job(self, *more: str, dest: str = "out") -> tuple[Any, pathlib.Path]:
+    def start_job(self, *more: str, dest: str = "out",
+                  program: Sequence[str] = ("-m", "shardwright.cli"),
+                  env: dict[str, str] | None = None) -> tuple[Any, pathlib.Path]:  # fmt: skip
         """The conversion started on the client host: (its process, its log)."""
         log = self.logs / f"job{len(list(self.logs.glob('job*.log')))}.log"
-        args = self.convert_args(*more, dest=dest)
-        return self.client.spawn(args, env={**CREDENTIALS, **CLUSTER_ENV}, log=str(log)), log
+        args = self.convert_args(*more, dest=dest, program=program)
+        return self.client.spawn(args, env={**CREDENTIALS, **CLUSTER_ENV, **(env or {})},
+                                 log=str(log)), log  # fmt: skip
 
     def stored_shards(self, dest: str = "out") -> int:
         """Shard objects under the destination so far (each written whole, once)."""

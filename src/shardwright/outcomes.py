@@ -2,7 +2,8 @@
 
 - 0: done. 2: a problem the message names: shardwright's own errors, and the few OS errors a
   user acts on (a missing file, no permission, a full disk). 1: the job failed on its cluster
-  (JobFailed: workers that kept dying).
+  (JobFailed: workers that kept dying, a cluster left with none, a lost scheduler, a lease this
+  host could not renew); its paragraph names the whole command that continues it.
 - 130 / 143: stopped by Ctrl-C / SIGTERM (what Kubernetes sends a pod). SIGTERM is made to
   unwind the job as Ctrl-C does: its tasks cancelled, its lease released, so a retried job
   starts at once; the line says how far it got and the command that continues it.
@@ -105,7 +106,10 @@ def report(
     if debug:
         traceback.print_exception(exc)
     if isinstance(exc, ShardwrightError):
-        print(f"shardwright {command}: error: {exc.render(flag_wording)}", file=sys.stderr)
+        wording = flag_wording
+        if isinstance(exc, JobFailed) and resume:  # the command that continues it, whole
+            wording = _continued_by(resume)
+        print(f"shardwright {command}: error: {exc.render(wording)}", file=sys.stderr)
         return 1 if isinstance(exc, JobFailed) else 2
     if isinstance(exc, OSError) and exc.errno in ACTIONABLE_ERRNOS:
         print(f"shardwright {command}: error: {exc}", file=sys.stderr)
@@ -118,6 +122,15 @@ def report(
         file=sys.stderr,
     )
     return BUG
+
+
+def _continued_by(resume: str) -> Any:
+    """Option wording that names `--resume` as the whole command that continues the job."""
+
+    def wording(field: str, value: Any) -> str:
+        return f"`{resume}`" if field == "resume" else flag_wording(field, value)
+
+    return wording
 
 
 def _quiet_stdout() -> None:

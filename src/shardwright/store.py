@@ -7,6 +7,7 @@ run writes through asks the run's fence (lifecycle/fencing.py) before each data 
 from __future__ import annotations
 
 from shardwright.errors import LeaseLost, StoreError
-from shardwright.stores.base import CONTROL_PREFIX, TMP_MARKER, JobRun, Store
+from shardwright.stores.base import CONTROL_PREFIX, TMP_MARKER, JobRun, Store, halt, halted
 
-__all__ = ["CONTROL_PREFIX", "TMP_MARKER", "JobRun", "LeaseLost", "Store", "StoreError"]
+__all__ = ["CONTROL_PREFIX", "TMP_MARKER", "JobRun", "LeaseLost", "Store", "StoreError", "halt",
+           "halted"]  # fmt: skip

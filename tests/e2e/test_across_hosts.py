@@ -23,6 +23,8 @@ pytestmark = pytest.mark.skipif(
 
 LEASE_TIMEOUT = 6.0  # seconds: a job stopped by a cut is resumed soon after
 ZOMBIE_PRELOAD = pathlib.Path(__file__).parents[1] / "zombie_preload.py"
+COORDINATOR_PAUSE = pathlib.Path(__file__).parents[1] / "coordinator_pause.py"
+CUT_LEASE_TIMEOUT = 20.0  # seconds: the lease of a coordinator cut off from everything
 
 
 @pytest.fixture
@@ -167,6 +169,35 @@ def test_the_coordinator_cut_off_from_the_store_stops_in_time_and_another_host_r
     _say("resumed from another host", cut_at, resumed_log)
     assert "kept from an earlier run" in resumed_said, resumed_said
     lab.check_finished(voxels)
+
+
+@pytest.mark.parametrize("step", ["listing", "receipts", "manifest"])
+def test_the_coordinator_cut_off_from_everything_stops_within_its_lease_whatever_it_did(
+    tmp_path: pathlib.Path, step: str
+) -> None:
+    """The client host's link down (store and scheduler unreachable) while its coordinator
+    lists the destination after taking the lease, folds receipts, or begins the manifest:
+    the job stops before its lease's timeout, saying so in one line."""
+    with netns_lab.lab(tmp_path, workers=1) as lab:
+        lab.write_source()
+        pause = tmp_path / "pause"
+        pause.mkdir()
+        job, log = lab.start_job("--lease-timeout", str(CUT_LEASE_TIMEOUT), "--quiet",
+                                 program=[str(COORDINATOR_PAUSE)],
+                                 env={"SW_PAUSE": step, "SW_PAUSE_DIR": str(pause)})  # fmt: skip
+        wait_for(lambda: (pause / "paused").exists() or job.poll() is not None, 120,
+                 f"the coordinator never reached {step}")  # fmt: skip
+        assert job.poll() is None, log.read_text()
+        lab.client.cut()
+        cut_at = time.monotonic()
+        (pause / "go").touch()
+        code = job.wait(timeout=300)
+        stopped_after = _say(f"stopped after the cut ({step})", cut_at, log)
+        said = log.read_text().strip().splitlines()
+        assert code == 1, said
+        assert len(said) == 1, said  # --quiet: the one line, nothing before it
+        assert "has not renewed the job's lease" in said[0] and "--resume" in said[0], said
+        assert stopped_after < CUT_LEASE_TIMEOUT, said  # before another job may take it over
 
 
 @pytest.mark.skipif((why := netns_hosts.loss_skip_reason()) is not None, reason=why or "")

@@ -3,8 +3,9 @@ started here, the workers in a folder of their own. Relative paths convert exact
 made absolute before anything is submitted); a destination the workers cannot write (workers
 running as another user) is one clear error naming the worker and the path, before anything is
 written; a scheduler with no worker is waited for, said so, and given up on after
-`--wait-for-workers`; the dashboard link is printed; workers that keep dying under a shard end
-in one paragraph (exit 1) and `--resume` then finishes exactly."""
+`--wait-for-workers`, also once its last worker is lost mid-job (said under --quiet too); the
+dashboard link is printed; workers that keep dying under a shard end in one paragraph (exit 1)
+and `--resume` then finishes exactly."""
 
 from __future__ import annotations
 
@@ -181,6 +182,57 @@ def test_workers_that_keep_dying_end_in_one_paragraph_then_resume(tmp_path: path
     # Whether the first run finished other shards before it stopped depends on timing; that
     # the resumed job writes every shard exactly does not.
     assert isinstance(manifest, api.Manifest) and manifest.totals.shards == 8
+    spec = {"driver": "neuroglancer_precomputed", "kvstore": f"file://{tmp_path}/out/"}
+    got = np.asarray(ts.open(spec).result().read().result())[..., 0].transpose(2, 1, 0)
+    np.testing.assert_array_equal(got, zyx)
+
+
+def test_a_cluster_left_without_workers_mid_job_is_said_even_quiet_then_continues(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Every worker of a cluster the job did not start gone mid-job (the operator's to bring
+    back): the job says it waits, under --quiet too, and finishes once a worker is back."""
+    zyx = volumes.noise((32, 256, 256), seed=14)
+    np.save(tmp_path / "v.npy", zyx)
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    worker = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
+              "--no-dashboard", "--local-directory", str(tmp_path)]  # fmt: skip
+    processes = [_spawn([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host",
+                         "127.0.0.1", "--port", str(port), "--no-dashboard"], tmp_path),
+                 _spawn(worker, tmp_path)]  # fmt: skip
+    said = tmp_path / "job.err"
+    try:
+        _wait_for(address, 1)
+        with said.open("w") as stderr:
+            job = subprocess.Popen(
+                [sys.executable, "-m", "shardwright.cli", "convert", "v.npy", "out",
+                 "--scheduler", address, "--quiet", "--resolution", "1,1,1", "--chunk-size",
+                 "32,32,32", "--target-shard-bytes", "32K", "--compression", "gzip",
+                 "--compression-level", "9"],
+                cwd=tmp_path, stdout=subprocess.PIPE, stderr=stderr, text=True,
+            )  # fmt: skip
+        stored = tmp_path / "out" / "1_1_1"
+        while job.poll() is None and not (stored.is_dir() and any(stored.glob("*.shard"))):
+            time.sleep(0.02)
+        assert job.poll() is None, said.read_text()
+        processes[1].kill()  # the worker's nanny: its worker process follows it
+        processes[1].wait()
+        lost_at = time.monotonic()
+        waiting = f"shardwright: waiting for workers at {address} (0 connected)"
+        while waiting not in said.read_text():
+            assert job.poll() is None, said.read_text()
+            assert time.monotonic() - lost_at < 30, "the job waits without a word"
+            time.sleep(0.1)
+        print(f"\nsaid {time.monotonic() - lost_at:.1f} s after its last worker was lost")
+        processes.append(_spawn(worker, tmp_path))  # the operator brings a worker back
+        stdout, _ = job.communicate(timeout=240)
+    finally:
+        for process in processes:
+            process.kill()
+    assert job.returncode == 0, said.read_text()
+    assert said.read_text().splitlines() == [waiting], said.read_text()
+    assert "wrote 64 shards" in stdout, stdout
     spec = {"driver": "neuroglancer_precomputed", "kvstore": f"file://{tmp_path}/out/"}
     got = np.asarray(ts.open(spec).result().read().result())[..., 0].transpose(2, 1, 0)
     np.testing.assert_array_equal(got, zyx)

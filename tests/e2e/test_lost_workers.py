@@ -1,13 +1,18 @@
 """Surviving lost workers, on a real LocalCluster of worker processes: a worker killed while
 shards are being written loses its shard tasks and they are recomputed on the others; a
 conversion whose client is killed as a whole continues with --resume. Either way every shard
-is exact (TensorStore reads the volume back), none is torn and the manifest is exact."""
+is exact (TensorStore reads the volume back), none is torn and the manifest is exact. A
+cluster the CLI started whose worker processes are all killed, again as they restart, ends
+the job in one paragraph (how often they died, their memory limit, the command that
+continues it); one whose workers die as it starts, too."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -192,3 +197,90 @@ def test_a_conversion_killed_as_a_whole_continues_with_resume(
     assert f"({manifest['totals']['resumed_shards']} kept from an earlier run)" in resumed.stdout
     _assert_complete_and_exact(plan, dest, vol)
     assert not list(dest.rglob(f"{TMP_MARKER}*"))
+
+
+# -- a cluster the CLI started, whose worker processes are killed from outside ---------------
+# Its nannies give up on a worker that has not come back within this (distributed's
+# `deploy.lost-worker-timeout`, 15 s by default): the test kills for seconds, not a quarter
+# minute. No shard task may fail as the killer of its workers (`allowed-failures`): what is
+# tested is a cluster left without any worker, not one task dying again and again.
+KILLED_CLUSTER_ENV = {
+    "DASK_DISTRIBUTED__DEPLOY__LOST_WORKER_TIMEOUT": "2s",
+    "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1000",
+}
+ZSTD_19 = ["--format", "zarr3", "--compression", "zstd", "--compression-level", "19",
+           "--chunk-size", "32,32,32", "--resolution", "4,4,40"]  # fmt: skip
+
+
+def _kill_worker_processes(job: subprocess.Popen[str], quiet_for: float = 3.0) -> float:
+    """SIGKILL every worker process `job` starts, as an OOM killer or an admin would, until
+    none has appeared for `quiet_for` seconds; returns when the last was killed."""
+    import psutil
+
+    last = started = time.monotonic()
+    while time.monotonic() - last < quiet_for and job.poll() is None:
+        assert time.monotonic() - started < 60, "the cluster kept starting workers"
+        for child in psutil.Process(job.pid).children():
+            with contextlib.suppress(psutil.Error):  # gone meanwhile
+                if "spawn_main" in " ".join(child.cmdline()):  # not the resource tracker
+                    child.kill()
+                    last = time.monotonic()
+        time.sleep(0.02)
+    return last
+
+
+def _worker_killed_job(tmp_path: pathlib.Path, dest: pathlib.Path) -> subprocess.Popen[str]:
+    source = tmp_path / "em.npy"
+    np.save(source, volumes.noise((64, 256, 256), seed=13))
+    return subprocess.Popen(
+        [sys.executable, "-m", "shardwright.cli", "convert", str(source), str(dest), *ZSTD_19,
+         "--scheduler", "processes", "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, **KILLED_CLUSTER_ENV},
+    )  # fmt: skip
+
+
+def test_a_cluster_started_for_the_job_whose_workers_all_died_ends_it_in_one_paragraph(
+    tmp_path: pathlib.Path,
+) -> None:
+    dest = tmp_path / "out"
+    job = _worker_killed_job(tmp_path, dest)
+    try:
+        _wait_for(lambda: (dest / ".shardwright").is_dir() or job.poll() is not None,
+                  "the job's start", timeout=120)  # fmt: skip
+        assert job.poll() is None, job.communicate()
+        last_kill = _kill_worker_processes(job)
+        stdout, stderr = job.communicate(timeout=90)
+    finally:
+        job.kill()
+    ended_after = time.monotonic() - last_kill
+    print(f"\nended {ended_after:.1f} s after the last kill: {stderr}")
+    assert job.returncode == 1, stderr
+    assert stdout == ""
+    (said,) = stderr.splitlines()  # the one paragraph, nothing else (no traceback)
+    assert said.startswith("shardwright convert: error: the Dask cluster started for the job "
+                           "has had no worker for "), said  # fmt: skip
+    assert re.search(r"its worker processes died (\d+ times|again and again) since", said), said
+    assert re.search(r"each may hold \d", said), said  # the workers' memory limit
+    resume = said.rsplit("continue with `", 1)[1]
+    assert resume.endswith(f"{dest} {' '.join(ZSTD_19)} --scheduler processes --quiet --resume`")
+    assert ended_after < 30, said
+    assert not (dest / MANIFEST_KEY).exists()
+
+
+def test_a_cluster_whose_workers_die_as_it_starts_is_one_paragraph(
+    tmp_path: pathlib.Path,
+) -> None:
+    dest = tmp_path / "out"
+    job = _worker_killed_job(tmp_path, dest)
+    try:
+        _kill_worker_processes(job)
+        stdout, stderr = job.communicate(timeout=90)
+    finally:
+        job.kill()
+    assert job.returncode == 1, stderr
+    (said,) = stderr.splitlines()
+    assert said.startswith("shardwright convert: error: the Dask cluster started for the job "
+                           "could not start its worker processes ("), said  # fmt: skip
+    assert "nothing was written" in said and "--workers" in said, said
+    assert not dest.exists()

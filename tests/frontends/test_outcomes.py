@@ -1,8 +1,9 @@
 """How a command ends, as a shell or Kubernetes sees it: Ctrl-C and SIGTERM of a real
 `convert` stop it within seconds with one line, the exit status 130 / 143 and the lease
-released (a second job starts at once, and `--resume` finishes exactly); a closed stdout ends
-quietly; bad option values are one error; `--verbose` tells the job's steps; an error that is
-no user's fault says it is a bug, with its traceback."""
+released (a second job starts at once, and `--resume` finishes exactly); Ctrl-C to the whole
+process group, its cluster's worker processes too, says that line alone; a closed stdout
+ends quietly; bad option values are one error; `--verbose` tells the job's steps; an error
+that is no user's fault says it is a bug, with its traceback."""
 
 from __future__ import annotations
 
@@ -85,6 +86,56 @@ def test_a_signal_stops_the_job_releases_its_lease_and_says_how_to_continue(
     assert 0 < kept < 128
     verified = _cli("verify", str(out), "--against", str(volume), "--full")
     assert verified.returncode == 0, verified.stdout
+
+
+def _labels(path: pathlib.Path) -> pathlib.Path:
+    """150 balls in 128 x 256 x 256 voxels: meshing them takes a few seconds here."""
+    rng = np.random.default_rng(7)
+    shape = np.array((128, 256, 256))
+    labels = np.zeros(shape, np.uint64)
+    for segment in range(1, 151):
+        centre, radius = rng.uniform(0, 1, 3) * shape, rng.uniform(5, 16)
+        low = np.maximum(0, (centre - radius).astype(int))
+        high = np.minimum(shape, (centre + radius + 1).astype(int))
+        z, y, x = np.ogrid[low[0] : high[0], low[1] : high[1], low[2] : high[2]]
+        ball = (z - centre[0]) ** 2 + (y - centre[1]) ** 2 + (x - centre[2]) ** 2 < radius**2
+        labels[low[0] : high[0], low[1] : high[1], low[2] : high[2]][ball] = segment
+    np.save(path, labels)
+    return path
+
+
+def test_ctrl_c_to_the_process_group_during_mesh_generation_is_one_line(
+    tmp_path: pathlib.Path,
+) -> None:
+    """As a terminal does: SIGINT to the whole foreground process group, the worker processes
+    of the cluster the job started included. Only the job's own line is said."""
+    pytest.importorskip("zmesh")
+    source, out = _labels(tmp_path / "seg.npy"), tmp_path / "out"
+    job = subprocess.Popen(
+        [sys.executable, "-m", "shardwright.cli", "convert", str(source), str(out),
+         "--generate-meshes", "--resolution", "8,8,8", "--mesh-block", "32,32,32", "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True, preexec_fn=_sigint_as_from_a_terminal,
+    )  # fmt: skip
+    spools = out / "mesh" / ".shardwright" / "exchange"  # the blocks' meshes, until the end
+    while job.poll() is None and not (spools.is_dir() and len(list(spools.iterdir())) >= 4):
+        time.sleep(0.02)
+    assert job.poll() is None, "the job ended before it could be stopped"
+    os.killpg(job.pid, signal.SIGINT)
+    stdout, stderr = job.communicate(timeout=60)
+    assert job.returncode == outcomes.INTERRUPTED, stderr
+    assert stdout == ""
+    (said,) = stderr.splitlines()  # no worker's traceback, no leaked-semaphore warning
+    assert said.startswith("shardwright convert: interrupted after "), said
+    assert said.endswith(" --resume`") and "its lease is released" in said, said
+    deadline = time.monotonic() + 10
+    while True:  # every process of the group is gone (the resource tracker follows its parent)
+        try:
+            os.killpg(job.pid, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, "a process of the job outlived it"
+        time.sleep(0.1)
 
 
 def test_a_closed_stdout_ends_quietly(volume: pathlib.Path, tmp_path: pathlib.Path) -> None:

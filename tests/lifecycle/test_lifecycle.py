@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -29,11 +30,12 @@ import volumes
 from shardwright import api
 from shardwright.cli import main as cli_main
 from shardwright.errors import LeaseHeld, LeaseLost, LeaseUnrenewed, PlanError, StoreError
+from shardwright.jobs.supervision import WATCH_S, Supervisor
 from shardwright.lifecycle import fencing
 from shardwright.lifecycle.lease import Lease, Renewer, heartbeat_key, lease_key
 from shardwright.manifest import MANIFEST_KEY
 from shardwright.run_options import flag_wording
-from shardwright.store import Store
+from shardwright.store import Store, halted
 from shardwright.stores.local import LocalStore
 
 DRIVER = pathlib.Path(__file__).parents[1] / "lifecycle_driver.py"
@@ -487,8 +489,7 @@ def test_a_lease_this_host_cannot_renew_stops_its_job_before_its_timeout(
     running = Lease(store, job="a" * 32, timeout=1.2)
     running.acquire()
     renewer = Renewer([(store, running.run, running.timeout)])
-    with renewer:
-        renewer.begun(running.run)
+    with renewer:  # the lease counts from when this process took it
         time.sleep(1.5)  # renewed every 0.3 s: more than a timeout without a stop
         renewer.check()
         _Unreachable.cut = True
@@ -502,6 +503,43 @@ def test_a_lease_this_host_cannot_renew_stops_its_job_before_its_timeout(
     said = stopped.value.render(flag_wording)
     assert str(tmp_path / "out") in said and "connection timed out" in said, said
     assert "before the lease's timeout (1 s)" in said and "--resume" in said, said
+
+
+def test_a_coordinator_stuck_in_a_request_is_stopped_within_half_its_lease(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Whatever the coordinator waits on (here a request that never returns), the thread
+    that runs the job stops it once its lease has gone unrenewed for half the timeout."""
+    _Unreachable.cut = False
+    store = _Unreachable(str(tmp_path / "out"))
+    running = Lease(store, job="a" * 32, timeout=1.2)
+    running.acquire()
+    never = threading.Event()
+    with Renewer([(store, running.run, running.timeout)]) as renewer:
+        _Unreachable.cut = True
+        cut_at = time.monotonic()
+        with pytest.raises(LeaseUnrenewed):
+            Supervisor(renewer).run(lambda: never.wait(60))
+    assert time.monotonic() - cut_at < 1.2 + WATCH_S  # half the timeout, and one look
+    assert halted(running.run) is not None
+
+
+def test_a_halted_run_writes_nothing_more_from_this_process(tmp_path: pathlib.Path) -> None:
+    store = Store(str(tmp_path / "out"))
+    running = Lease(store, job="a" * 32)
+    running.acquire()
+    writer = store.with_run(fencing.fenced(running.job_run))
+    writer.write_text("1_1_1/0.shard", "before")
+    Renewer([(store, running.run, running.timeout)]).halt()  # its coordinator stopped
+    with pytest.raises(StoreError, match="lease went unrenewed"):
+        writer.write_text("1_1_1/1.shard", "after")
+    with pytest.raises(StoreError, match="lease went unrenewed"):
+        writer.delete("1_1_1/0.shard")
+    with pytest.raises(StoreError, match="lease went unrenewed"):  # nor takes a lease again
+        Lease(store, job="a" * 32, run=running.run).acquire(break_lease=True)
+    assert (tmp_path / "out" / "1_1_1" / "0.shard").read_text() == "before"
+    assert not (tmp_path / "out" / "1_1_1" / "1.shard").exists()
+    assert running.holds()  # the lease is left to expire: this host may not reach the store
 
 
 def test_concurrent_acquires_have_exactly_one_winner(tmp_path: pathlib.Path) -> None:

@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import urllib.parse
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import dask
 
 from shardwright import deadlines, logs
-from shardwright.errors import NAMED, PlanError
+from shardwright.errors import NAMED, JobFailed, PlanError
 from shardwright.jobs.submission import DistributedRunner, Runner, ThreadRunner
 from shardwright.jobs.workers import GPU_RESOURCE, GPU_TASKS_PER_DEVICE
 from shardwright.version import install_command
@@ -121,19 +122,28 @@ def connect(
                 print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
             yield client
         return
-    if gpu:
-        cluster = _local_cuda_cluster(workers, dashboard)
-    else:
-        cores = workers or max(1, os.cpu_count() or 1)
-        with dask.config.set({"distributed.worker.profile.enabled": dashboard, **GLIBC_MALLOC}):
-            if scheduler == "processes" or (holds_gil and scheduler in (None, "", "local")):
-                cluster = local_cluster(
-                    processes=True, workers=cores, threads=1, dashboard=dashboard
-                )
+    processes = gpu or scheduler == "processes" or (holds_gil and scheduler in (None, "", "local"))
+    with deaf_to_ctrl_c() if processes else nullcontext():
+        try:
+            if gpu:
+                cluster = _local_cuda_cluster(workers, dashboard)
             else:
-                cluster = local_cluster(
-                    processes=False, workers=1, threads=cores, dashboard=dashboard
-                )
+                cores = workers or max(1, os.cpu_count() or 1)
+                config = {"distributed.worker.profile.enabled": dashboard, **GLIBC_MALLOC}
+                with dask.config.set(config):
+                    cluster = local_cluster(processes=processes, workers=cores if processes else 1,
+                                            threads=1 if processes else cores,
+                                            dashboard=dashboard)  # fmt: skip
+        except RuntimeError as exc:  # distributed's "Nanny failed to start."
+            if not processes:
+                raise
+            raise JobFailed(
+                f"the Dask cluster started for the job could not start its worker processes "
+                f"({exc.__cause__ or exc}; a worker process that dies as it starts was most "
+                "often killed by the system, out of memory); nothing was written: free memory "
+                "or start fewer {workers}, then run the same command again",
+                workers=NAMED,
+            ) from None
     try:
         with Client(cluster) as client:
             if dashboard:
@@ -141,6 +151,32 @@ def connect(
             yield client
     finally:
         cluster.close()
+
+
+@contextmanager
+def deaf_to_ctrl_c() -> Iterator[None]:
+    """The worker processes of a cluster started within never see Ctrl-C.
+
+    A terminal sends Ctrl-C (SIGINT) to its whole foreground process group, worker processes
+    included: each would die printing a KeyboardInterrupt traceback (and leave semaphores
+    leaked), while the job's coordinator unwinds the job and closes the cluster anyway.
+    Blocked in this thread while the cluster starts, SIGINT stays blocked in the threads the
+    cluster starts (its event loop, which starts and restarts worker processes) and so in
+    every worker process. A Ctrl-C meanwhile is not lost: another thread of this process
+    takes it for the main thread, or this one once the cluster is up. multiprocessing's
+    resource tracker is started first: starting it unblocks SIGINT in the thread that does.
+    """
+    if not hasattr(signal, "pthread_sigmask"):  # not POSIX: nothing to block
+        yield
+        return
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 # Worker processes keep glibc's adaptive allocator: Dask's nanny sets MALLOC_TRIM_THRESHOLD_ to

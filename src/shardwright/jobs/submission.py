@@ -16,6 +16,7 @@ a thread pool (`--scheduler threads` or `sync`, no cluster at all).
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import time
@@ -23,22 +24,21 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
-from shardwright.errors import JobFailed, PlanError
+from shardwright.errors import JobFailed, LeaseUnrenewed, PlanError
 from shardwright.generation.exchange import Exchange
 from shardwright.jobs.coordinator import Begun, begin_dataset, finish_dataset
 from shardwright.jobs.progress import Progress
 from shardwright.jobs.shard_stream import Barrier, Node, TaskContext, receipts_in, shard_nodes
-from shardwright.jobs.workers import GPU_RESOURCE, await_workers, check_gpu_workers, check_reach
+from shardwright.jobs.supervision import WATCH_S, Supervisor
+from shardwright.jobs.workers import GPU_RESOURCE, WorkerWatch, check_gpu_workers, check_reach
 from shardwright.lifecycle.job import Job
 from shardwright.logs import LOG
 from shardwright.manifest import CompanionTotals, Manifest, ReceiptTable
-from shardwright.outcomes import raise_if_stopped
 
 TASK_RETRIES = 3  # a shard lost with its worker is recomputed elsewhere
 WINDOW_PER_THREAD = 4  # tasks on the cluster per worker thread: enough to never idle
 MIN_WINDOW = 8
 THREADS_REFRESH_S = 5.0  # how often the window follows a cluster that grows or shrinks
-WATCH_S = 1.0  # how often, at least, a waiting window checks the job's leases
 
 
 class Runner(Protocol):
@@ -50,7 +50,7 @@ class Runner(Protocol):
     def put(self, key: str, value: Any) -> Any: ...
     def submit(self, node: Node, context: Any, inputs: list[Any]) -> Any: ...
     def finished(self, timeout: float) -> list[Any]: ...
-    def results(self, handles: list[Any]) -> list[Any]: ...
+    def results(self, handles: list[Any], watch: Callable[[], None]) -> list[Any]: ...
     def check(self, handle: Any) -> None: ...
     def cancel(self, handles: list[Any]) -> None: ...
     def released(self) -> None: ...
@@ -71,16 +71,14 @@ class DistributedRunner:
 
         self.client = client
         self.started = started
-        self.wait_for_workers = wait_for_workers
         self.gpu = gpu
-        self._memory_limit: int | None = None
+        self.workers = WorkerWatch(client, started, wait_for_workers)
         self._done = as_completed(loop=client.loop)
 
     def ready(self, places: list[tuple[str, str]]) -> None:
         """Before anything is written: a worker connected (waited for, and said so), and
         one that sees every `(role, location)` of the job as this process does."""
-        await_workers(self.client, self.wait_for_workers)
-        self.memory_limit()  # seen now, while workers are connected
+        self.workers.wait()
         if self.gpu:
             check_gpu_workers(self.client)
         if not str(self.client.scheduler.address).startswith("inproc://"):
@@ -90,16 +88,7 @@ class DistributedRunner:
         return sum(self.client.nthreads().values())
 
     def memory_limit(self) -> int | None:
-        """The least memory any worker may hold (bytes), None where unlimited or unknown; as
-        last seen with workers connected (after a failure they may all be restarting)."""
-        try:
-            workers = self.client.scheduler_info().get("workers", {}).values()
-        except Exception:  # noqa: BLE001 - a cluster that failed may not answer any more
-            workers = []
-        limits = [int(w.get("memory_limit") or 0) for w in workers]
-        seen = min((n for n in limits if n), default=None)
-        self._memory_limit = seen or self._memory_limit
-        return self._memory_limit
+        return self.workers.memory_limit()
 
     def describe(self) -> str:
         threads = self.client.nthreads()
@@ -129,20 +118,39 @@ class DistributedRunner:
         return future
 
     def finished(self, timeout: float) -> list[Any]:
+        """Tasks finished within `timeout`; none finished, a cluster left without workers is
+        said, waited for or given up on (WorkerWatch)."""
         done = self._done
         deadline = time.monotonic() + timeout
         with self._scheduler_kept():
             while done.queue.empty() and not done.is_empty():
                 left = deadline - time.monotonic()
                 if left <= 0:
+                    self.workers.check()
                     return []
                 with done.thread_condition:  # notified as each future finishes
                     done.thread_condition.wait(timeout=min(left, 0.1))
             return done.next_batch(block=not done.is_empty())
 
-    def results(self, handles: list[Any]) -> list[Any]:
+    def results(self, handles: list[Any], watch: Callable[[], None]) -> list[Any]:
+        """The results of finished tasks, gathered at once. One whose result was lost with its
+        worker is run again first: that wait is watched as `finished`'s is (`watch` every
+        WATCH_S, and a cluster left without workers)."""
+        if not handles:
+            return []
         with self._scheduler_kept():
-            return self.client.gather(handles) if handles else []
+            gathering = asyncio.run_coroutine_threadsafe(
+                _gathered(self.client, handles), self.client.loop.asyncio_loop
+            )
+            try:
+                while True:
+                    try:
+                        return gathering.result(timeout=WATCH_S)
+                    except TimeoutError:
+                        self.workers.check()
+                        watch()
+            finally:
+                gathering.cancel()
 
     @contextlib.contextmanager
     def _scheduler_kept(self) -> Iterator[None]:
@@ -161,7 +169,8 @@ class DistributedRunner:
             raise JobFailed(
                 f"lost the Dask scheduler at {address} while the job ran "
                 f"({type(exc).__name__}: {said}); the shards stored so far are kept: once a "
-                "scheduler and its workers are back, run the same command with --resume"
+                "scheduler and its workers are back, continue with {resume}",
+                resume=True,
             ) from None
 
     def check(self, handle: Any) -> None:
@@ -215,7 +224,7 @@ class ThreadRunner:
         )
         return list(done)
 
-    def results(self, handles: list[Any]) -> list[Any]:
+    def results(self, handles: list[Any], watch: Callable[[], None]) -> list[Any]:
         return [handle.result() for handle in handles]
 
     def check(self, handle: Any) -> None:
@@ -238,6 +247,10 @@ def _identity(value: Any) -> Any:
 
 async def _loop_turn() -> None:
     pass
+
+
+async def _gathered(client: Any, handles: list[Any]) -> list[Any]:
+    return await client.gather(handles, asynchronous=True)
 
 
 def _call_when_ready(node: Node, context: Any, inputs: list[Any]) -> Any:
@@ -322,7 +335,8 @@ class Window:
         for handle in done:
             if waiting[handle][0].consumers:
                 self.runner.check(handle)
-        for handle, result in zip(carrying, self.runner.results(carrying), strict=True):
+        for handle, result in zip(carrying, self.runner.results(carrying, self.watch),
+                                  strict=True):  # fmt: skip
             node, table = waiting[handle]
             if node.collect is not None:  # not a shard of the manifest: progress only
                 progress.add(node.collect(result))
@@ -345,45 +359,65 @@ def run_job(
     preflight_requests: dict[str, int] | None = None,
 ) -> Manifest:
     """Run `job` on `runner` and return its manifest (the volume's; each companion's own is
-    written in its destination). Its leases are renewed from this process while it runs."""
-    token = uuid.uuid4().hex[:8]
-    progress = progress or Progress(0, enabled=False)
+    written in its destination). Its leases are renewed from this process while it runs, and
+    its coordinator is watched (supervision.py): it stops within its leases' timeout whatever
+    it waits on, and a job that fails gives its leases back within that time too."""
     places = [place for dataset in job.datasets for place in dataset.places]
     runner.ready(places)  # nothing is written before the cluster can run the job
     with job.renewer() as leases:
-        begun: list[Begun] = []
-        for i, dataset in enumerate(job.datasets):
-            preflight = preflight_requests if i == 0 else None
-            LOG.info("beginning %s (%s): its lease, job record and metadata", dataset.plan.dest,
-                     job.mode)  # fmt: skip
-            begun.append(begin_dataset(dataset.plan, dataset.store, dataset.claim, preflight))
-            leases.begun(dataset.claim.run)
-        tables = [ReceiptTable() for _ in begun]
-        exchanges: dict[str, Exchange] = {}  # generated outputs' block spools
-        streams = [
-            (
-                runner.put(
-                    f"context-{i}-{token}",
-                    TaskContext.of(b.plan, b.store, resume),
-                ),
-                shard_nodes(b.plan, f"{i}-{token}", exchanges),
-                table,
-            )
-            for i, (b, table) in enumerate(zip(begun, tables, strict=True))
-        ]
-        progress.start(sum(b.plan.shard_total for b in begun))
-        LOG.info("running %d shard tasks on %s", progress.total, runner.describe())
+        supervisor = Supervisor(leases)
 
-        def watch() -> None:
-            raise_if_stopped()  # a Ctrl-C or SIGTERM lost in a finalizer: raised again here
-            leases.check()
+        def coordinate() -> Manifest:
+            try:
+                return _coordinate(job, runner, supervisor, resume, window,
+                                   progress or Progress(0, enabled=False),
+                                   preflight_requests)  # fmt: skip
+            except LeaseUnrenewed:
+                raise  # the store does not answer this host: its leases run out by themselves
+            except BaseException:
+                with contextlib.suppress(OSError):  # a lease not given back expires
+                    job.release()
+                raise
 
-        Window(runner, window, watch).run(streams, progress)
-        progress.finish()
-        LOG.info("every shard task returned; writing the manifests")
-        cluster = runner.describe()
-        companions = [
-            CompanionTotals(b.plan.dest, finish_dataset(b, table, cluster=cluster).totals)
-            for b, table in zip(begun[1:], tables[1:], strict=True)
-        ]
-        return finish_dataset(begun[0], tables[0], companions, cluster)
+        return supervisor.run(coordinate)
+
+
+def _coordinate(
+    job: Job,
+    runner: Runner,
+    supervisor: Supervisor,
+    resume: bool,
+    window: int | None,
+    progress: Progress,
+    preflight_requests: dict[str, int] | None,
+) -> Manifest:
+    """The coordinator's steps: begin each dataset, run its shard tasks, finish it."""
+    token = uuid.uuid4().hex[:8]
+    begun: list[Begun] = []
+    for i, dataset in enumerate(job.datasets):
+        supervisor.check()  # a stop while it waited for the last dataset's lease
+        preflight = preflight_requests if i == 0 else None
+        LOG.info("beginning %s (%s): its lease, job record and metadata", dataset.plan.dest,
+                 job.mode)  # fmt: skip
+        begun.append(begin_dataset(dataset.plan, dataset.store, dataset.claim, preflight))
+    tables = [ReceiptTable() for _ in begun]
+    exchanges: dict[str, Exchange] = {}  # generated outputs' block spools
+    streams = [
+        (
+            runner.put(f"context-{i}-{token}", TaskContext.of(b.plan, b.store, resume)),
+            shard_nodes(b.plan, f"{i}-{token}", exchanges),
+            table,
+        )
+        for i, (b, table) in enumerate(zip(begun, tables, strict=True))
+    ]
+    progress.start(sum(b.plan.shard_total for b in begun))
+    LOG.info("running %d shard tasks on %s", progress.total, runner.describe())
+    Window(runner, window, supervisor.check).run(streams, progress)
+    progress.finish()
+    LOG.info("every shard task returned; writing the manifests")
+    cluster = runner.describe()
+    companions = [
+        CompanionTotals(b.plan.dest, finish_dataset(b, table, cluster=cluster).totals)
+        for b, table in zip(begun[1:], tables[1:], strict=True)
+    ]
+    return finish_dataset(begun[0], tables[0], companions, cluster)

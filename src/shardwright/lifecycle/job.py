@@ -97,7 +97,6 @@ class Job:
         self.mode = mode = run.mode
         lease_timeout, lease_wait, break_lease = run.lease_timeout, run.lease_wait, run.break_lease
         self.break_lease = break_lease
-        self.released = False
         owner = Owner.this_process()
         self.datasets = [
             Dataset(
@@ -134,13 +133,9 @@ class Job:
 
     def release(self) -> None:
         """Give back the leases this job's runs still hold (after a failure: a finished
-        dataset's coordinator has released its own already). Once: the coordinator does it
-        within its lease's bound, its caller after any failure."""
-        if self.released:
-            return
+        dataset's coordinator has released its own already)."""
         for dataset in self.datasets:
             release_run(dataset.store, dataset.claim.run)
-        self.released = True
 
 
 def begin(store: Store, claim: Claim) -> tuple[JobRun, list[str]]:

@@ -32,7 +32,7 @@ from typing import Any
 
 from shardwright.errors import LeaseHeld, LeaseUnrenewed, ManifestError, PlanError
 from shardwright.run_options import DEFAULT_LEASE_TIMEOUT
-from shardwright.store import CONTROL_PREFIX, JobRun, Store
+from shardwright.store import CONTROL_PREFIX, JobRun, Store, StoreError, halt, halted
 from shardwright.version import __version__
 
 LEASE_NAME = re.compile(r"lease-(\d{6,})\.json")
@@ -42,6 +42,9 @@ UNRENEWED_STOP_SHARE = 0.5
 # Runs this process owns: a lease naming this pid but none of these runs was left by an
 # earlier process that had the same pid (a restarted container).
 _LIVE_RUNS: set[str] = set()
+# Runs whose lease this process holds, and when it took it (monotonic): from then on the lease
+# must be renewed (Renewer.check), whatever the coordinator is doing.
+_TAKEN: dict[str, float] = {}
 
 
 def lease_key(epoch: int) -> str:
@@ -244,6 +247,8 @@ class Lease:
     def _acquire(self, break_lease: bool) -> str | None:
         notice = None
         for _ in range(8):  # each round loses only to a job that won a round
+            if (why := halted(self.run)) is not None:  # its job stopped meanwhile
+                raise StoreError(f"{self.store.url}: {why}")
             now = time.time()
             found = current_lease(self.store)
             epoch = 1
@@ -279,6 +284,7 @@ class Lease:
         """This run holds `epoch`: its first heartbeat, and the older epochs go (their jobs
         are dead or lost by now: only the newest lease counts)."""
         self.epoch = epoch
+        _TAKEN[self.run] = time.monotonic()
         beat(self.store, self.run)
         for older in range(1, epoch):
             self.store.delete(lease_key(older))
@@ -313,6 +319,7 @@ def release(store: Store) -> None:
     if holder.run == run.run:
         store.delete(heartbeat_key(run.run))
         store.delete(run.lease)
+        _TAKEN.pop(run.run, None)
 
 
 def release_run(store: Store, run: str) -> None:
@@ -335,9 +342,10 @@ class Renewer:
     nothing to renew. A run is done once its lease, having been held, is released or taken
     over.
 
-    A run the coordinator has begun (`begun`) must be renewed: once it has gone unrenewed for
+    A lease this process took must be renewed: once it has gone unrenewed for
     UNRENEWED_STOP_SHARE of its timeout (the store unreachable from this host), `check` stops
-    the job, before the timeout lets another job take the destination over."""
+    the job, before the timeout lets another job take the destination over, and `halt` keeps
+    whatever of the job still waits on a request from acting once it returns."""
 
     def __init__(self, runs: list[tuple[Store, str, float]]):
         self.runs = list(runs)
@@ -345,7 +353,7 @@ class Renewer:
             _LIVE_RUNS.add(run)
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._renewed: dict[str, float] = {}  # begun run -> monotonic time of its last renewal
+        self._renewed: dict[str, float] = {}  # run -> monotonic time of its last renewal
         self._failure: dict[str, str] = {}  # run -> why its last renewal failed
         interval = min((timeout for _, _, timeout in self.runs), default=DEFAULT_LEASE_TIMEOUT) / 4
         self._thread = threading.Thread(
@@ -369,22 +377,20 @@ class Renewer:
         if wait and self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout=10)
 
-    def begun(self, run: str) -> None:
-        """The coordinator holds `run`'s lease from now on (it has just taken it)."""
-        with self._lock:
-            self._renewed[run] = time.monotonic()
-
     def check(self) -> None:
-        """Raise LeaseUnrenewed once a begun run has gone unrenewed for too long."""
+        """Raise LeaseUnrenewed once a lease this process holds has gone unrenewed for too
+        long (counted from when it was taken, or last renewed)."""
         now = time.monotonic()
         with self._lock:
-            unrenewed = {run: now - at for run, at in self._renewed.items()}
+            renewed = dict(self._renewed)
             failures = dict(self._failure)
-        late = [
-            (store, run, timeout, unrenewed[run])
-            for store, run, timeout in self.runs
-            if unrenewed.get(run, 0.0) > timeout * UNRENEWED_STOP_SHARE
-        ]
+        late = []
+        for store, run, timeout in self.runs:
+            taken = _TAKEN.get(run)
+            if taken is not None:
+                since = now - max(taken, renewed.get(run, taken))
+                if since > timeout * UNRENEWED_STOP_SHARE:
+                    late.append((store, run, timeout, since))
         if late:
             store, run, timeout, since = late[0]
             why = failures.get(run, "its renewal has not returned")
@@ -392,10 +398,20 @@ class Renewer:
                 f"{store.url}: this host has not renewed the job's lease for {since:.0f} s "
                 f"({why}); the job stops now, before the lease's timeout ({timeout:.0f} s) "
                 "lets another job take the destination over. The shards stored so far are "
-                "kept: once this host reaches the store again, run the same command with "
-                "{resume}",
+                "kept: once this host reaches the store again, continue with {resume}",
                 resume=True,
             )
+
+    def held(self) -> bool:
+        """Whether this process holds the lease of any of these runs (taken, not released)."""
+        return any(run in _TAKEN for _, run, _ in self.runs)
+
+    def halt(self) -> None:
+        """The job stopped, its coordinator perhaps still waiting on a request: from now on
+        this process renews nothing and makes no request for its runs."""
+        self.stop(wait=False)
+        for _, run, _ in self.runs:
+            halt(run, "the job stopped: its lease went unrenewed; no more requests for it")
 
     def _loop(self, interval: float) -> None:
         active = list(self.runs)
@@ -406,6 +422,8 @@ class Renewer:
                 asked = time.monotonic()
                 try:
                     found = current_lease(store)
+                    if self._stop.is_set():  # stopped while it asked: no heartbeat after
+                        return
                     if found is not None and found[1] is not None and found[1].run == run:
                         beat(store, run)
                         held.add(run)
@@ -413,6 +431,7 @@ class Renewer:
                     elif run in held:  # released at the job's end, or taken over
                         active.remove(entry)
                         _LIVE_RUNS.discard(run)
+                        _TAKEN.pop(run, None)
                         with self._lock:
                             self._renewed.pop(run, None)
                 except OSError as exc:  # a store failure: try again next round
@@ -421,6 +440,5 @@ class Renewer:
 
     def _renewed_at(self, run: str, asked: float) -> None:
         with self._lock:
-            if run in self._renewed:
-                self._renewed[run] = max(self._renewed[run], asked)
+            self._renewed[run] = max(self._renewed.get(run, asked), asked)
             self._failure.pop(run, None)

@@ -14,6 +14,9 @@ Where the backend can make a write conditional (S3, GCS), a fenced write also ex
 object at its key to be as it was just before the fence was asked: a job that took the lease
 over writes only after, so a write of ours delayed past one of its writes (a worker cut off or
 frozen between its fence and its upload) fails its condition instead of replacing it.
+
+A run can be halted in a process (`halt`): its coordinator stopped there while a step of it
+still waited on a request, and nothing of that run may act once the store answers again.
 """
 
 from __future__ import annotations
@@ -45,6 +48,17 @@ T = TypeVar("T")
 Data = bytes | bytearray | memoryview | Callable[[], Iterable[Piece]]
 Fence = Callable[["Store"], None]
 _BACKENDS: dict[str | None, type[Store]] = {}  # protocol (None: a plain path) -> backend
+_HALTED: dict[str, str] = {}  # run id -> why this process makes no more requests for it
+
+
+def halt(run: str, why: str) -> None:
+    """From now on every request this process makes for `run` raises StoreError(`why`)."""
+    _HALTED[run] = why
+
+
+def halted(run: str) -> str | None:
+    """Why `run` is halted in this process, None if it is not."""
+    return _HALTED.get(run)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,13 +268,25 @@ class Store:
         """Whether a request function takes `timeout=` (an async fsspec filesystem's)."""
         return False
 
+    def _admit(self) -> None:
+        """Refuse a request of a halted run (see `halt`); every backend asks before each."""
+        why = halted(self.run.run) if self.run is not None else None
+        if why is not None:
+            raise StoreError(f"{self.url}: {why}")
+
     def _retry(self, fn: Callable[..., T], what: str) -> T:
         """`fn()` with retries of transient failures. Until this store has answered once,
         within the deadline (deadlines.py): a request that takes a timeout is given the time
-        left (`fn(timeout=...)`), and a store that never answers is one clear error."""
+        left (`fn(timeout=...)`), and a store that never answers is one clear error. A halted
+        run's request is refused before each attempt: a retry must not land one."""
         secrets = secret_strings(self.storage_options)
+
+        def admitted(**limit: float) -> T:
+            self._admit()
+            return fn(**limit)
+
         if self._answered:
-            return call_with_retries(fn, what, counter=self.requests, secrets=secrets)
+            return call_with_retries(admitted, what, counter=self.requests, secrets=secrets)
         limit = deadlines.timeout()
         deadline = time.monotonic() + limit
         timed = self._accepts_timeout()
@@ -270,7 +296,7 @@ class Store:
             if left <= 0:
                 raise TimeoutError("no answer yet")
             # fsspec checks its timeout once a second and raises a second after it passes
-            return fn(timeout=max(left - 1.0, 0.01)) if timed else fn()
+            return admitted(timeout=max(left - 1.0, 0.01)) if timed else admitted()
 
         # A refused connection or an unknown host is retried a few times, not for the whole
         # deadline: a store that never answered is more likely misnamed than restarting.

@@ -30,12 +30,14 @@ class LocalStore(FsspecStore, protocols=(None, "file", "local")):
     is_local = True
 
     def _retry(self, fn: Callable[..., T], what: str) -> T:
+        self._admit()
         return fn()
 
     def _write_whole(
         self, key: str, pieces: Callable[[], Iterable[Piece]], expected: Expected | None
     ) -> tuple[int, int]:
         # `expected` is always None here: this protocol has no conditional writes.
+        self._admit()  # writes and removals do not go through `_retry` here
         path = self.path(key)
         tmp = os.path.join(os.path.dirname(path), self._temporary_name())
         try:
@@ -62,6 +64,7 @@ class LocalStore(FsspecStore, protocols=(None, "file", "local")):
 
     def delete(self, key: str) -> None:
         """Also removes the folders that removal left empty, up to the root."""
+        self._admit()
         path = self.path(key)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
