@@ -306,17 +306,30 @@ class Window:
                     while len(waiting) >= self.size():
                         self._settle(waiting, progress)
                         self.runner.released()
-                    inputs = [self._take(held, key) for key in node.inputs]
-                    handle = self.runner.submit(node, context, inputs)
-                    if node.consumers:
-                        held[node.key] = [handle, node.consumers]
-                    waiting[handle] = (node, table)
-                    self.peak = max(self.peak, len(waiting))
+                    self._submit(node, context, table, held, waiting)
             while waiting:
                 self._settle(waiting, progress)
         except BaseException:
             self.runner.cancel([*waiting, *(entry[0] for entry in held.values())])
             raise
+
+    def _submit(
+        self,
+        node: Node,
+        context: Any,
+        table: ReceiptTable,
+        held: dict[str, list[Any]],
+        waiting: dict[Any, tuple[Node, ReceiptTable]],
+    ) -> None:
+        """Submit one node. Its handle lives only in `waiting` (and `held`): no local of the
+        loop keeps a finished task's future, whose release must reach the scheduler before
+        the next submission (`released`)."""
+        inputs = [self._take(held, key) for key in node.inputs]
+        handle = self.runner.submit(node, context, inputs)
+        if node.consumers:
+            held[node.key] = [handle, node.consumers]
+        waiting[handle] = (node, table)
+        self.peak = max(self.peak, len(waiting))
 
     @staticmethod
     def _take(held: dict[str, list[Any]], key: str) -> Any:
