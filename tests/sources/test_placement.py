@@ -117,6 +117,30 @@ def test_ome_zarr_translation_reaches_both_formats(
         assert not any("given with" in note for note in report.notes)
 
 
+def test_an_ome_zarr_written_with_zarr_python_alone_is_placed(tmp_path: pathlib.Path) -> None:
+    """OME-Zarr 0.5 written with zarr-python's own API (the group's `ome` attributes set by
+    hand, as many pipelines do), its translation on the multiscale rather than the dataset,
+    in micrometres: converted to precomputed at voxel (50, 10, 4), read so by TensorStore."""
+    source = tmp_path / "by-hand.ome.zarr"
+    group = zarr.open_group(str(source), mode="w", zarr_format=3)
+    array = group.create_array("0", shape=ZYX, chunks=ZYX, dtype="uint8")
+    array[...] = _image()
+    group.attrs["ome"] = {
+        "version": "0.5",
+        "multiscales": [{
+            "axes": [{"name": a, "type": "space", "unit": "micrometer"} for a in "zyx"],
+            "datasets": [{"path": "0", "coordinateTransformations": [
+                {"type": "scale", "scale": [0.04, 0.008, 0.008]}]}],
+            "coordinateTransformations": [
+                {"type": "translation", "translation": [0.16, 0.08, 0.4]}],
+        }],
+    }  # fmt: skip
+    api.convert(str(source), str(tmp_path / "pc"), **RUN)
+    volume = ts.open({"driver": "neuroglancer_precomputed", "kvstore": f"file://{tmp_path}/pc/"})
+    assert volume.result().domain.inclusive_min == (*OFFSET, 0)
+    assert api.verify(str(tmp_path / "pc"), str(source), full=True).ok
+
+
 def test_a_coarser_level_keeps_its_own_placement(tmp_path: pathlib.Path) -> None:
     """Dataset s1 (16 x 16 x 40 nm, centred on the voxels it summarises) converts to
     precomputed at voxel (25, 5, 4) of its own size, and to zarr3 with the source's s1
