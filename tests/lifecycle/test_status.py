@@ -163,3 +163,35 @@ def test_bytes_written_are_the_datasets_objects_once(tmp_path: pathlib.Path) -> 
     by_dest = {pathlib.Path(c["dest"]).name: c for c in status["companions"]}
     assert by_dest["mesh"]["bytes_stored"] == objects["mesh"]
     assert by_dest["skeletons"]["bytes_stored"] == objects["skeletons"]
+
+
+def test_status_of_meshes_whose_blocks_still_run_gives_no_rate(tmp_path: pathlib.Path) -> None:
+    """While the blocks of generated meshes run, the mesh dataset holds only its metadata:
+    its status says running, its tasks done and the time left, and no byte rate (it said
+    "434 B, 7 B/s")."""
+    from shardwright.demo import write_demo_volumes
+
+    write_demo_volumes((256, 256, 96), str(tmp_path / "image.npy"), str(tmp_path / "seg.npy"))
+    dest = tmp_path / "out"
+    job = subprocess.Popen(
+        [sys.executable, "-m", "shardwright.cli", "convert", str(tmp_path / "seg.npy"), str(dest),
+         "--layer-type", "segmentation", "--generate-meshes", "--mesh-block", "64,64,64",
+         "--resolution", "8,8,40", "--scheduler", "sync", "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        seen = None
+        deadline = time.monotonic() + 120
+        while job.poll() is None and seen is None and time.monotonic() < deadline:
+            if (dest / "mesh" / ".shardwright" / "job.json").exists():
+                mesh = _status(str(dest / "mesh"))
+                blocks_only = not list((dest / "mesh").glob("*.shard"))
+                if mesh["state"] == "running" and mesh["shards_stored"] and blocks_only:
+                    seen = mesh
+            time.sleep(0.2)
+        assert seen is not None, "the meshes' block phase was not seen running"
+        assert seen["bytes_per_second"] is None  # tasks are done, no object's bytes yet
+        assert seen["seconds_left"] is not None
+    finally:
+        job.kill()
+        job.wait()

@@ -15,7 +15,7 @@ from typing import Any
 
 from shardwright.errors import DestinationError, ManifestError
 from shardwright.lifecycle.destination import readable_manifest
-from shardwright.lifecycle.journal import RECEIPTS, read_job
+from shardwright.lifecycle.journal import EXCHANGE, RECEIPTS, read_job, receipt_key
 from shardwright.lifecycle.lease import current_lease, lease_key
 from shardwright.manifest import MANIFEST_KEY, read_manifest
 from shardwright.planning.text import human_bytes
@@ -124,6 +124,7 @@ def _dataset_status(store: Store) -> JobStatus:
         live = now - heard <= holder.timeout and not holder.gone_here()
     sizes = store.sizes_below()
     receipts = [k for k in sizes if k.startswith(RECEIPTS) and k.endswith(".json")]
+    spools = [k for k in receipts if k.startswith(receipt_key(EXCHANGE).removesuffix(".json"))]
     status.shards_stored = len(receipts)
     # The dataset's own objects: not the job's control objects, nor the meshes and skeletons
     # below it (each its own dataset, its bytes said on its own line).
@@ -140,11 +141,13 @@ def _dataset_status(store: Store) -> JobStatus:
     if live:
         status.state = "replacing" if manifest is not None else "running"
         elapsed = _elapsed(status.started, now)
-        if elapsed and status.bytes_stored:
+        if elapsed and status.shards_planned and status.shards_stored:
+            left = status.shards_planned - status.shards_stored
+            status.seconds_left = max(0.0, elapsed * left / status.shards_stored)
+        # A rate once the dataset's own objects are stored: while generated meshes' blocks
+        # run (their receipts are of spools) it holds its metadata only.
+        if elapsed and status.bytes_stored and len(receipts) > len(spools):
             status.bytes_per_second = status.bytes_stored / elapsed
-            if status.shards_planned and status.shards_stored:
-                left = status.shards_planned - status.shards_stored
-                status.seconds_left = max(0.0, elapsed * left / status.shards_stored)
     return status
 
 
