@@ -7,6 +7,7 @@ import builtins
 import dataclasses
 import json
 import pathlib
+import re
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ from shardwright.engine.cpu import run_shard
 from shardwright.errors import PlanError
 from shardwright.planning import capabilities
 from shardwright.store import Store
+from shardwright.version import install_command
 
 
 def _plan(tmp_path: pathlib.Path, dtype: str = "uint64", **options: Any) -> Any:
@@ -52,7 +54,7 @@ def test_without_cupy_the_gpu_engine_is_refused_clearly(
     monkeypatch.setattr(builtins, "__import__", no_cupy)
     gpu.cupy_module.cache_clear()
     try:
-        with pytest.raises(gpu.GpuUnavailable, match=r"pip install 'shardwright\[gpu-cu13\]'"):
+        with pytest.raises(gpu.GpuUnavailable, match=re.escape(install_command("gpu-cu13"))):
             gpu.cupy_module()
     finally:
         gpu.cupy_module.cache_clear()
@@ -154,7 +156,7 @@ def test_cli_gpu_without_a_device_fails_before_writing(
     _plan(tmp_path)
     code = cli.main(["convert", str(tmp_path / "v.npy"), str(tmp_path / "out"), "--gpu"])
     assert code == 2
-    assert "pip install 'shardwright[gpu-cu13]'" in capsys.readouterr().err
+    assert install_command("gpu-cu13") in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 

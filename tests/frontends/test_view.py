@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -24,9 +25,10 @@ from segment_objects import write_multilod_meshes, write_segmentation
 
 from shardwright import api, viewer
 from shardwright.errors import ShardwrightWarning
+from shardwright.version import install_command
 from shardwright.viewer import ViewError, open_view
 
-pytest.importorskip("neuroglancer", reason="the view extra: pip install 'shardwright[view]'")
+pytest.importorskip("neuroglancer", reason="the view extra: pip install -e '.[view]'")
 
 IMAGE_XYZ = (96, 80, 40)
 
@@ -140,7 +142,7 @@ def test_missing_datasets_and_a_missing_client_are_refused_before_serving(
     with pytest.raises(ViewError, match="at least one dataset"):
         open_view([])
     monkeypatch.setattr(viewer.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(ViewError, match=r"pip install 'shardwright\[view\]'"):
+    with pytest.raises(ViewError, match=re.escape(install_command("view"))):
         open_view([str(datasets["root"] / "em")])
 
 
@@ -206,7 +208,18 @@ def test_open_says_so_where_no_browser_can_start(datasets: dict[str, Any]) -> No
         while not said or ("--open found no browser" not in said[-1] and said[-1]):
             said.append(process.stderr.readline())
         assert "--open found no browser to start here" in said[-1], said
-        assert process.poll() is None, "the view keeps serving"
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # it goes on serving the URL it printed
+            try:
+                with urllib.request.urlopen(url, timeout=2) as answer:
+                    assert answer.status == 200
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            raise AssertionError(f"{url} is not served")
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0
     finally:
