@@ -20,6 +20,9 @@ def configure(verbose: bool) -> None:
     """This process's logging for one command."""
     _state["verbose"] = verbose
     if not verbose:
+        # asyncio's own complaints in the clusters' event loops ("Future exception was never
+        # retrieved" for a timeout a library dropped) are nothing a user can act on.
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         return
     for name, level in (("shardwright", logging.INFO), ("distributed", logging.WARNING)):
         logger = logging.getLogger(name)
