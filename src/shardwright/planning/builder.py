@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -17,7 +18,6 @@ from shardwright.planning.layouts import PLANNERS
 from shardwright.planning.levels import add_levels
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source, open_source
-from shardwright.sources.units import NANOMETER
 
 
 def make_plan(
@@ -80,12 +80,9 @@ def _placement(
         raise PlanError(hints.resolution_refusal, resolution=NAMED, voxel_offset=NAMED)
     if options.voxel_offset is None and hints.offset_refusal:
         raise PlanError(hints.offset_refusal, resolution=NAMED, voxel_offset=NAMED)
-    if options.resolution is not None:
-        resolution, resolution_from = options.resolution, OPTION
-    elif hints.resolution is not None:
-        resolution, resolution_from = hints.resolution, hints.placed_by or "the source"
-    else:
-        resolution, resolution_from = (1.0, 1.0, 1.0), DEFAULT
+    where = hints.placed_by or "the source"
+    resolution, resolution_from = _chosen(options.resolution, hints.resolution, (1, 1, 1), where)
+    if resolution_from == DEFAULT:
         warnings.warn(
             ShardwrightWarning(
                 f"{src.url} records no voxel size: writing 1,1,1 nm; give the real one "
@@ -94,21 +91,25 @@ def _placement(
             ),
             stacklevel=3,
         )
-    if options.voxel_offset is not None:
-        offset, offset_from = options.voxel_offset, OPTION
-    elif hints.voxel_offset is not None:
-        offset, offset_from = hints.voxel_offset, hints.placed_by or "the source"
-    else:
-        offset, offset_from = (0, 0, 0), DEFAULT
+    offset, offset_from = _chosen(options.voxel_offset, hints.voxel_offset, (0, 0, 0), where)
     rx, ry, rz = (float(r) for r in resolution)
-    from_source = OPTION not in (resolution_from, offset_from)
-    placed = Placed(
-        resolution_from=resolution_from,
-        voxel_offset_from=offset_from,
-        unit=hints.unit if hints.unit is not None and resolution_from != OPTION else NANOMETER,
-        subvoxel_offset=(hints.subvoxel_offset if from_source else None) or (0.0, 0.0, 0.0),
-    )
+    placed = Placed.of(hints, resolution_from, offset_from)
     return (rx, ry, rz), pyramid.triple(int(v) for v in offset), placed
+
+
+def _chosen(
+    given: Sequence[float] | None,
+    recorded: Sequence[float] | None,
+    default: Sequence[float],
+    where: str,
+) -> tuple[Sequence[float], str]:
+    """A value given as an option, else the source's (recorded `where`), else the default;
+    with where it came from."""
+    if given is not None:
+        return given, OPTION
+    if recorded is not None:
+        return recorded, where
+    return default, DEFAULT
 
 
 LABEL_DTYPES = (np.dtype(np.uint32), np.dtype(np.uint64))  # what compressed_segmentation takes

@@ -20,7 +20,7 @@ from shardwright.errors import PlanError
 from shardwright.options import ConvertOptions
 from shardwright.planning.pyramid import Pyramid, Triple
 from shardwright.planning.text import xyz
-from shardwright.sources import Source
+from shardwright.sources import Source, SourceHints
 from shardwright.sources.units import NANOMETER
 
 DEFAULT_CHUNK: Triple = (64, 64, 64)
@@ -39,6 +39,19 @@ class Placed:
     voxel_offset_from: str = DEFAULT
     unit: str = NANOMETER
     subvoxel_offset: tuple[float, float, float] = (0.0, 0.0, 0.0)  # SourceHints'
+
+    @classmethod
+    def of(cls, hints: SourceHints, resolution_from: str, voxel_offset_from: str) -> Placed:
+        """What the source's `hints` leave to the output once each value's origin is known:
+        its unit unless the voxel size was given (in nm), its sub-voxel offset only where
+        both voxel size and offset are the source's own."""
+        given = OPTION in (resolution_from, voxel_offset_from)
+        return cls(
+            resolution_from=resolution_from,
+            voxel_offset_from=voxel_offset_from,
+            unit=hints.unit if hints.unit is not None and resolution_from != OPTION else NANOMETER,
+            subvoxel_offset=(None if given else hints.subvoxel_offset) or (0.0, 0.0, 0.0),
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {

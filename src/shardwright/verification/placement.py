@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from shardwright.formats.precomputed_info import PrecomputedInfo
-from shardwright.planning.geometry import DEFAULT, OPTION, output_axes
+from shardwright.planning.geometry import DEFAULT, OPTION, Placed, output_axes
+from shardwright.planning.text import xyz
 from shardwright.sources import Source
 from shardwright.sources.ome import multiscale
-from shardwright.sources.units import NANOMETER
 from shardwright.verification.report import VerifyReport
 
 FLAGS = {"resolution": "--resolution", "voxel_offset": "--voxel-offset"}
@@ -28,11 +28,13 @@ FLAGS = {"resolution": "--resolution", "voxel_offset": "--voxel-offset"}
 @dataclass(frozen=True)
 class Expected:
     """Where the output should sit: voxel size (nm), offset (voxels) and the fraction of a
-    voxel OME-Zarr output adds to it, each with where it came from."""
+    voxel and the unit OME-Zarr output writes (`Placed.of`, as the job decided them), each
+    value with where it came from."""
 
     resolution: tuple[float, ...]
     voxel_offset: tuple[int, ...]
     subvoxel_offset: tuple[float, ...]
+    unit: str  # the OME-Zarr output's length unit
     whence: dict[str, str]
 
 
@@ -71,9 +73,7 @@ def check_placement(
             f"{source.axes} gives {want_axes}"
         )
         return
-    placed = plan.get("placement") or {}
-    given = placed.get("resolution_from") == OPTION
-    want_unit = NANOMETER if given or source.hints.unit is None else source.hints.unit
+    want_unit = expected.unit
     units = {chosen.units[chosen.axes.index(a)] for a in "xyz"}
     if units != {want_unit}:
         report.problems.append(
@@ -125,10 +125,15 @@ def _expected(report: VerifyReport, plan: dict[str, Any], source: Source) -> Exp
             )
             if where == DEFAULT and field == "resolution":
                 report.notes.append("the source records no voxel size: 1 nm was written")
-    from_source = OPTION not in (placed.get("resolution_from"), placed.get("voxel_offset_from"))
-    subvoxel = (hints.subvoxel_offset if from_source else None) or (0.0, 0.0, 0.0)
+    kept = Placed.of(
+        hints, str(placed.get("resolution_from")), str(placed.get("voxel_offset_from"))
+    )
     return Expected(
-        values["resolution"], tuple(int(v) for v in values["voxel_offset"]), subvoxel, whence
+        values["resolution"],
+        tuple(int(v) for v in values["voxel_offset"]),
+        kept.subvoxel_offset,
+        kept.unit,
+        whence,
     )
 
 
@@ -152,4 +157,4 @@ def _compare(
 
 
 def _xyz(values: Sequence[float]) -> str:
-    return ",".join(f"{float(v):.12g}" for v in values)
+    return xyz((f"{float(v):.12g}" for v in values), ",")
