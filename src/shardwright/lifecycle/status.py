@@ -81,20 +81,21 @@ class JobStatus:
 def job_status(dest: str, storage_options: dict[str, Any] | None = None) -> JobStatus:
     """The status of the job that writes (or wrote) `dest`, with its meshes' and skeletons'."""
     store = Store(dest, storage_options)
-    status = _dataset_status(store)
-    for name in _companions(store):
+    if store.is_file():
+        raise DestinationError(
+            f"{store.url} is a file: status reads the folder a job writes (its job record "
+            f"under {CONTROL_PREFIX}, its manifest)"
+        )
+    names = _companions(store)
+    status = _dataset_status(store, names)
+    for name in names:
         sub = Store(f"{store.url}/{name}", storage_options)
         if read_job(sub) is not None or read_manifest(sub) is not None:
             status.companions.append(_dataset_status(sub))
     return status
 
 
-def _dataset_status(store: Store) -> JobStatus:
-    if store.is_file():
-        raise DestinationError(
-            f"{store.url} is a file: status reads the folder a job writes (its job record "
-            f"under {CONTROL_PREFIX}, its manifest)"
-        )
+def _dataset_status(store: Store, companions: list[str] | None = None) -> JobStatus:
     try:
         record = read_job(store)
     except ManifestError as exc:
@@ -128,7 +129,7 @@ def _dataset_status(store: Store) -> JobStatus:
     status.shards_stored = len(receipts)
     # The dataset's own objects: not the job's control objects, nor the meshes and skeletons
     # below it (each its own dataset, its bytes said on its own line).
-    elsewhere = (CONTROL_PREFIX, *(f"{name}/" for name in _companions(store)))
+    elsewhere = (CONTROL_PREFIX, *(f"{name}/" for name in companions or []))
     status.bytes_stored = sum(
         size for key, size in sizes.items() if not key.startswith(elsewhere) and key != MANIFEST_KEY
     )
