@@ -102,21 +102,30 @@ class MeasuringSink:
         return size, crc
 
 
-def volume(kind: str, nbytes: int) -> np.ndarray:
-    """An EM-like image (uint8: smooth structure plus noise) or blocky uint64 labels, about
-    `nbytes` large, as tiles of one 256^3 block (each chunk is compressed on its own, so
-    repeats across tiles make nothing easier)."""
+def volume_shape(kind: str, nbytes: int) -> tuple[np.dtype, int, int]:
+    """(dtype, side, tile) of a cube of about `nbytes`: a multiple of the chunk, tiled by a
+    block of at most 256^3."""
+    dtype = np.dtype(np.uint8 if kind == "image" else np.uint64)
+    side = max(64, int(round((nbytes / dtype.itemsize) ** (1 / 3) / 64)) * 64)
+    return dtype, side, min(side, 256)
+
+
+def tile_block(kind: str, tile: int) -> np.ndarray:
+    """An EM-like image block (uint8: smooth structure plus noise) or blocky uint64 labels."""
     rng = np.random.default_rng(0)
-    itemsize = 1 if kind == "image" else 8
-    side = max(64, int(round((nbytes / itemsize) ** (1 / 3) / 64)) * 64)
-    tile = min(side, 256)
     if kind == "image":
         coarse = rng.normal(128, 40, (tile // 8,) * 3).repeat(8, 0).repeat(8, 1).repeat(8, 2)
-        block = np.clip(coarse + rng.normal(0, 12, (tile,) * 3), 0, 255).astype(np.uint8)
-    else:
-        labels = rng.integers(1, 2**40, (tile // 16,) * 3, dtype=np.uint64)
-        block = labels.repeat(16, 0).repeat(16, 1).repeat(16, 2)
+        return np.clip(coarse + rng.normal(0, 12, (tile,) * 3), 0, 255).astype(np.uint8)
+    labels = rng.integers(1, 2**40, (tile // 16,) * 3, dtype=np.uint64)
+    return labels.repeat(16, 0).repeat(16, 1).repeat(16, 2)
+
+
+def volume(kind: str, nbytes: int) -> np.ndarray:
+    """A volume of about `nbytes` as tiles of one block (each chunk is compressed on its own,
+    so repeats across tiles make nothing easier)."""
+    _, side, tile = volume_shape(kind, nbytes)
     reps = -(-side // tile)
+    block = tile_block(kind, tile)
     return np.ascontiguousarray(np.tile(block, (reps,) * 3)[:side, :side, :side])
 
 
@@ -127,13 +136,14 @@ def device_path(
     work: pathlib.Path,
     nvcomp: bool = False,
     concurrency: int = 1,
+    source: ArraySource | None = None,
 ) -> dict:
     """Every shard through the batched pipeline into the measuring sink (`nvcomp`: byte codecs
     compressed on the device), `concurrency` tasks at once, each on its thread's own stream
-    (one at a time: each stage timed, and waited for)."""
-    plan = api.plan(
-        HostArraySource(array), str(work / "unused"), chunk_size=CHUNK, **case["options"]
-    )
+    (one at a time: each stage timed, and waited for). `source`: read instead of `array`
+    (the same voxels, e.g. the .npy it was saved as)."""
+    from_source = source or HostArraySource(array)
+    plan = api.plan(from_source, str(work / "unused"), chunk_size=CHUNK, **case["options"])
     tasks = list(plan.shards())
     sink = MeasuringSink()
     compressor: BatchCompressor | None = None
@@ -288,6 +298,14 @@ def main() -> None:
     parser.add_argument("--gib", type=float, default=4.0, help="volume size per case")
     parser.add_argument("--quick", action="store_true", help="64 MiB volumes, a smoke run")
     parser.add_argument("--cases", default=",".join(CASES), help="comma-separated")
+    parser.add_argument(
+        "--concurrency", default="2,4", help="shard tasks at once on the device path, e.g. 2,4,8"
+    )
+    parser.add_argument(
+        "--device-only",
+        action="store_true",
+        help="the device paths alone (byte codecs by nvCOMP only): no end-to-end job",
+    )
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS)
     args = parser.parse_args()
     if args.xp == "cupy":
@@ -295,19 +313,22 @@ def main() -> None:
     else:
         xp = np
     nbytes = int((1 / 16 if args.quick else args.gib) * GiB)
+    concurrency = [int(n) for n in args.concurrency.split(",") if n]
+    device = gpu_device(xp)  # each finished case is written at once: a stopped run keeps it
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-gpu-") as tmp:
         work = pathlib.Path(tmp)
         for name in args.cases.split(","):
             try:
-                figures[name] = measure(name, nbytes, xp, work)
+                figures[name] = measure(
+                    name, nbytes, xp, work, concurrency, device_only=args.device_only
+                )
             except Exception as exc:  # one failed case is a result; the others still run
                 figures[name] = {"error": "".join(traceback.format_exception(exc))[-4000:]}
             print(name, json.dumps(figures[name]), flush=True)
+            path = write_result("gpu", figures, PACKAGES, device=device, directory=args.out)
             shutil.rmtree(work / "cpu", ignore_errors=True)
             shutil.rmtree(work / "gpu", ignore_errors=True)
-    device = gpu_device(xp)
-    path = write_result("gpu", figures, PACKAGES, device=device, directory=args.out)
     print(
         f"\n{'case':<24}{'device GB/s':>12}{'nvCOMP':>8}{'x2':>7}{'x4':>7}{'target':>8}"
         f"{'cpu s':>8}{'gpu s':>8}"
@@ -316,34 +337,48 @@ def main() -> None:
         if "error" in row:
             print(f"{name:<24}FAILED: {row['error'].strip().splitlines()[-1]}")
             continue
-        dp, e2e = row["device_path"], row["end_to_end"]
+        dp, e2e = row["device_path"], row.get("end_to_end", {})
         nv = row.get("device_path_nvcomp", {})
-        x2, x4 = (row["device_path_concurrent"][k].get("input_GBps", "-") for k in ("2", "4"))
+        x2, x4 = (
+            row["device_path_concurrent"].get(k, {}).get("input_GBps", "-") for k in ("2", "4")
+        )
         print(
             f"{name:<24}{dp['input_GBps']:>12}{nv.get('input_GBps', '-'):>8}{x2:>7}{x4:>7}"
-            f"{dp['target_GBps']:>8}{e2e['cpu_engine_seconds']:>8}"
+            f"{dp['target_GBps']:>8}{e2e.get('cpu_engine_seconds', '-'):>8}"
             f"{e2e.get('gpu_engine_seconds', '-'):>8}  {row.get('parity', '')}"
         )
     print(f"device: {device}; versions: {versions(*PACKAGES)}\nwritten {path}")
 
 
-def measure(name: str, nbytes: int, xp: Any, work: pathlib.Path) -> dict[str, Any]:
+def measure(
+    name: str,
+    nbytes: int,
+    xp: Any,
+    work: pathlib.Path,
+    concurrency: list[int],
+    *,
+    device_only: bool = False,
+) -> dict[str, Any]:
     """One case: the device path (and nvCOMP's for byte codecs), both engines end to end, and
-    parity (under NumPy, the CPU output read back by TensorStore: the check itself checked)."""
+    parity (under NumPy, the CPU output read back by TensorStore: the check itself checked).
+    `device_only`: the device paths alone, byte codecs by nvCOMP only (the GPU engine's
+    default), each at `concurrency` tasks at once too."""
     case = CASES[name]
     step = steps(name)
     array = volume(case["kind"], nbytes)
     npy = work / f"{case['kind']}.npy"
-    if not npy.exists():
+    if not npy.exists() and not device_only:
         np.save(npy, array)
     held = pinned(xp, array)  # once per case: pinning gigabytes takes seconds
     step("volume made, saved and pinned")
-    row: dict[str, Any] = {"device_path": device_path(case, held, xp, work)}
+    on_device = xp is not np and name in ("gzip", "zstd", "compressed_segmentation")
+    row: dict[str, Any] = {
+        "device_path": device_path(case, held, xp, work, nvcomp=on_device and device_only)
+    }
     step("device path")
     row["device_path"]["target_GBps"] = TARGETS[name]
     row["device_path"]["meets_target"] = row["device_path"]["input_GBps"] >= TARGETS[name]
-    on_device = xp is not np and name in ("gzip", "zstd", "compressed_segmentation")
-    if on_device:
+    if on_device and not device_only:
         try:
             nv = device_path(case, held, xp, work, nvcomp=True)
             nv["meets_target"] = nv["input_GBps"] >= TARGETS[name]
@@ -351,7 +386,7 @@ def measure(name: str, nbytes: int, xp: Any, work: pathlib.Path) -> dict[str, An
             nv = {"error": "".join(traceback.format_exception(exc))[-4000:]}
         row["device_path_nvcomp"] = nv
     concurrent = row["device_path_concurrent"] = {}
-    for tasks in (2, 4):
+    for tasks in concurrency:
         try:
             together = device_path(case, held, xp, work, nvcomp=on_device, concurrency=tasks)
             together["meets_target"] = together["input_GBps"] >= TARGETS[name]
@@ -360,6 +395,8 @@ def measure(name: str, nbytes: int, xp: Any, work: pathlib.Path) -> dict[str, An
         concurrent[str(tasks)] = together
     del held
     step("device paths, concurrent")
+    if device_only:
+        return row
     cpu_seconds = end_to_end(case, npy, work / "cpu", "cpu")
     step("cpu engine end to end")
     row["end_to_end"] = {"cpu_engine_seconds": round(cpu_seconds, 3)}

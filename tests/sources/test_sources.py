@@ -101,6 +101,36 @@ def test_npy_default_axes(tmp_path: pathlib.Path, dtype: str) -> None:
     _check(open_source(f"file://{tmp_path / 'c.npy'}"), channels, "czyx", f_order=False)
 
 
+def _resident_file_bytes() -> int:
+    """This process's resident pages of mapped files (Linux's RssFile)."""
+    status = pathlib.Path("/proc/self/status").read_text()
+    return (
+        int(next(line for line in status.splitlines() if line.startswith("RssFile:")).split()[1])
+        * 1024
+    )
+
+
+@pytest.mark.skipif(not pathlib.Path("/proc/self/status").exists(), reason="reads Linux's RssFile")
+def test_npy_reads_leave_no_pages_resident(tmp_path: pathlib.Path) -> None:
+    """Each read maps the file for itself, so once the engine drops a box its pages leave the
+    process's resident memory. A map kept for a worker's life held every page it had touched,
+    which Dask counts against the worker's limit: the workers of a 32 GiB job were restarted."""
+    path = tmp_path / "v.npy"
+    volume = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint8, shape=(256, 512, 512))
+    volume[:] = 3
+    volume.flush()
+    del volume
+    source = open_source(str(path))
+    before = _resident_file_bytes()
+    total = 0
+    for z in range(0, 256, 64):
+        box = source.read((0, 0, z), (512, 512, z + 64))
+        total += int(box.sum(dtype=np.int64))  # every page of the box read
+        del box
+    assert total == 3 * 256 * 512 * 512
+    assert _resident_file_bytes() - before < 8 << 20  # the 64 MiB read, none of it kept
+
+
 def test_npy_axes_overrides(tmp_path: pathlib.Path) -> None:
     xyz = _volume("uint16", (X, Y, Z))
     np.save(tmp_path / "xyz.npy", xyz)
