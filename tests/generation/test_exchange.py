@@ -31,7 +31,7 @@ def pieces(draw: st.DrawFn, output: int) -> Piece:
         vertices=rng.normal(0, 1e4, (n, 3)).astype(np.float32),
         links=rng.integers(0, 2**32, (m, width)).astype(np.uint32),
         radii=rng.random(n).astype(np.float32) if output == SKELETON else None,
-        box=box,  # type: ignore[arg-type]
+        box=box,
     )
 
 

@@ -3,6 +3,8 @@ present is not asked: a laptop may plan for a GPU cluster)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -12,8 +14,8 @@ from shardwright.planning import ConversionPlan
 from shardwright.planning.capabilities import check_gpu_plan
 
 
-def _plan(dtype: str = "uint8", **options: object) -> ConversionPlan:
-    volume = np.zeros((8, 16, 16), dtype)
+def _plan(dtype: str = "uint8", **options: Any) -> ConversionPlan:
+    volume: Any = np.zeros((8, 16, 16), dtype)
     plan = api.plan(volume, "/nowhere", chunk_size=(8, 8, 8), resolution=(1, 1, 1), **options)
     assert isinstance(plan, ConversionPlan)
     return plan
@@ -25,9 +27,9 @@ def _plan(dtype: str = "uint8", **options: object) -> ConversionPlan:
      {"dtype": "uint32"}, {"dtype": "uint64", "format": "zarr3"}],
 )  # fmt: skip
 def test_box_shards_of_raw_or_segmentation_chunks_and_zarr3_pass(
-    options: dict[str, object],
+    options: dict[str, Any],
 ) -> None:
-    plan = _plan(**options)  # type: ignore[arg-type]
+    plan = _plan(**options)
     check_gpu_plan(plan)
     assert plan.level_plan(plan.level_count - 1).layout.gpu_refusal() is None
 
@@ -42,7 +44,7 @@ def test_box_shards_of_raw_or_segmentation_chunks_and_zarr3_pass(
         ({"encoding": "png"}, "use the CPU engine for png"),
     ],
 )  # fmt: skip
-def test_what_the_gpu_cannot_encode_is_refused(options: dict[str, object], message: str) -> None:
-    plan = _plan(**options)  # type: ignore[arg-type]
+def test_what_the_gpu_cannot_encode_is_refused(options: dict[str, Any], message: str) -> None:
+    plan = _plan(**options)
     with pytest.raises(GpuUnavailable, match=message):
         check_gpu_plan(plan)

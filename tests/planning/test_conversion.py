@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+from typing import Any
 
 import numpy as np
 import pytest
@@ -45,8 +46,9 @@ def test_a_directory_of_meshes_gets_an_object_plan(tmp_path: pathlib.Path) -> No
     assert isinstance(plan, ObjectPlan) and plan.object_count == 2
     assert plan.dest == str(tmp_path / "out")
     for asked in ("with_meshes", "generate_skeletons"):
+        flag: dict[str, Any] = {asked: True}
         with pytest.raises(PlanError, match="go with a segmentation volume"):
-            plan_conversion(volume + "/mesh", str(tmp_path / "o"), ConvertOptions(**{asked: True}))
+            plan_conversion(volume + "/mesh", str(tmp_path / "o"), ConvertOptions(**flag))
 
 
 def test_a_volume_converts_the_meshes_its_info_names_beside_it(tmp_path: pathlib.Path) -> None:
@@ -88,7 +90,7 @@ def test_converting_and_generating_the_same_objects_is_refused(tmp_path: pathlib
 
 
 def test_companions_need_a_precomputed_volume_source(tmp_path: pathlib.Path) -> None:
-    labels = np.zeros((8, 8, 8), np.uint32)
+    labels: Any = np.zeros((8, 8, 8), np.uint32)
     options = ConvertOptions(with_meshes=True, resolution=(1, 1, 1))
     with pytest.raises(PlanError, match="need a precomputed volume source"):
         plan_conversion(labels, str(tmp_path / "out"), options)

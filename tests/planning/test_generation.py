@@ -26,9 +26,10 @@ def _labels() -> np.ndarray:
     return labels
 
 
-def _plan(volume: np.ndarray | None = None, **options: Any) -> ConversionPlan:
-    values = {"resolution": (4, 4, 40), "generate_meshes": True} | options
-    plan = api.plan(_labels() if volume is None else volume, "/nowhere/out", **values)
+def _plan(volume: Any = None, **options: Any) -> ConversionPlan:
+    values: dict[str, Any] = {"resolution": (4, 4, 40), "generate_meshes": True} | options
+    source: Any = _labels() if volume is None else volume
+    plan = api.plan(source, "/nowhere/out", **values)
     assert isinstance(plan, ConversionPlan)
     return plan
 

@@ -5,6 +5,7 @@ offsets per level, shards on whole downsampling blocks that an upper task holds 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,8 +21,9 @@ from shardwright.planning.pyramid import alignment_step, box_aligned
 Triple = tuple[int, int, int]
 
 
-def _plan(size: Triple, **options: object) -> ConversionPlan:
-    plan = api.plan(np.zeros(size[::-1], np.uint8), "/nowhere/out", **options)
+def _plan(size: Triple, **options: Any) -> ConversionPlan:
+    volume: Any = np.zeros(size[::-1], np.uint8)
+    plan = api.plan(volume, "/nowhere/out", **options)
     assert isinstance(plan, ConversionPlan)
     return plan
 

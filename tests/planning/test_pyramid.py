@@ -4,6 +4,7 @@ the boxes one level's voxels make in the next, each against a brute-force refere
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -163,7 +164,7 @@ def test_a_pyramid_asked_for_is_validated_and_sized() -> None:
     assert found == (Pyramid((2, 2, 2), "average", 3), [(64, 30, 10), (32, 15, 5), (16, 8, 3)])
     labels = pyramid.requested(ConvertOptions(mips=1), "segmentation", u32, (4, 4, 4), (2, 2, 2))
     assert labels is not None and labels[0].method == "mode"
-    refusals = [
+    refusals: list[tuple[dict[str, Any], str]] = [
         ({"mips": 1, "hash": "murmurhash3_x86_128"}, "identity hash"),
         ({"mips": 1, "factor": (1, 1, 1)}, "at least one above 1"),
         ({"mips": 1, "downsample": "average"}, "average blends label ids"),

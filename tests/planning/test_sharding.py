@@ -44,7 +44,7 @@ def _shards_by_code(grid: Triple, low: int) -> dict[int, list[Triple]]:
     codes = cv_morton(cells, grid) if cells.size else np.zeros(0, np.uint64)
     groups: dict[int, list[Triple]] = defaultdict(list)
     for cell, code in zip(cells.tolist(), codes.tolist(), strict=True):
-        groups[int(code) >> low].append(tuple(cell))  # type: ignore[arg-type]
+        groups[int(code) >> low].append(tuple(cell))
     return groups
 
 
