@@ -58,6 +58,14 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             terminalreporter.write_line(line)
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Test processes for `-n auto` (pyproject's default): one more than the cores, at least
+    three, as most of the suite's time is spent waiting on servers, clusters and timeouts,
+    not computing. SHARDWRIGHT_TEST_PROCESSES sets it; `-n 0` runs in this process."""
+    chosen = os.environ.get("SHARDWRIGHT_TEST_PROCESSES")
+    return int(chosen) if chosen else max(3, (os.cpu_count() or 1) + 1)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("gpu") is not None and (reason := gpu_missing()):
         pytest.skip(reason)

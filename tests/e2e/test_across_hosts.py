@@ -17,9 +17,11 @@ import netns_lab
 import pytest
 from netns_lab import SHARDS, Lab, wait_for
 
-pytestmark = pytest.mark.skipif(
-    (reason := netns_hosts.skip_reason()) is not None, reason=reason or ""
-)
+pytestmark = [
+    pytest.mark.skipif((reason := netns_hosts.skip_reason()) is not None, reason=reason or ""),
+    # One lab at a time, in one test process: each test runs against lease timeouts.
+    pytest.mark.xdist_group("hosts"),
+]
 
 LEASE_TIMEOUT = 6.0  # seconds: a job stopped by a cut is resumed soon after
 ZOMBIE_PRELOAD = pathlib.Path(__file__).parents[1] / "zombie_preload.py"
