@@ -15,7 +15,6 @@ import numcodecs
 import numpy as np
 import pytest
 import tensorstore as ts
-import volumes
 import zarr
 import zstandard
 from cloudvolume import CloudVolume
@@ -32,6 +31,7 @@ from shardwright.codecs import (
 )
 from shardwright.codecs import compressed_segmentation as cseg_codec
 from shardwright.codecs.gzip import isal_level
+from tests.support import volumes
 
 Shape4 = tuple[int, int, int, int]
 _volume = volumes.codec_chunk_xyzc

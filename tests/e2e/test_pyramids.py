@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 import pytest
 import tensorstore as ts
-import volumes
 import zarr
 from hypothesis import given
 from hypothesis import strategies as st
@@ -30,6 +29,7 @@ from shardwright.errors import PlanError
 from shardwright.manifest import MANIFEST_KEY
 from shardwright.sources import NpySource, SourceHints
 from shardwright.store import Store
+from tests.support import volumes
 
 SIZE_XYZ = (45, 38, 21)  # odd in every axis, and not a multiple of any chunk size below
 SMALL = dict(chunk_size=(16, 16, 8), target_shard_bytes=16 * 1024, memory_budget=64 * 1024**2)

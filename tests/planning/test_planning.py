@@ -10,8 +10,6 @@ import pathlib
 
 import numpy as np
 import pytest
-import segment_objects
-import volumes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +20,7 @@ from shardwright.planning import OBJECTS, VOLUME, ConversionPlan, ObjectPlan, Pl
 from shardwright.planning.geometry import epoch_shape
 from shardwright.planning.layouts import PrecomputedLayout, Zarr3Layout
 from shardwright.planning.sharding import MAX_MINISHARD, MAX_PRESHIFT
+from tests.support import segment_objects, volumes
 
 
 def _volume_plan(tmp_path: pathlib.Path, **options: object) -> ConversionPlan:
