@@ -55,6 +55,23 @@ def machine() -> dict[str, Any]:
     }
 
 
+def cli_options(options: dict[str, Any]) -> list[str]:
+    """Options as `shardwright convert` takes them: chunk_size=(64, 64, 64) ->
+    --chunk-size 64,64,64."""
+    out = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, tuple):
+            value = ",".join(str(v) for v in value)
+        out += [flag, str(value)]
+    return out
+
+
+def dir_bytes(path: str) -> int:
+    """The bytes of every file under `path`."""
+    return sum(f.stat().st_size for f in pathlib.Path(path).rglob("*") if f.is_file())
+
+
 def write_result(
     name: str,
     figures: dict[str, Any],

@@ -57,7 +57,7 @@ import tensorstore as ts
 from isal import igzip
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from _common import compile_package, write_result  # noqa: E402
+from _common import cli_options, compile_package, dir_bytes, write_result  # noqa: E402
 
 from shardwright import api  # noqa: E402
 from shardwright.codecs.compressed_segmentation import CompressedSegmentationEncoding  # noqa: E402
@@ -168,7 +168,7 @@ def run_case(
         "convert",
         source,
         ours_dest,
-        *_cli_options(options),
+        *cli_options(options),
     ]
     if scheduler:
         cmd += ["--scheduler", scheduler]
@@ -196,7 +196,7 @@ def run_case(
             shutil.rmtree(dest, ignore_errors=True)
             best[tool] = min(best[tool], _timed(args))
             _check(dest, driver, data)
-            figures[f"{tool}_output_bytes"] = _dir_bytes(dest)
+            figures[f"{tool}_output_bytes"] = dir_bytes(dest)
             shutil.rmtree(dest)
         for measure, run in measures.items():
             measured[measure] = min(measured[measure], run())
@@ -338,20 +338,6 @@ def floors(source: str, workdir: pathlib.Path, repeat: int) -> dict[str, Any]:
         "tensorstore_start_and_imports_s": min(_timed(theirs) for _ in range(repeat)),
         "copy_source_once_s": min(copy_once(source, workdir) for _ in range(repeat)),
     }
-
-
-def _cli_options(options: dict[str, Any]) -> list[str]:
-    out = []
-    for key, value in options.items():
-        flag = "--" + key.replace("_", "-")
-        if isinstance(value, tuple):
-            value = ",".join(str(v) for v in value)
-        out += [flag, str(value)]
-    return out
-
-
-def _dir_bytes(path: str) -> int:
-    return sum(f.stat().st_size for f in pathlib.Path(path).rglob("*") if f.is_file())
 
 
 def main() -> None:

@@ -1,13 +1,14 @@
-"""The job across hosts (network namespaces, tests/netns_lab.py) on 1, 2 and 3 worker hosts,
-with 0, 20 and 100 ms added round-trip time between every host and the object store (moto's S3
-server), and 100 ms with 1 % packet loss: how much a shard task waits on its requests.
+"""The job across hosts (network namespaces, tests/support/netns_lab.py) on 1, 2 and 3 worker
+hosts, with 0, 20 and 100 ms added round-trip time between every host and the object store
+(moto's S3 server), and 100 ms with 1 % packet loss: how much a shard task waits on its
+requests.
 
 Each run: a fresh lab, the same TensorStore-written zarr v3 source (16 MiB, 128 shards), one
 `shardwright convert --scheduler tcp://...` from the client host; its wall time as the job
 reports it, its store requests and retries from the manifest. The latency comes from
-tests/delay_proxy.py (this kernel has no netem), in front of the store for every run with a
-latency, 0 ms included, so the proxy's own cost is in the baseline: a run straight to the store
-is measured beside it. Needs root, `ip` and `nft`.
+tests/support/delay_proxy.py (this kernel has no netem), in front of the store for every run
+with a latency, 0 ms included, so the proxy's own cost is in the baseline: a run straight to the
+store is measured beside it. Needs root, `ip` and `nft`.
 
     sudo .venv/bin/python benchmarks/bench_hosts.py [--threads 1] [--quick]
 """
@@ -23,10 +24,10 @@ import sys
 import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "tests"))
-import netns_hosts  # noqa: E402
-import netns_lab  # noqa: E402
+sys.path.insert(0, str(pathlib.Path(__file__).parents[1]))  # the tests' helpers: tests.support
 from _common import write_result  # noqa: E402
+
+from tests.support import netns_hosts, netns_lab  # noqa: E402
 
 WROTE = re.compile(r"wrote (\d+) shards, \d+ chunks, ([\d,]+) bytes to \S+ in ([\d.]+) s")
 

@@ -29,16 +29,16 @@ import numpy as np
 import tensorstore as ts
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "tests"))
+sys.path.insert(0, str(pathlib.Path(__file__).parents[1]))  # the tests' helpers: tests.support
 from _common import compile_package, write_result  # noqa: E402
-from segment_objects import (  # noqa: E402
+
+from shardwright.manifest import MANIFEST_KEY  # noqa: E402
+from tests.support.segment_objects import (  # noqa: E402
     segment_ids,
     write_multilod_meshes,
     write_segmentation,
     write_skeletons,
 )
-
-from shardwright.manifest import MANIFEST_KEY  # noqa: E402
 
 
 def _convert(source: pathlib.Path, dest: pathlib.Path) -> float:

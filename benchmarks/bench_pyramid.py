@@ -29,7 +29,7 @@ import numpy as np
 import tensorstore as ts
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from _common import write_result  # noqa: E402
+from _common import cli_options, dir_bytes, write_result  # noqa: E402
 
 from shardwright import api  # noqa: E402
 from shardwright.demo import write_demo_volumes  # noqa: E402
@@ -93,34 +93,20 @@ def run_case(
             dest = str(workdir / f"{name}-{job}")
             shutil.rmtree(dest, ignore_errors=True)
             cmd = [sys.executable, "-m", "shardwright.cli", "convert", source, dest, "--quiet"]
-            cmd += _cli_options(job_options)
+            cmd += cli_options(job_options)
             if scheduler:
                 cmd += ["--scheduler", scheduler]
             if workers:
                 cmd += ["--workers", str(workers)]
             best[job] = min(best[job], _timed(cmd))
             _check(dest, fmt, np.asarray(data), plans[job])
-            figures[f"{job}_output_bytes"] = _dir_bytes(dest)
+            figures[f"{job}_output_bytes"] = dir_bytes(dest)
             shutil.rmtree(dest)
     figures["base_only_s"] = best["base_only"]
     figures["pyramid_s"] = best["pyramid"]
     figures["levels"] = plans["pyramid"].level_count
     figures["ratio_pyramid_over_base_only"] = best["pyramid"] / best["base_only"]
     return figures
-
-
-def _cli_options(options: dict[str, Any]) -> list[str]:
-    out = []
-    for key, value in options.items():
-        flag = "--" + key.replace("_", "-")
-        if isinstance(value, tuple):
-            value = ",".join(str(v) for v in value)
-        out += [flag, str(value)]
-    return out
-
-
-def _dir_bytes(path: str) -> int:
-    return sum(f.stat().st_size for f in pathlib.Path(path).rglob("*") if f.is_file())
 
 
 def main() -> None:

@@ -1,21 +1,19 @@
 """Shared test settings: modest hypothesis budgets for a 2-core CI machine; the object-store
 servers on 127.0.0.1, one of each per test module that asks for them; tests marked `gpu`
 skip by themselves where no CUDA device answers (CI has none); the browser tests' screenshots
-listed at the end of the report (`keep_screenshot`); the helper modules in this
-folder (`volumes`, `segment_objects`, `object_store_servers`, ...) importable from every
-test folder."""
+listed at the end of the report (`keep_screenshot`). The helper modules (`volumes`,
+`segment_objects`, `object_store_servers`, ...) are the package `tests.support`."""
 
 from __future__ import annotations
 
-import functools
 import os
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.support.gpu import gpu_missing
 
 settings.register_profile(
     "ci",
@@ -24,20 +22,6 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 settings.load_profile("ci")
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-
-@functools.cache
-def gpu_missing() -> str | None:
-    """Why GPU tests cannot run here (None: CuPy and a CUDA device answer)."""
-    from shardwright.engine.gpu import GpuUnavailable, cupy_module
-
-    try:
-        cupy_module()
-    except GpuUnavailable as exc:
-        return str(exc)
-    return None
 
 
 SCREENSHOTS = pytest.StashKey[list[str]]()
@@ -92,7 +76,7 @@ def client() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def s3() -> Iterator[Any]:
-    from object_store_servers import S3Server
+    from tests.support.object_store_servers import S3Server
 
     server = S3Server()
     yield server
@@ -101,7 +85,7 @@ def s3() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def gcs() -> Iterator[Any]:
-    from object_store_servers import GcsServer
+    from tests.support.object_store_servers import GcsServer
 
     server = GcsServer()
     os.environ["TENSORSTORE_GCS_HTTP_URL"] = server.conformant_endpoint

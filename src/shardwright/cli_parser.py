@@ -49,9 +49,9 @@ class _Parser(argparse.ArgumentParser):
     """An argument parser whose errors are three lines: a short usage, the problem (with the
     option meant, for a typo) and where the full list is; not the whole usage of 60 options."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # argparse.ArgumentParser's
         kwargs.setdefault("formatter_class", _HelpWithDefaults)
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        super().__init__(*args, **kwargs)
 
     def short_usage(self) -> str:
         positionals = [a.metavar or a.dest for a in self._actions if not a.option_strings]

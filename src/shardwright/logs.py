@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import TextIO
 
 LOG = logging.getLogger("shardwright")
 FORMAT = "%(asctime)s %(name)s %(levelname)s: %(message)s"
 _state = {"verbose": False}
+
+
+class _OwnHandler(logging.StreamHandler[TextIO]):
+    """The stderr handler this module adds to a logger (once: a second setup finds it)."""
 
 
 def configure(verbose: bool) -> None:
@@ -27,11 +32,10 @@ def configure(verbose: bool) -> None:
     for name, level in (("shardwright", logging.INFO), ("distributed", logging.WARNING)):
         logger = logging.getLogger(name)
         logger.setLevel(level)
-        if not any(getattr(h, "shardwright", False) for h in logger.handlers):
+        if not any(isinstance(h, _OwnHandler) for h in logger.handlers):
             # One handler each: distributed sets the level of its loggers' handlers.
-            handler = logging.StreamHandler(sys.stderr)
+            handler = _OwnHandler(sys.stderr)
             handler.setFormatter(logging.Formatter(FORMAT))
-            handler.shardwright = True  # type: ignore[attr-defined]
             logger.addHandler(handler)
 
 

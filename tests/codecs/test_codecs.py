@@ -15,7 +15,6 @@ import numcodecs
 import numpy as np
 import pytest
 import tensorstore as ts
-import volumes
 import zarr
 import zstandard
 from cloudvolume import CloudVolume
@@ -32,6 +31,7 @@ from shardwright.codecs import (
 )
 from shardwright.codecs import compressed_segmentation as cseg_codec
 from shardwright.codecs.gzip import isal_level
+from tests.support import volumes
 
 Shape4 = tuple[int, int, int, int]
 _volume = volumes.codec_chunk_xyzc
@@ -460,9 +460,18 @@ def test_mismatched_dtype_and_encoding_raise_one_clear_error(
         chunk_encoding(name).check(np.dtype(dtype), channels, layer)
 
 
-def test_png_on_a_segmentation_is_fine() -> None:
-    chunk_encoding("png").check(np.dtype("uint16"), 1, "segmentation")
-    chunk_encoding("compressed_segmentation").check(np.dtype("uint64"), 1, "segmentation")
+@pytest.mark.parametrize(
+    ("name", "dtype"), [("png", "uint16"), ("compressed_segmentation", "uint64")]
+)
+def test_png_on_a_segmentation_is_fine(name: str, dtype: str) -> None:
+    """png is lossless, as compressed_segmentation is: `check` lets a segmentation through
+    (it raises what it refuses), and the labels come back exactly."""
+    encoding = chunk_encoding(name)
+    encoding.check(np.dtype(dtype), 1, "segmentation")
+    labels = _volume((9, 7, 5, 1), dtype, seed=4)
+    assert len(np.unique(labels)) > 1
+    decoded = encoding.decode(encoding.encode(labels), labels.shape, labels.dtype)
+    np.testing.assert_array_equal(decoded, labels)
 
 
 def test_encoders_refuse_what_check_refuses() -> None:

@@ -28,7 +28,10 @@ import tensorstore as ts
 import yaml
 from distributed import Client, LocalCluster
 from distributed.cli import dask_scheduler, dask_worker
-from helm_chart import (
+
+from shardwright.cli import build_parser
+from shardwright.manifest import MANIFEST_KEY
+from tests.support.helm_chart import (
     CHART,
     FULLNAME,
     NAMESPACE,
@@ -41,9 +44,6 @@ from helm_chart import (
     local_command,
     pod_specs,
 )
-
-from shardwright.cli import build_parser
-from shardwright.manifest import MANIFEST_KEY
 
 MANIFESTS = ROOT / "deploy" / "k8s"
 DOCKERFILES = {"cpu": ROOT / "deploy" / "Dockerfile", "cuda": ROOT / "deploy" / "Dockerfile.cuda"}

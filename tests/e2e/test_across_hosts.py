@@ -1,7 +1,8 @@
 """The job across hosts: a scheduler host, worker hosts (nanny on), an object-store host (moto's
-S3 server) and a client host, each a network namespace of its own (tests/netns_hosts.py); the
-source and the destination live on the store host. Faults are done to hosts as they happen to
-machines, and each case ends in output TensorStore reads back exactly and `verify` passing."""
+S3 server) and a client host, each a network namespace of its own
+(tests/support/netns_hosts.py); the source and the destination live on the store host. Faults
+are done to hosts as they happen to machines, and each case ends in output TensorStore reads
+back exactly and `verify` passing."""
 
 from __future__ import annotations
 
@@ -11,11 +12,10 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
-import helm_chart
-import netns_hosts
-import netns_lab
 import pytest
-from netns_lab import SHARDS, Lab, wait_for
+
+from tests.support import SUPPORT, helm_chart, netns_hosts, netns_lab
+from tests.support.netns_lab import SHARDS, Lab, wait_for
 
 pytestmark = [
     pytest.mark.skipif((reason := netns_hosts.skip_reason()) is not None, reason=reason or ""),
@@ -24,8 +24,8 @@ pytestmark = [
 ]
 
 LEASE_TIMEOUT = 6.0  # seconds: a job stopped by a cut is resumed soon after
-ZOMBIE_PRELOAD = pathlib.Path(__file__).parents[1] / "zombie_preload.py"
-COORDINATOR_PAUSE = pathlib.Path(__file__).parents[1] / "coordinator_pause.py"
+ZOMBIE_PRELOAD = SUPPORT / "zombie_preload.py"
+COORDINATOR_PAUSE = SUPPORT / "coordinator_pause.py"
 CUT_LEASE_TIMEOUT = 20.0  # seconds: the lease of a coordinator cut off from everything
 
 

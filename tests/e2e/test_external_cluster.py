@@ -21,8 +21,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 import tensorstore as ts
-import volumes
-from object_store_servers import free_port
+
+from tests.support import volumes
+from tests.support.object_store_servers import free_port
 
 
 def _spawn(
@@ -147,10 +148,10 @@ def test_an_unreachable_scheduler_is_one_error(tmp_path: pathlib.Path) -> None:
 
 def test_workers_that_keep_dying_end_in_one_paragraph_then_resume(tmp_path: pathlib.Path) -> None:
     from distributed import Client, LocalCluster
-    from dying_source import DyingSource
 
     from shardwright import api
     from shardwright.errors import JobFailed
+    from tests.support.dying_source import DyingSource
 
     zyx = volumes.noise((16, 64, 64), seed=13)
     np.save(tmp_path / "v.npy", zyx)

@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import sys
 
-import label_shapes
 import numpy as np
 import pytest
 
@@ -23,6 +22,7 @@ from shardwright.formats.sharded_reader import ShardedReader
 from shardwright.formats.sharding import ShardBuilder, ShardingSpec
 from shardwright.formats.skeletons import encode_skeleton
 from shardwright.store import Store
+from tests.support import label_shapes
 
 zmesh = pytest.importorskip("zmesh")
 pytest.importorskip("kimimaro")

@@ -15,7 +15,6 @@ import sys
 import time
 from typing import Any
 
-import label_shapes
 import numpy as np
 import pytest
 
@@ -28,6 +27,7 @@ from shardwright.generation.surfaces import lod_count
 from shardwright.generation.tracing import teasar_params
 from shardwright.options import ConvertOptions
 from shardwright.store import Store
+from tests.support import SUPPORT, label_shapes
 
 zmesh = pytest.importorskip("zmesh")
 kimimaro = pytest.importorskip("kimimaro")
@@ -35,7 +35,7 @@ pytest.importorskip("cloudvolume")
 
 BLOCK = (32, 32, 32)
 OPTIONS = ["--generate-meshes", "--generate-skeletons", "--mesh-block", "32,32,32", "--quiet"]
-DRIVER = pathlib.Path(__file__).parents[1] / "lifecycle_driver.py"
+DRIVER = SUPPORT / "lifecycle_driver.py"
 ELONGATED = ("tube", "bent", "box")  # TEASAR's skeleton of a ball depends on where it is cut
 
 

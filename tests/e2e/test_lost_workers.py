@@ -25,13 +25,13 @@ import google_crc32c
 import numpy as np
 import pytest
 import tensorstore as ts
-import volumes
 from distributed import Client, LocalCluster
 
 from shardwright import api
 from shardwright.manifest import MANIFEST_KEY
 from shardwright.planning import ConversionPlan
 from shardwright.store import TMP_MARKER
+from tests.support import volumes
 
 OPTIONS: dict[str, Any] = dict(chunk_size=(16, 16, 16), target_shard_bytes=4096)
 CLI_OPTIONS = ["--chunk-size", "16,16,16", "--target-shard-bytes", "4096"]

@@ -15,13 +15,6 @@ import numpy as np
 import pytest
 import tensorstore as ts
 from cloudvolume import CloudVolume
-from segment_objects import (
-    segment_ids,
-    write_legacy_meshes,
-    write_multilod_meshes,
-    write_segmentation,
-    write_skeletons,
-)
 
 from shardwright import api
 from shardwright.cli import main as cli_main
@@ -31,6 +24,13 @@ from shardwright.formats.sharded_reader import ShardedReader
 from shardwright.formats.sharding import ShardBuilder, ShardingSpec
 from shardwright.manifest import MANIFEST_KEY
 from shardwright.planning.objects import ObjectPlan
+from tests.support.segment_objects import (
+    segment_ids,
+    write_legacy_meshes,
+    write_multilod_meshes,
+    write_segmentation,
+    write_skeletons,
+)
 
 SEGMENTS = 3000
 SAMPLE = [2**64 - 1, 2**64 - 2, 2**63, 1, 2]

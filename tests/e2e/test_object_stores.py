@@ -15,15 +15,15 @@ from typing import Any
 import numpy as np
 import pytest
 import tensorstore as ts
-import volumes
 import zarr
 from distributed.diagnostics.plugin import SchedulerPlugin
-from object_store_servers import FaultyProxy, GcsServer, S3Server
 
 from shardwright import api
 from shardwright.errors import StoreError
 from shardwright.manifest import MANIFEST_KEY
 from shardwright.store import Store
+from tests.support import volumes
+from tests.support.object_store_servers import FaultyProxy, GcsServer, S3Server
 
 pytestmark = [pytest.mark.s3, pytest.mark.gcs]
 SMALL = dict(chunk_size=(16, 16, 8), target_shard_bytes=16 * 1024)
@@ -478,7 +478,8 @@ def test_meshes_and_skeletons_from_a_faulty_s3_bucket_to_gcs(
     import struct
 
     import s3fs
-    from segment_objects import segment_ids, write_multilod_meshes, write_skeletons
+
+    from tests.support.segment_objects import segment_ids, write_multilod_meshes, write_skeletons
 
     ids = segment_ids(160, seed=9)
     write_multilod_meshes(tmp_path / "mesh", ids)

@@ -17,7 +17,6 @@ import ome_zarr_models
 import pytest
 import tensorstore as ts
 import tifffile
-import volumes
 import zarr
 from cloudvolume import CloudVolume
 
@@ -26,6 +25,7 @@ from shardwright.cli import main as cli_main
 from shardwright.errors import PlanError
 from shardwright.jobs.cluster import DASHBOARD_MIN_BYTES, connect, wants_dashboard
 from shardwright.manifest import MANIFEST_KEY
+from tests.support import volumes
 
 SIZE_XYZ = (45, 38, 21)  # not a multiple of any chunk size used below
 

@@ -23,6 +23,7 @@ from shardwright.errors import PlanError
 from shardwright.lifecycle.journal import RECEIPTS
 from shardwright.manifest import MANIFEST_KEY
 from shardwright.store import Store
+from tests.support import volumes
 
 SLOW_DRIVER = textwrap.dedent("""
     import sys, time
@@ -120,16 +121,9 @@ def test_resume_rewrites_a_torn_shard(tmp_path: pathlib.Path) -> None:
 def test_shard_task_memory_stays_near_the_budget(tmp_path: pathlib.Path) -> None:
     """One shard of ~96 MiB encoded with a 16 MiB budget: the task spools, peak stays ~budget."""
     budget = 16 * 1024**2
-    rng = np.random.default_rng(2)
-    vol = np.lib.format.open_memmap(
-        tmp_path / "noise.npy", mode="w+", dtype=np.uint8, shape=(192, 512, 1024)
-    )
-    for z in range(0, 192, 32):
-        vol[z : z + 32] = rng.integers(0, 255, (32, 512, 1024), dtype=np.uint8)
-    vol.flush()
-    del vol
+    source = volumes.saved_noise(tmp_path, "noise", (192, 512, 1024), seed=2)
     plan = api.plan(
-        str(tmp_path / "noise.npy"),
+        source,
         str(tmp_path / "out"),
         chunk_size=(64, 64, 64),
         compression="none",

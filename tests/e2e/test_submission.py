@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-import volumes
 
 import shardwright.engine.engines as engines
 from shardwright import api
@@ -23,6 +22,7 @@ from shardwright.jobs.progress import Progress, duration
 from shardwright.jobs.shard_stream import Node
 from shardwright.jobs.submission import ThreadRunner, Window
 from shardwright.manifest import Receipt, ReceiptTable
+from tests.support import volumes
 
 TINY = dict(chunk_size=(8, 8, 8), target_shard_bytes=512)  # one 8^3 chunk per shard
 

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from object_store_servers import free_port
+
+from tests.support.object_store_servers import free_port
 
 SECRET = "not-a-real-secret-1234"
 

@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 import pytest
 import tensorstore as ts
-import volumes
 
 from shardwright import api
 from shardwright.engine.batched import run_shard_batched
 from shardwright.engine.cpu import run_shard
 from shardwright.store import Store
+from tests.support import volumes
 
 SIZE_ZYX = (37, 45, 52)  # no axis a multiple of the chunk size
 

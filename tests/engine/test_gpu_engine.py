@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import gpu_missing
 from distributed import Client, LocalCluster
 
 from shardwright import api, cli
@@ -25,6 +24,7 @@ from shardwright.errors import PlanError
 from shardwright.planning import capabilities
 from shardwright.store import Store
 from shardwright.version import install_command
+from tests.support.gpu import gpu_missing
 
 
 def _plan(tmp_path: pathlib.Path, dtype: str = "uint64", **options: Any) -> Any:

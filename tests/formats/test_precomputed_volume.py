@@ -10,7 +10,6 @@ import pathlib
 import numpy as np
 import pytest
 import tensorstore as ts
-import volumes
 from cloudvolume import CloudVolume
 
 from shardwright.codecs import chunk_encoding
@@ -21,6 +20,7 @@ from shardwright.precomputed import (
     PrecomputedScale,
     ShardingSpec,
 )
+from tests.support import volumes
 
 
 def write_sharded_volume(

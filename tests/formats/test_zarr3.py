@@ -22,7 +22,6 @@ import numcodecs
 import numpy as np
 import pytest
 import tensorstore as ts
-import volumes
 import zarr
 import zstandard
 from hypothesis import given
@@ -42,6 +41,7 @@ from shardwright.formats.zarr3_sharding import (
     index_nbytes,
     read_index,
 )
+from tests.support import volumes
 
 Chunks = dict[tuple[int, ...], bytes]
 

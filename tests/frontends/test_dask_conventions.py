@@ -10,11 +10,11 @@ from typing import Any
 
 import dask
 import pytest
-import volumes
 from distributed import get_task_stream
 
 from shardwright import api
 from shardwright.errors import PlanError
+from tests.support import volumes
 
 OPTIONS: dict[str, Any] = dict(resolution=(4, 4, 40), chunk_size=(16, 16, 8), min_shards=4)
 

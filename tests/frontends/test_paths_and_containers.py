@@ -9,12 +9,12 @@ import pathlib
 import numpy as np
 import pytest
 import tensorstore as ts
-import volumes
 import zarr
 
 from shardwright import api, cli
 from shardwright.demo import MARKER
 from shardwright.errors import DestinationError
+from tests.support import volumes
 
 RUN = dict(scheduler="sync", progress=False, chunk_size=(16, 16, 8))
 

@@ -21,12 +21,12 @@ from typing import Any
 import numpy as np
 import pytest
 import tensorstore as ts
-from segment_objects import write_multilod_meshes, write_segmentation
 
 from shardwright import api, viewer
 from shardwright.errors import ShardwrightWarning
 from shardwright.version import install_command
 from shardwright.viewer import ViewError, open_view
+from tests.support.segment_objects import write_multilod_meshes, write_segmentation
 
 pytest.importorskip("neuroglancer", reason="the view extra: pip install -e '.[view]'")
 

@@ -21,11 +21,9 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import label_shapes
 import numpy as np
 import pytest
 import tensorstore as ts
-from segment_objects import write_multilod_meshes, write_segmentation, write_skeletons
 
 from shardwright import api
 from shardwright.demo import write_demo_volumes
@@ -36,6 +34,8 @@ from shardwright.formats.sharding import ShardingSpec
 from shardwright.serve import make_server
 from shardwright.store import Store
 from shardwright.viewer import ViewError, capture_png, headless_browser, open_view
+from tests.support import label_shapes
+from tests.support.segment_objects import write_multilod_meshes, write_segmentation, write_skeletons
 
 _MISSING = [
     what

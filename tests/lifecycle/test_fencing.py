@@ -10,8 +10,6 @@ import pathlib
 import pickle
 
 import pytest
-import volumes
-from store_backends import BACKENDS, open_backend
 
 from shardwright import api
 from shardwright.errors import LeaseLost
@@ -21,6 +19,8 @@ from shardwright.lifecycle.job import Job
 from shardwright.lifecycle.lease import Lease, heartbeat_key, lease_key
 from shardwright.run_options import RunOptions
 from shardwright.store import JobRun, Store
+from tests.support import volumes
+from tests.support.store_backends import BACKENDS, open_backend
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -25,7 +25,6 @@ import distributed  # noqa: F401 - its config defaults, before the dask.config.s
 import numpy as np
 import pytest
 import tensorstore as ts
-import volumes
 
 from shardwright import api
 from shardwright.cli import main as cli_main
@@ -37,8 +36,9 @@ from shardwright.manifest import MANIFEST_KEY
 from shardwright.run_options import flag_wording
 from shardwright.store import Store, halted
 from shardwright.stores.local import LocalStore
+from tests.support import SUPPORT, volumes
 
-DRIVER = pathlib.Path(__file__).parents[1] / "lifecycle_driver.py"
+DRIVER = SUPPORT / "lifecycle_driver.py"
 A_OPTIONS = ["--chunk-size", "8,8,8", "--target-shard-bytes", "2048"]  # many small shards
 B_OPTIONS = ["--chunk-size", "16,16,8", "--target-shard-bytes", "2048"]
 A_KW: dict[str, Any] = dict(chunk_size=(8, 8, 8), target_shard_bytes=2048)

@@ -12,14 +12,14 @@ from typing import Any
 import numpy as np
 import pytest
 import tensorstore as ts
-import volumes
-from object_store_servers import GcsServer, S3Server
 
 from shardwright import api
 from shardwright.errors import LeaseHeld, PlanError
 from shardwright.lifecycle.lease import Lease
 from shardwright.manifest import MANIFEST_KEY
 from shardwright.store import Store
+from tests.support import volumes
+from tests.support.object_store_servers import GcsServer, S3Server
 
 pytestmark = [pytest.mark.s3, pytest.mark.gcs]
 SMALL: dict[str, Any] = dict(chunk_size=(16, 16, 8), target_shard_bytes=8 * 1024)

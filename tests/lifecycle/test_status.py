@@ -127,10 +127,9 @@ def test_bytes_written_are_the_datasets_objects_once(tmp_path: pathlib.Path) -> 
     from its meshes' and skeletons', each said once."""
     import io
 
-    import label_shapes
-
     from shardwright import api
     from shardwright.jobs.progress import Progress
+    from tests.support import label_shapes
 
     source = label_shapes.write_precomputed(tmp_path / "shapes")
     dest = tmp_path / "out"

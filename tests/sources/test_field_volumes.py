@@ -17,7 +17,6 @@ import brotli
 import numpy as np
 import pytest
 import tensorstore as ts
-import volumes
 from cloudvolume import CloudVolume
 
 from shardwright import api, cli
@@ -25,6 +24,7 @@ from shardwright.manifest import MANIFEST_KEY
 from shardwright.planning.sharding import sample_cells
 from shardwright.sources import open_source
 from shardwright.sources.missing import MissingChunksError
+from tests.support import volumes
 
 SIZE = (40, 36, 20)  # x, y, z: edge chunks are truncated
 CHUNK = (16, 16, 8)

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 import tensorstore as ts
 import tifffile
-import volumes
 import zarr
 
 from shardwright import api
@@ -23,6 +22,7 @@ from shardwright.errors import SourceError
 from shardwright.manifest import MANIFEST_KEY
 from shardwright.sources import open_source
 from shardwright.sources.missing import MissingChunksError
+from tests.support import volumes
 
 ZYX = (12, 20, 28)  # z, y, x
 RUN: dict[str, Any] = dict(scheduler="sync", progress=False, chunk_size=(16, 16, 8))

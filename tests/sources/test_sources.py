@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 import tensorstore as ts
 import tifffile
-import volumes
 import zarr
 
 from shardwright.errors import SourceError
 from shardwright.sources import Source, open_source
+from tests.support import volumes
 
 X, Y, Z = 37, 29, 11
 ZYX = (Z, Y, X)

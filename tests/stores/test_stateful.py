@@ -14,9 +14,9 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
-from store_backends import BACKENDS, open_backend
 
 from shardwright.store import Store
+from tests.support.store_backends import BACKENDS, open_backend
 
 FOLDERS = ["d0", "d1", "d0/d1"]
 KEYS = ["k0", "k1", *(f"{folder}/{leaf}" for folder in FOLDERS for leaf in ("k0", "k1", "k2"))]

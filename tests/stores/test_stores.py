@@ -14,13 +14,13 @@ from typing import Any
 
 import crc32c
 import pytest
-from store_backends import BACKENDS, open_backend
 
 from shardwright.errors import StoreError
 from shardwright.store import TMP_MARKER, JobRun, Store
 from shardwright.stores.fsspec_store import FsspecStore
 from shardwright.stores.local import LocalStore
 from shardwright.stores.memory import MemoryStore
+from tests.support.store_backends import BACKENDS, open_backend
 
 KINDS = {"local": LocalStore, "memory": MemoryStore, "s3": FsspecStore, "gcs": FsspecStore}
 

@@ -10,11 +10,11 @@ namespace live here too: `compressed_segmentation_batch` (a whole epoch of chunk
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from shardwright.codecs.base import ByteCodec, ChunkEncoding
 from shardwright.errors import EncodingError
+from shardwright.lazy import lazy_classes
 
 if TYPE_CHECKING:
     from shardwright.codecs.blosc import BloscCodec
@@ -44,12 +44,7 @@ CHUNK_ENCODINGS: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> type:
-    if name not in _CLASSES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    cls: type = getattr(importlib.import_module(f"{__name__}.{_CLASSES[name]}"), name)
-    globals()[name] = cls
-    return cls
+__getattr__ = lazy_classes(__name__, _CLASSES)
 
 
 def _build(kind: str, name: str, cls: type, options: dict[str, Any]) -> Any:

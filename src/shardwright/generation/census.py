@@ -15,6 +15,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from shardwright.errors import MeshFormatError
+from shardwright.generation.grid import three
 
 ROW = np.dtype([("segment", "<u8"), ("voxels", "<u8"), ("low", "<u4", 3), ("high", "<u4", 3)])
 MAGIC = b"SWCENSUS01"
@@ -49,7 +50,7 @@ def block_census(core: np.ndarray, start: Triple) -> dict[int, tuple[int, Box]]:
     for segment, n, lo, hi in zip(ids.tolist(), counts.tolist(), low.tolist(), high.tolist(),
                                   strict=True):  # fmt: skip
         if segment:
-            out[int(segment)] = (int(n), (tuple(lo), tuple(hi)))  # type: ignore[assignment]
+            out[int(segment)] = (int(n), (three(lo), three(hi)))
     return out
 
 
@@ -61,7 +62,7 @@ def joined(parts: Iterable[tuple[int, Box]]) -> tuple[int, Box]:
             voxels += n
             low = [min(a, b) for a, b in zip(low, lo, strict=True)]
             high = [max(a, b) for a, b in zip(high, hi, strict=True)]
-    return voxels, (tuple(low), tuple(high))  # type: ignore[return-value]
+    return voxels, (three(low), three(high))
 
 
 def encode(rows: Iterable[tuple[int, int, Box]]) -> bytes:

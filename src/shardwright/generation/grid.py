@@ -10,10 +10,18 @@ origin is the centre of the level's voxel (0, 0, 0).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 Triple = tuple[int, int, int]
+T = TypeVar("T")
+
+
+def three(values: Iterable[T]) -> tuple[T, T, T]:
+    """Three values x, y, z as a typed tuple (a generator or list of them has no length)."""
+    x, y, z = values
+    return (x, y, z)
 
 
 @dataclass(frozen=True)
@@ -51,31 +59,31 @@ class BlockGrid:
 
     def core(self, position: Triple) -> tuple[Triple, Triple]:
         """The voxels [start, stop) the block owns (its voxel counts come from these)."""
-        start = tuple(p * b for p, b in zip(position, self.block, strict=True))
-        stop = tuple(min(s + b, n) for s, b, n in zip(start, self.block, self.shape, strict=True))
-        return start, stop  # type: ignore[return-value]
+        start = three(p * b for p, b in zip(position, self.block, strict=True))
+        stop = three(min(s + b, n) for s, b, n in zip(start, self.block, self.shape, strict=True))
+        return start, stop
 
     def read_box(self, position: Triple) -> tuple[Triple, Triple]:
         """The voxels a block task reads: its core and one voxel more where a block follows."""
         start, stop = self.core(position)
-        grown = tuple(min(s + 1, n) for s, n in zip(stop, self.shape, strict=True))
-        return start, grown  # type: ignore[return-value]
+        grown = three(min(s + 1, n) for s, n in zip(stop, self.shape, strict=True))
+        return start, grown
 
     def base_box(self, start: Triple, stop: Triple, limit: Triple) -> tuple[Triple, Triple]:
         """The base-level voxels [start, stop) that level box [start, stop) reduces from,
         within the base's `limit` (its shape)."""
-        base_start = tuple(s * f for s, f in zip(start, self.factor, strict=True))
-        base_stop = tuple(min(s * f, n) for s, f, n in zip(stop, self.factor, limit, strict=True))
-        return base_start, base_stop  # type: ignore[return-value]
+        base_start = three(s * f for s, f in zip(start, self.factor, strict=True))
+        base_stop = three(min(s * f, n) for s, f, n in zip(stop, self.factor, limit, strict=True))
+        return base_start, base_stop
 
     def dataset_edges(
         self, position: Triple
     ) -> tuple[tuple[bool, bool, bool], tuple[bool, bool, bool]]:
         """(low, high): along each axis, whether the block's side is the dataset's edge."""
         start, stop = self.core(position)
-        low = tuple(s == 0 for s in start)
-        high = tuple(s == n for s, n in zip(stop, self.shape, strict=True))
-        return low, high  # type: ignore[return-value]
+        low = three(s == 0 for s in start)
+        high = three(s == n for s, n in zip(stop, self.shape, strict=True))
+        return low, high
 
     def block_origin_nm(self, position: Triple) -> tuple[float, float, float]:
         """Where the block's first voxel centre lies (block-local positions start there)."""

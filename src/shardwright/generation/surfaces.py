@@ -31,7 +31,7 @@ import numpy as np
 
 from shardwright.formats.meshes import MultiLodManifest, draco_fragment, zorder
 from shardwright.generation.exchange import Piece
-from shardwright.generation.grid import BlockGrid
+from shardwright.generation.grid import BlockGrid, three
 from shardwright.generation.welding import unique_positions
 
 QUANTIZATION_BITS = 16
@@ -227,7 +227,7 @@ def _encode(
         positions.append(keys.T.copy())
         sizes.append(np.asarray(lod_sizes, np.uint32))
     manifest = MultiLodManifest(
-        chunk_shape=tuple(float(v) for v in size),  # type: ignore[arg-type]
+        chunk_shape=three(float(v) for v in size),
         grid_origin=grid.origin_nm,
         lod_scales=tuple(scale * 2**lod for lod in range(len(levels))),
         vertex_offsets=np.zeros((len(levels), 3), np.float32),

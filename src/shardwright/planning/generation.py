@@ -25,7 +25,7 @@ from shardwright.formats.meshes import IDENTITY_TRANSFORM, MULTILOD_TYPE
 from shardwright.formats.sharding import ShardingSpec
 from shardwright.formats.skeletons import SKELETON_TYPE
 from shardwright.generation.exchange import MESH, SKELETON
-from shardwright.generation.grid import BlockGrid
+from shardwright.generation.grid import BlockGrid, three
 from shardwright.generation.surfaces import QUANTIZATION_BITS
 from shardwright.generation.tracing import RADIUS_ATTRIBUTE
 from shardwright.options import ConvertOptions
@@ -335,16 +335,16 @@ def _grid(volume: ConversionPlan, options: ConvertOptions) -> BlockGrid:
     if level and volume.pyramid is not None:
         f = volume.pyramid.factor
         factor = (f[0] ** level, f[1] ** level, f[2] ** level)
-        resolution = level_resolution(volume.resolution, f, level)  # type: ignore[assignment]
-    shape = tuple(-(-s // f) for s, f in zip(volume.size, factor, strict=True))
-    block = tuple(
+        resolution = three(level_resolution(volume.resolution, f, level))
+    shape = three(-(-s // f) for s, f in zip(volume.size, factor, strict=True))
+    block = three(
         max(2, min(b, s)) for b, s in zip(options.mesh_block or DEFAULT_BLOCK, shape, strict=True)
     )
-    origin = tuple(
+    origin = three(
         o * r0 + 0.5 * r
         for o, r0, r in zip(volume.voxel_offset, volume.resolution, resolution, strict=True)
     )
-    return BlockGrid(shape, block, resolution, factor, origin)  # type: ignore[arg-type]
+    return BlockGrid(shape, block, resolution, factor, origin)
 
 
 def _estimate_segments(source: Source, grid: BlockGrid, options: ConvertOptions) -> int:
@@ -357,10 +357,10 @@ def _estimate_segments(source: Source, grid: BlockGrid, options: ConvertOptions)
     for i in sorted({int(p) for p in picks}):
         base_start, base_stop = grid.base_box(*grid.core(positions[i]), source.shape_xyz)
         # at most SAMPLE_EDGE voxels along each axis: a sample, not a read
-        sample_stop = tuple(
+        sample_stop = three(
             min(b, a + SAMPLE_EDGE) for a, b in zip(base_start, base_stop, strict=True)
         )
-        labels = source.read(base_start, sample_stop)  # type: ignore[arg-type]
+        labels = source.read(base_start, sample_stop)
         distinct += int(np.count_nonzero(np.unique(labels)))
     sampled = len({int(p) for p in picks})
     return max(1, math.ceil(distinct * len(positions) / max(1, sampled)))

@@ -7,11 +7,11 @@ consistency) so a bad source fails the plan, before any byte is written.
 from __future__ import annotations
 
 import glob
-import importlib
 import os
 from typing import TYPE_CHECKING, Any
 
 from shardwright.errors import SourceError
+from shardwright.lazy import lazy_classes
 from shardwright.sources.base import ArraySource, Source, SourceHints
 from shardwright.sources.kinds import REMOTE_SCHEMES, TIFF_SUFFIXES, is_tiff_name
 from shardwright.sources.npy import NpySource
@@ -31,12 +31,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> type:
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    cls: type = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    globals()[name] = cls
-    return cls
+__getattr__ = lazy_classes(__name__, _LAZY)
 
 
 __all__ = [

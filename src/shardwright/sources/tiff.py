@@ -93,8 +93,11 @@ def _imagej_voxel_size(tif: tifffile.TiffFile) -> tuple[float, float, float] | N
     if not metadata or "spacing" not in metadata:
         return None
     nm = nm_per(str(metadata.get("unit", "")).lower())
-    tags = tif.pages[0].tags  # type: ignore[union-attr]
-    if nm is None or "XResolution" not in tags or "YResolution" not in tags:
+    page = tif.pages[0]  # a TiffPage: only later pages may be read as (tagless) TiffFrames
+    if nm is None or not isinstance(page, tifffile.TiffPage):
+        return None
+    tags = page.tags
+    if "XResolution" not in tags or "YResolution" not in tags:
         return None
     try:
         (xn, xd), (yn, yd) = tags["XResolution"].value, tags["YResolution"].value

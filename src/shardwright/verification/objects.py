@@ -33,6 +33,7 @@ from shardwright.formats.sharded_reader import ShardedReader
 from shardwright.formats.sharding import ShardingSpec
 from shardwright.formats.skeletons import check_skeleton, vertex_attributes
 from shardwright.generation import census
+from shardwright.generation.grid import three
 from shardwright.lifecycle.journal import CENSUS
 from shardwright.manifest import GENERATED, Manifest
 from shardwright.planning.objects import LEGACY, MULTILOD, OBJECT_TYPES, SKELETONS, segment_id_of
@@ -243,10 +244,11 @@ def _volume_census(report: VerifyReport, store: Store, plan: dict[str, Any]) -> 
     step = [int(b) for b in plan.get("block_xyz", (256, 256, 256))]
     counts: dict[int, tuple[int, census.Box]] = {}
     shape = source.shape_xyz
-    for start in itertools.product(*(range(0, n, b) for n, b in zip(shape, step, strict=True))):
-        stop = [min(a + b, n) for a, b, n in zip(start, step, shape, strict=True)]
-        labels = np.asarray(source.read(start, tuple(stop))[..., 0])  # type: ignore[arg-type]
-        for segment, part in census.block_census(labels, start).items():  # type: ignore[arg-type]
+    for corner in itertools.product(*(range(0, n, b) for n, b in zip(shape, step, strict=True))):
+        start = three(corner)
+        stop = three(min(a + b, n) for a, b, n in zip(start, step, shape, strict=True))
+        labels = np.asarray(source.read(start, stop)[..., 0])
+        for segment, part in census.block_census(labels, start).items():
             counts[segment] = census.joined([counts.get(segment, (0, census.NO_BOX)), part])
     wanted = None if plan.get("object_ids") is None else set(plan["object_ids"])
     dust = max(1, int(plan.get("dust_threshold", 0)))

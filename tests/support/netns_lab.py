@@ -19,12 +19,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import netns_hosts
 import numpy as np
-import object_store_servers  # noqa: F401 (its import sets the test credentials)
 import tensorstore as ts
-import volumes
-from netns_hosts import Host, Hosts
+
+from tests.support import (
+    netns_hosts,
+    object_store_servers,  # noqa: F401 (its import sets the test credentials)
+    volumes,
+)
+from tests.support.netns_hosts import Host, Hosts
 
 JOB_PORT, DIRECT_PORT, SCHEDULER_PORT = 5000, 5001, 8786
 BUCKET = "lab"

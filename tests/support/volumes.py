@@ -24,6 +24,23 @@ def saved(directory: pathlib.Path, name: str, volume: np.ndarray) -> str:
     return str(path)
 
 
+def saved_noise(
+    directory: pathlib.Path, name: str, shape: tuple[int, int, int], seed: int, slab: int = 32
+) -> str:
+    """uint8 noise in [0, 255) (as `noise` draws it, `slab` z-planes at a time) written into
+    DIRECTORY/NAME.npy through a memory map, so that no more than one slab is in memory: for
+    tests of a task's peak memory. Returns the path a conversion takes."""
+    rng = np.random.default_rng(seed)
+    path = directory / f"{name}.npy"
+    volume = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint8, shape=shape)
+    for z in range(0, shape[0], slab):
+        planes = min(slab, shape[0] - z)
+        volume[z : z + planes] = rng.integers(0, 255, (planes, *shape[1:]), dtype=np.uint8)
+    volume.flush()
+    del volume
+    return str(path)
+
+
 def full_range(dtype: str, shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
     """Random voxels spanning the dtype's range where it is small, so byte order matters."""
     rng = np.random.default_rng(seed)

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "shardwright"
 RELEASE, NAMESPACE = "sw", "conversions"
 FULLNAME = f"{RELEASE}-shardwright"
