@@ -245,10 +245,9 @@ def lost_workers(exc: KilledWorker, limit: int | None, peak: int | None) -> JobF
     shard = key.removeprefix("shard-").rsplit("-", 1)[0] or "of a shard"
     memory = f"each worker may hold {human_bytes(limit)}" if limit else "the workers' memory"
     needs = f"; the plan's peak per task is {human_bytes(peak)}" if peak else ""
-    deaths = exc.allowed_failures
-    times = f"{deaths + 1} times" if isinstance(deaths, int) else "again and again"
+    times = exc.allowed_failures + 1
     return JobFailed(
-        f"the workers running shard task {shard} died {times} (a worker process that dies is "
+        f"the workers running shard task {shard} died {times} times (a worker process that dies is "
         f"most often out of memory: {memory}{needs}, and every thread of a worker runs a "
         "task at once). Lower {memory_budget}, or start fewer {workers} (more memory each), "
         "then continue with the same command and {resume}",
