@@ -5,27 +5,17 @@ from __future__ import annotations
 import concurrent.futures
 from typing import Any
 
-from shardwright.engine.engines import engine_for
-from shardwright.engine.gpu import cupy_module
-from shardwright.errors import NAMED, JobFailed, LeaseHeld, LeaseUnrenewed, PlanError
-from shardwright.jobs.cluster import (
-    chosen_client,
-    runner,
-    scheduler_address,
-    wants_dashboard,
-    workers_elsewhere,
-)
+from shardwright.errors import LeaseHeld, PlanError
+from shardwright.jobs import pending as jobs
 from shardwright.jobs.progress import Progress
-from shardwright.jobs.shard_stream import Node, shard_nodes
-from shardwright.jobs.submission import check_window, run_job
+from shardwright.jobs.shard_stream import Node
+from shardwright.jobs.submission import check_window
 from shardwright.lifecycle.job import Job
 from shardwright.manifest import Manifest
 from shardwright.options import ConvertOptions
-from shardwright.planning import GENERATED, ConversionPlan, ObjectPlan, plan_conversion
-from shardwright.planning.text import human_bytes
+from shardwright.planning import ConversionPlan, ObjectPlan, plan_conversion
 from shardwright.run_options import RunOptions, split_keywords
 from shardwright.sources import Source
-from shardwright.store import Store
 from shardwright.verification import verify
 from shardwright.viewer import View, open_view
 
@@ -96,10 +86,7 @@ def convert(
         if dest is None:
             raise PlanError("convert needs a destination")
         the_plan = plan(source, dest, _options(options, conversion))
-    gpu = isinstance(the_plan, ConversionPlan) and engine_for(the_plan).gpu
-    here = chosen_client(settings.scheduler, settings.client) is None
-    if gpu and here and scheduler_address(settings.scheduler) is None:
-        cupy_module()  # this machine runs the GPU workers: it must have a GPU
+    jobs.require_local_gpu(the_plan, settings)
     pending = PendingConversion(check(the_plan, settings), window=window)
     return pending.compute() if compute else pending
 
@@ -136,25 +123,20 @@ class PendingConversion:
         """Every shard task this job would submit, in order, as far as the plan knows them
         (for inspection: a big job's list is big). Generated meshes and skeletons list their
         block tasks: their shard tasks follow from what the blocks find."""
-        return [
-            n
-            for d in self.job.datasets
-            for n in shard_nodes(d.plan, "inspect")
-            if isinstance(n, Node)
-        ]
+        return jobs.job_nodes(self.job)
 
     def compute(self, **overrides: Any) -> Manifest:
         """Run the job and return its manifest; the run options given override convert's
         (where the job runs and what it shows; not what it does to DEST, checked already)."""
         settings = self._settings(overrides)
-        return self._run(settings, _progress(settings.progress))
+        return self._run(settings, jobs.shown(settings.progress))
 
     def submit(self, **overrides: Any) -> concurrent.futures.Future[Manifest]:
         """Start the job in a background thread of this process (which coordinates it);
         returns a future of its manifest. In a notebook the progress bar shows in the cell
         that called this."""
         settings = self._settings(overrides)
-        shown = _progress(settings.progress)  # made here: the widget shows in this cell
+        shown = jobs.shown(settings.progress)  # made here: the widget shows in this cell
         runs = concurrent.futures.ThreadPoolExecutor(1, "shardwright-job")
         future = runs.submit(self._run, settings, shown)
         runs.shutdown(wait=False)
@@ -170,37 +152,9 @@ class PendingConversion:
         return self.run.updated(overrides)
 
     def _run(self, settings: RunOptions, progress: Progress) -> Manifest:
-        gpu = isinstance(self.plan, ConversionPlan) and engine_for(self.plan).gpu
-        source_bytes = sum(d.plan.source_bytes for d in self.job.datasets)
-        try:
-            with runner(
-                scheduler=settings.scheduler,
-                workers=settings.workers,
-                client=settings.client,
-                dashboard=wants_dashboard(settings.dashboard, source_bytes, progress.enabled),
-                gpu=gpu,
-                announce=progress.enabled,
-                wait_for_workers=settings.wait_for_workers,
-                holds_gil=any(d.plan.dataset == GENERATED for d in self.job.datasets),
-            ) as tasks:
-                try:
-                    return run_job(
-                        self.job,
-                        tasks,
-                        resume=self.job.mode == "resume",
-                        window=self.window,
-                        progress=progress,
-                        preflight_requests=self.preflight_requests,
-                    )
-                except Exception as exc:
-                    if type(exc).__name__ == "KilledWorker":  # distributed's, not imported here
-                        raise lost_workers(exc, self.plan, tasks) from exc
-                    raise
-        except LeaseUnrenewed:
-            raise  # the store does not answer this host: its leases run out by themselves
-        except BaseException:
-            self.job.release()  # a job that failed gives its leases back (a finished one did)
-            raise
+        return jobs.run_checked(
+            self.job, self.plan, settings, progress, self.window, self.preflight_requests
+        )
 
     def __dask_graph__(self) -> None:
         raise PlanError(
@@ -214,49 +168,13 @@ class PendingConversion:
         return f"<PendingConversion {source} -> {self.plan.dest}: call .compute()>"
 
 
-def lost_workers(exc: Exception, plan: ConversionPlan | ObjectPlan, tasks: Any) -> JobFailed:
-    """Workers that kept dying under one shard task, most often of memory: what it was, what
-    the workers may hold and what the plan needs, and what to change."""
-    limit = tasks.memory_limit() if hasattr(tasks, "memory_limit") else None
-    peak = getattr(plan, "peak_task_bytes", None)
-    key = str(getattr(exc, "task", "") or "")  # shard-<shard key>-<job token> (shard_stream)
-    shard = key.removeprefix("shard-").rsplit("-", 1)[0] or "of a shard"
-    memory = f"each worker may hold {human_bytes(limit)}" if limit else "the workers' memory"
-    needs = f"; the plan's peak per task is {human_bytes(peak)}" if peak else ""
-    deaths = getattr(exc, "allowed_failures", None)
-    times = f"{deaths + 1} times" if isinstance(deaths, int) else "again and again"
-    return JobFailed(
-        f"the workers running shard task {shard} died {times} (a worker process that dies is "
-        f"most often out of memory: {memory}{needs}, and every thread of a worker runs a "
-        "task at once). Lower {memory_budget}, or start fewer {workers} (more memory each), "
-        "then continue with the same command and {resume}",
-        memory_budget=NAMED,
-        workers=NAMED,
-        resume=True,
-    )
-
-
 def check(
     the_plan: ConversionPlan | ObjectPlan, run: RunOptions | None = None, **values: Any
 ) -> Job:
     """Every refusal that needs no write: where each destination lies, whether another job
     is writing it, what it holds and whether this job may resume it (`run`, or run options by
     name). `convert` calls it first, once; the CLI prints the plan only after it passed."""
-    settings = (run or RunOptions()).updated(values)
-    store = Store(the_plan.dest, the_plan.options.storage_options)
-    if store.is_process_local and workers_elsewhere(settings.scheduler, settings.client):
-        raise PlanError(
-            f"{store.url} lives in this process; workers in other processes cannot write "
-            "it: use {scheduler} local, threads or sync with memory:// destinations",
-            scheduler=NAMED,
-        )
-    job = Job(the_plan, settings)
-    job.check()
-    return job
-
-
-def _progress(progress: bool | Progress) -> Progress:
-    return progress if isinstance(progress, Progress) else Progress(enabled=progress)
+    return jobs.check_job(the_plan, (run or RunOptions()).updated(values))
 
 
 def _options(options: ConvertOptions | None, values: dict[str, Any]) -> ConvertOptions:

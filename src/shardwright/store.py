@@ -7,7 +7,15 @@ run writes through asks the run's fence (lifecycle/fencing.py) before each data 
 from __future__ import annotations
 
 from shardwright.errors import LeaseLost, StoreError
-from shardwright.stores.base import CONTROL_PREFIX, TMP_MARKER, JobRun, Store, halt, halted
+from shardwright.stores.base import (
+    CONTROL_PREFIX,
+    TMP_MARKER,
+    JobRun,
+    Store,
+    backend_for,
+    halt,
+    halted,
+)
 
-__all__ = ["CONTROL_PREFIX", "TMP_MARKER", "JobRun", "LeaseLost", "Store", "StoreError", "halt",
-           "halted"]  # fmt: skip
+__all__ = ["CONTROL_PREFIX", "TMP_MARKER", "JobRun", "LeaseLost", "Store", "StoreError",
+           "backend_for", "halt", "halted"]  # fmt: skip

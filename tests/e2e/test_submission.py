@@ -19,8 +19,9 @@ import shardwright.engine.engines as engines
 from shardwright import api
 from shardwright.errors import LeaseHeld, LeaseUnrenewed, PlanError
 from shardwright.jobs.progress import Progress, duration
+from shardwright.jobs.runners import ThreadRunner
 from shardwright.jobs.shard_stream import Node
-from shardwright.jobs.submission import ThreadRunner, Window
+from shardwright.jobs.submission import Window
 from shardwright.manifest import Receipt, ReceiptTable
 from tests.support import volumes
 

@@ -23,7 +23,7 @@ import dask
 
 from shardwright import deadlines, logs
 from shardwright.errors import NAMED, JobFailed, PlanError
-from shardwright.jobs.submission import DistributedRunner, Runner, ThreadRunner
+from shardwright.jobs.runners import DistributedRunner, Runner, ThreadRunner
 from shardwright.jobs.workers import GPU_RESOURCE, GPU_TASKS_PER_DEVICE
 from shardwright.version import install_command
 
@@ -263,16 +263,18 @@ def runner(
     announce: bool = False,
     wait_for_workers: float | None = None,
     holds_gil: bool = False,
+    peak_task_bytes: int | None = None,
 ) -> Iterator[Runner]:
     """Where the job's tasks run: the user's client, the cluster named by `scheduler` (one we
     start by default), or threads of this process (`threads`, `sync`). GPU tasks run on a
     distributed cluster only, whose workers declare a GPU. `announce`: print the dashboard
     link of a cluster the job connects to; `wait_for_workers`: how long a cluster may have no
     worker before the job gives up (None: as long as it takes, said every 30 s); `holds_gil`:
-    the job's tasks hold the GIL, so a cluster we start runs worker processes."""
+    the job's tasks hold the GIL, so a cluster we start runs worker processes;
+    `peak_task_bytes`: the plan's peak per task, said if workers keep dying under one."""
     client = chosen_client(scheduler, client)
     if client is not None:
-        yield DistributedRunner(client, wait_for_workers=wait_for_workers, gpu=gpu)
+        yield DistributedRunner(client, False, wait_for_workers, gpu, peak_task_bytes)
         return
     local = scheduler_address(scheduler) is None
     if gpu and local and scheduler not in (None, "", "local"):
@@ -290,4 +292,4 @@ def runner(
         return
     with connect(scheduler, workers, dashboard, gpu, announce, holds_gil) as own_client:
         started = scheduler_address(scheduler) is None
-        yield DistributedRunner(own_client, started, wait_for_workers, gpu)
+        yield DistributedRunner(own_client, started, wait_for_workers, gpu, peak_task_bytes)

@@ -9,252 +9,32 @@ the first tasks run as soon as the first shards are enumerated. Receipts are jou
 shard tasks themselves as they store; here they are counted for progress and folded into the
 manifest, written once every task has returned.
 
-Two runners carry the tasks: a distributed client (a local cluster we start, or the user's
-scheduler; a task lost with its worker is recomputed elsewhere, up to TASK_RETRIES times) and
-a thread pool (`--scheduler threads` or `sync`, no cluster at all).
+The tasks run on a `Runner` (runners.py): a distributed client or a thread pool of this
+process.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import contextlib
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any
 
-from shardwright.errors import JobFailed, LeaseUnrenewed, PlanError
+from shardwright.errors import LeaseUnrenewed, PlanError
 from shardwright.generation.exchange import Exchange
 from shardwright.jobs.coordinator import Begun, begin_dataset, finish_dataset
 from shardwright.jobs.progress import Progress
+from shardwright.jobs.runners import Runner
 from shardwright.jobs.shard_stream import Barrier, Node, TaskContext, receipts_in, shard_nodes
 from shardwright.jobs.supervision import WATCH_S, Supervisor
-from shardwright.jobs.workers import GPU_RESOURCE, WorkerWatch, check_gpu_workers, check_reach
 from shardwright.lifecycle.job import Job
 from shardwright.logs import LOG
 from shardwright.manifest import CompanionTotals, Manifest, ReceiptTable
 
-TASK_RETRIES = 3  # a shard lost with its worker is recomputed elsewhere
 WINDOW_PER_THREAD = 4  # tasks on the cluster per worker thread: enough to never idle
 MIN_WINDOW = 8
 THREADS_REFRESH_S = 5.0  # how often the window follows a cluster that grows or shrinks
-
-
-class Runner(Protocol):
-    """Where tasks run: submits them, says which finished, hands their results back."""
-
-    def threads(self) -> int: ...
-    def describe(self) -> str: ...
-    def ready(self, places: list[tuple[str, str]]) -> None: ...
-    def put(self, key: str, value: Any) -> Any: ...
-    def submit(self, node: Node, context: Any, inputs: list[Any]) -> Any: ...
-    def finished(self, timeout: float) -> list[Any]: ...
-    def results(self, handles: list[Any], watch: Callable[[], None]) -> list[Any]: ...
-    def check(self, handle: Any) -> None: ...
-    def cancel(self, handles: list[Any]) -> None: ...
-    def released(self) -> None: ...
-
-
-class DistributedRunner:
-    """Tasks on a Dask distributed cluster, through `client` (`started`: a cluster started
-    for this job, which the job's record calls so)."""
-
-    def __init__(
-        self,
-        client: Any,
-        started: bool = False,
-        wait_for_workers: float | None = None,
-        gpu: bool = False,
-    ) -> None:
-        from distributed import as_completed
-
-        self.client = client
-        self.started = started
-        self.gpu = gpu
-        self.workers = WorkerWatch(client, started, wait_for_workers)
-        self._done = as_completed(loop=client.loop)
-
-    def ready(self, places: list[tuple[str, str]]) -> None:
-        """Before anything is written: a worker connected (waited for, and said so), and
-        one that sees every `(role, location)` of the job as this process does."""
-        self.workers.wait()
-        if self.gpu:
-            check_gpu_workers(self.client)
-        if not str(self.client.scheduler.address).startswith("inproc://"):
-            check_reach(self.client, places)
-
-    def threads(self) -> int:
-        return sum(self.client.nthreads().values())
-
-    def memory_limit(self) -> int | None:
-        return self.workers.memory_limit()
-
-    def describe(self) -> str:
-        threads = self.client.nthreads()
-        size = f"{len(threads)} worker(s), {sum(threads.values())} thread(s)"
-        if self.started:
-            return f"a local Dask cluster started for the job ({size})"
-        return f"the Dask cluster at {self.client.scheduler.address} ({size})"
-
-    def put(self, key: str, value: Any) -> Any:
-        # A task that returns the value rather than scattered data: the scheduler can
-        # recompute it if the worker holding it is lost.
-        return self.client.submit(_identity, value, key=key, pure=False)
-
-    def submit(self, node: Node, context: Any, inputs: list[Any]) -> Any:
-        resources = {"resources": {GPU_RESOURCE: 1}} if node.gpu else {}
-        future = self.client.submit(
-            node.run,
-            context,
-            node.shard,
-            *inputs,
-            key=node.key,
-            pure=False,
-            retries=TASK_RETRIES,
-            **resources,
-        )
-        self._done.add(future)
-        return future
-
-    def finished(self, timeout: float) -> list[Any]:
-        """Tasks finished within `timeout`; none finished, a cluster left without workers is
-        said, waited for or given up on (WorkerWatch)."""
-        done = self._done
-        deadline = time.monotonic() + timeout
-        with self._scheduler_kept():
-            while done.queue.empty() and not done.is_empty():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    self.workers.check()
-                    return []
-                with done.thread_condition:  # notified as each future finishes
-                    done.thread_condition.wait(timeout=min(left, 0.1))
-            return done.next_batch(block=not done.is_empty())
-
-    def results(self, handles: list[Any], watch: Callable[[], None]) -> list[Any]:
-        """The results of finished tasks, gathered at once. One whose result was lost with its
-        worker is run again first: that wait is watched as `finished`'s is (`watch` every
-        WATCH_S, and a cluster left without workers)."""
-        if not handles:
-            return []
-        with self._scheduler_kept():
-            gathering = asyncio.run_coroutine_threadsafe(
-                _gathered(self.client, handles), self.client.loop.asyncio_loop
-            )
-            try:
-                while True:
-                    try:
-                        return gathering.result(timeout=WATCH_S)
-                    except TimeoutError:
-                        self.workers.check()
-                        watch()
-            finally:
-                gathering.cancel()
-
-    @contextlib.contextmanager
-    def _scheduler_kept(self) -> Iterator[None]:
-        """A lost scheduler said as what it is (distributed raises its connection errors, or
-        cancels every future once the client stops reconnecting), with what to do; a task's
-        own error, the client still connected, goes through as it is."""
-        from distributed.comm.core import CommClosedError
-
-        address = self.client.scheduler.address
-        try:
-            yield
-        except Exception as exc:
-            if not isinstance(exc, CommClosedError) and self.client.status == "running":
-                raise
-            said = (str(exc).splitlines() or [""])[0]  # distributed's own advice follows
-            raise JobFailed(
-                f"lost the Dask scheduler at {address} while the job ran "
-                f"({type(exc).__name__}: {said}); the shards stored so far are kept: once a "
-                "scheduler and its workers are back, continue with {resume}",
-                resume=True,
-            ) from None
-
-    def check(self, handle: Any) -> None:
-        if handle.status == "error":
-            handle.result()  # raises the task's error
-
-    def cancel(self, handles: list[Any]) -> None:
-        if handles:
-            self.client.cancel(handles)
-
-    def released(self) -> None:
-        """Once finished futures are dropped, their release reaches the scheduler before the
-        next submission: the client queues a release on its event loop, which queues the
-        message itself behind whatever was queued meanwhile; a turn of the loop here puts
-        the message ahead of the next task."""
-        self.client.sync(_loop_turn)
-
-
-class ThreadRunner:
-    """Tasks on a pool of threads of this process (one thread: `--scheduler sync`). The
-    stream submits a task after those it takes, and the pool starts them in that order, so a
-    task waiting for its inputs waits only for tasks already running."""
-
-    def __init__(self, threads: int) -> None:
-        self._threads = threads
-        self._pool = concurrent.futures.ThreadPoolExecutor(threads, "shardwright-task")
-        self._pending: set[concurrent.futures.Future[Any]] = set()
-
-    def threads(self) -> int:
-        return self._threads
-
-    def ready(self, places: list[tuple[str, str]]) -> None:
-        pass  # threads of this process see what it sees
-
-    def describe(self) -> str:
-        if self._threads == 1:
-            return "this process, one task at a time (no Dask cluster)"
-        return f"{self._threads} threads of this process (no Dask cluster)"
-
-    def put(self, key: str, value: Any) -> Any:
-        return value
-
-    def submit(self, node: Node, context: Any, inputs: list[Any]) -> Any:
-        future = self._pool.submit(_call_when_ready, node, context, inputs)
-        self._pending.add(future)
-        return future
-
-    def finished(self, timeout: float) -> list[Any]:
-        done, self._pending = concurrent.futures.wait(
-            self._pending, timeout, return_when=concurrent.futures.FIRST_COMPLETED
-        )
-        return list(done)
-
-    def results(self, handles: list[Any], watch: Callable[[], None]) -> list[Any]:
-        return [handle.result() for handle in handles]
-
-    def check(self, handle: Any) -> None:
-        handle.result()
-
-    def cancel(self, handles: list[Any]) -> None:
-        for handle in handles:
-            handle.cancel()
-
-    def released(self) -> None:
-        pass
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _identity(value: Any) -> Any:
-    return value
-
-
-async def _loop_turn() -> None:
-    pass
-
-
-async def _gathered(client: Any, handles: list[Any]) -> list[Any]:
-    return await client.gather(handles, asynchronous=True)
-
-
-def _call_when_ready(node: Node, context: Any, inputs: list[Any]) -> Any:
-    return node.run(context, node.shard, *(handle.result() for handle in inputs))
 
 
 def check_window(size: int | None) -> None:
@@ -301,14 +81,13 @@ class Window:
                 for node in nodes:
                     if isinstance(node, Barrier):
                         while waiting:
-                            self._settle(waiting, progress)
+                            self._settle(waiting, held, progress)
                         continue
                     while len(waiting) >= self.size():
-                        self._settle(waiting, progress)
-                        self.runner.released()
+                        self._settle(waiting, held, progress)
                     self._submit(node, context, table, held, waiting)
             while waiting:
-                self._settle(waiting, progress)
+                self._settle(waiting, held, progress)
         except BaseException:
             self.runner.cancel([*waiting, *(entry[0] for entry in held.values())])
             raise
@@ -321,9 +100,8 @@ class Window:
         held: dict[str, list[Any]],
         waiting: dict[Any, tuple[Node, ReceiptTable]],
     ) -> None:
-        """Submit one node. Its handle lives only in `waiting` (and `held`): no local of the
-        loop keeps a finished task's future, whose release must reach the scheduler before
-        the next submission (`released`)."""
+        """Submit one node. Its handle lives only in `waiting` (and `held`), which `_settle`
+        releases once finished and taken by every later node that takes it."""
         inputs = [self._take(held, key) for key in node.inputs]
         handle = self.runner.submit(node, context, inputs)
         if node.consumers:
@@ -340,8 +118,15 @@ class Window:
             del held[key]
         return entry[0]
 
-    def _settle(self, waiting: dict[Any, tuple[Node, ReceiptTable]], progress: Progress) -> None:
-        """Wait for some tasks to finish; fold in the receipts of those that carry them."""
+    def _settle(
+        self,
+        waiting: dict[Any, tuple[Node, ReceiptTable]],
+        held: dict[str, list[Any]],
+        progress: Progress,
+    ) -> None:
+        """Wait for some tasks to finish; fold in the receipts of those that carry them, and
+        release those no later node still has to take (the scheduler forgets them before the
+        next submission: it holds at most the window)."""
         done = self.runner.finished(WATCH_S)
         self.watch()
         carrying = [handle for handle in done if not waiting[handle][0].consumers]
@@ -358,6 +143,7 @@ class Window:
             for receipt in receipts:
                 table.add(receipt)
             progress.add(receipts)
+        self.runner.release([handle for handle in done if waiting[handle][0].key not in held])
         for handle in done:
             del waiting[handle]
 
