@@ -7,6 +7,7 @@ back exactly and `verify` passing."""
 from __future__ import annotations
 
 import pathlib
+import signal
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -147,20 +148,27 @@ def test_a_zombie_write_held_past_the_cut_and_an_overwrite_leaves_no_wrong_shard
 def test_the_coordinator_cut_off_from_the_store_stops_in_time_and_another_host_resumes(
     lab: Lab,
 ) -> None:
+    """The worker left is paused while the coordinator stops (a long pause, as a loaded host
+    has), so that the job stops with shards still to write however fast the worker would
+    be; it goes on afterwards, and the job resumed from another host finishes exactly."""
     voxels = lab.write_source()
-    lab.workers[1].kill_all()  # one worker: the job outlasts the stop by far
+    lab.workers[1].kill_all()
     job, log = lab.start_job("--lease-timeout", str(LEASE_TIMEOUT))
     _mid_job(lab, job, log)
-    lab.client.cut_from(lab.store)  # the scheduler and the workers still reach the store
-    cut_at = time.monotonic()
-    code = job.wait(timeout=120)
-    stopped_after = _say("stopped after the cut", cut_at, log)
+    lab.workers[0].signal_all(signal.SIGSTOP)
+    try:
+        assert lab.stored_shards() < SHARDS
+        lab.client.cut_from(lab.store)  # the scheduler (and the workers) still reach the store
+        cut_at = time.monotonic()
+        code = job.wait(timeout=120)
+        stopped_after = _say("stopped after the cut", cut_at, log)
+    finally:
+        lab.workers[0].signal_all(signal.SIGCONT)
     said = log.read_text()
     assert code == 1, said
     assert "Traceback" not in said, said
     assert "has not renewed the job's lease" in said and "--resume" in said, said
     assert stopped_after < LEASE_TIMEOUT, said  # before another job could take it over
-    assert lab.stored_shards() < SHARDS
     lab.client = lab.net.add("client2")  # the operator resumes from another machine
     resumed, resumed_log = lab.start_job("--lease-timeout", str(LEASE_TIMEOUT), "--resume",
                                          "--lease-wait", "60")  # fmt: skip

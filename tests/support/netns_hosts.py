@@ -103,6 +103,13 @@ class Host:
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.1)
 
+    def signal_all(self, number: int) -> None:
+        """Send every process in the namespace `number` (SIGSTOP: the host freezes, as in a
+        long pause; SIGCONT: it goes on where it was)."""
+        for pid in self.pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, number)
+
     def cut(self) -> None:
         _ip("link", "set", self.link, "down")
 
