@@ -10,6 +10,7 @@ import pathlib
 import pickle
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 import h5py
@@ -129,6 +130,24 @@ def test_npy_reads_leave_no_pages_resident(tmp_path: pathlib.Path) -> None:
         del box
     assert total == 3 * 256 * 512 * 512
     assert _resident_file_bytes() - before < 8 << 20  # the 64 MiB read, none of it kept
+
+
+def test_npy_reads_from_many_threads_at_once(tmp_path: pathlib.Path) -> None:
+    """A planner samples a source on threads: each read maps the file without parsing its
+    header again (NumPy parses it with `ast`, which CPython 3.11 cannot run from several
+    threads at once: "AST constructor recursion depth mismatch" in a loaded test run)."""
+    vol = _volume("uint16", ZYX)
+    np.save(tmp_path / "v.npy", vol)
+    source = open_source(str(tmp_path / "v.npy"))
+    expected = vol[2:9, 1:7, 3:11].transpose(2, 1, 0)
+
+    def read(_: int) -> bool:
+        return all(
+            np.array_equal(source.read((3, 1, 2), (11, 7, 9))[..., 0], expected) for _ in range(50)
+        )
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(read, range(16)))
 
 
 def test_npy_axes_overrides(tmp_path: pathlib.Path) -> None:

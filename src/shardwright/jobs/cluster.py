@@ -105,8 +105,11 @@ def connect(
     """
     from distributed import Client
 
-    # The client logs its lost connections with their tracebacks; the job says it in one line.
-    logging.getLogger("distributed.client").setLevel(logs.cluster_level())
+    # The client logs its lost connections with their tracebacks (its own logger, and its
+    # batched sends': "Batched Comm Closed" when a scheduler goes away); the job says it in
+    # one line.
+    for name in ("distributed.client", "distributed.batched"):
+        logging.getLogger(name).setLevel(logs.cluster_level())
     address = scheduler_address(scheduler)
     if address is not None:
         try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -16,16 +16,17 @@ class NpySource(ArraySource):
     def __init__(self, path: str, axes: str | None = None, url: str | None = None):
         self.path = path
         try:
-            array = self._map()
+            array = np.load(path, mmap_mode="r", allow_pickle=False)
         except (ValueError, OSError, EOFError) as exc:
             raise SourceError(f"{url or path}: not a readable .npy array ({exc})") from exc
+        if not isinstance(array, np.memmap):
+            raise SourceError(f"{url or path}: not a single array")
+        # The header is read here, once: NumPy parses it with `ast`, which CPython 3.11 cannot
+        # run from several threads at once (a planner samples the source on threads).
+        fortran = array.flags.f_contiguous and not array.flags.c_contiguous
+        self._order: Literal["C", "F"] = "F" if fortran else "C"
+        self._offset = int(array.offset)
         super().__init__(url or path, array.shape, array.dtype, axes)
-
-    def _map(self) -> np.ndarray:
-        array = np.load(self.path, mmap_mode="r", allow_pickle=False)
-        if not isinstance(array, np.ndarray):
-            raise SourceError("not a single array")
-        return array
 
     def _read(self, slices: tuple[slice, ...]) -> np.ndarray:
         # A view of a map made for this read alone: the engine's next step (scatter, staging)
@@ -33,7 +34,10 @@ class NpySource(ArraySource):
         # for the worker's life kept every page it had touched resident, and Dask counts
         # those against the worker's memory limit: the workers converting a 32 GiB .npy were
         # restarted at 7.9 GiB each, a task of 1 GiB planned.
-        return self._map()[slices]
+        mapped = np.memmap(
+            self.path, self._stored_dtype, "r", self._offset, self.native_shape, self._order
+        )
+        return mapped[slices]
 
     def identity(self) -> dict[str, Any]:
         return file_identity(self.path)
