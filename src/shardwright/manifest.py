@@ -25,7 +25,7 @@ import numpy as np
 
 from shardwright.errors import ManifestError
 from shardwright.formats.vocabulary import OutputFormat, names
-from shardwright.store import Store
+from shardwright.stores import Store
 from shardwright.version import __version__
 
 VOLUME, OBJECTS = "volume", "objects"  # the kinds of dataset a job writes (`Plan.dataset`)

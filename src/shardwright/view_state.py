@@ -33,7 +33,7 @@ from shardwright.manifest import read_manifest
 from shardwright.planning.builder import LABEL_DTYPES
 from shardwright.sources import open_source
 from shardwright.sources.tensorstore_array import endpoint_url
-from shardwright.store import Store
+from shardwright.stores import Store, open_store
 
 # What sits at a dataset's root, and the Neuroglancer data source scheme that reads it.
 DATA_SCHEMES = (
@@ -92,7 +92,7 @@ def describe_all(
     every bare array placed (`place`)."""
     plans = []  # ours: the plan in each manifest says what the layer is and what it was from
     for dest in places:
-        manifest = read_manifest(Store(dest, storage_options))
+        manifest = read_manifest(open_store(dest, storage_options))
         plans.append(manifest.plan if manifest is not None else {})
     read_as = {  # a source's location -> the axes its conversion in this view read it with
         _same_place(plan["source"]): plan["source_axes"]
@@ -117,7 +117,7 @@ def describe(
     manifest's plan where it is ours, else empty), which Neuroglancer reads at `source_url`
     (where the data server serves it, or the bucket's own URL); `axes`, for a zarr array, the
     order its dimensions hold x, y, z (default: its metadata's, else zyx)."""
-    store = Store(dest, storage_options)
+    store = open_store(dest, storage_options)
     metadata_key, scheme = data_scheme(store, dest)
     source = open_source(
         dest, axes=axes if scheme in ZARR_SCHEMES else None, storage_options=storage_options

@@ -16,7 +16,7 @@ import zarr
 from shardwright import api, cli
 from shardwright.engine.batched import run_shard_batched
 from shardwright.engine.cpu import run_shard
-from shardwright.store import Store
+from shardwright.stores import open_store
 
 CORE_TYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
               "float16", "float32", "float64", "complex64", "complex128")  # fmt: skip
@@ -162,7 +162,7 @@ def test_the_gpu_engines_pipeline_writes_the_same_bytes(tmp_path: pathlib.Path, 
     np.save(tmp_path / "src.npy", _voxels(dtype))
     plan = api.plan(str(tmp_path / "src.npy"), str(tmp_path / "cpu"), format="zarr3",
                     resolution=(1, 1, 1), chunk_size=(4, 4, 4), target_shard_bytes=512)  # fmt: skip
-    cpu, batched = Store(str(tmp_path / "cpu")), Store(str(tmp_path / "batched"))
+    cpu, batched = open_store(str(tmp_path / "cpu")), open_store(str(tmp_path / "batched"))
     tasks = list(plan.shards())
     assert len(tasks) >= 2
     for task in tasks:

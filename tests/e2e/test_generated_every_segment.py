@@ -21,7 +21,7 @@ from shardwright.formats.meshes import MultiLodManifest
 from shardwright.formats.sharded_reader import ShardedReader
 from shardwright.formats.sharding import ShardBuilder, ShardingSpec
 from shardwright.formats.skeletons import encode_skeleton
-from shardwright.store import Store
+from shardwright.stores import open_store
 from tests.support import label_shapes
 
 zmesh = pytest.importorskip("zmesh")
@@ -59,7 +59,7 @@ def _inside_box(points: np.ndarray, labels: np.ndarray, segment: int, resolution
 def _lods(dest: pathlib.Path, segment: int) -> int:
     info = json.loads((dest / "mesh" / "info").read_text())
     reader = ShardedReader(ShardingSpec.from_json(info["sharding"]),
-                           Store(str(dest / "mesh")).read_range)  # fmt: skip
+                           open_store(str(dest / "mesh")).read_range)  # fmt: skip
     blob = reader.read(segment)
     assert blob is not None, segment
     return MultiLodManifest.from_bytes(blob).num_lods
@@ -173,7 +173,7 @@ def _rewrite(sub: pathlib.Path, segment: int, ids: list[int], change: str) -> No
     detail, a skeleton of no vertex and no edge."""
     info = json.loads((sub / "info").read_text())
     spec = ShardingSpec.from_json(info["sharding"])
-    reader = ShardedReader(spec, Store(str(sub)).read_range)
+    reader = ShardedReader(spec, open_store(str(sub)).read_range)
     shard = int(spec.locate(np.array([segment], np.uint64))[0][0])
     builder = ShardBuilder(spec, shard, memory_budget=2**26)
     for other in ids:

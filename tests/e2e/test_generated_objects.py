@@ -26,7 +26,7 @@ from shardwright.formats.sharding import ShardingSpec
 from shardwright.generation.surfaces import lod_count
 from shardwright.generation.tracing import teasar_params
 from shardwright.options import ConvertOptions
-from shardwright.store import Store
+from shardwright.stores import open_store
 from tests.support import SUPPORT, label_shapes
 
 zmesh = pytest.importorskip("zmesh")
@@ -53,7 +53,7 @@ def _objects(dest: pathlib.Path) -> dict[tuple[str, int], bytes]:
     for sub in ("mesh", "skeletons"):
         info = json.loads((dest / sub / "info").read_text())
         reader = ShardedReader(ShardingSpec.from_json(info["sharding"]),
-                               Store(str(dest / sub)).read_range)  # fmt: skip
+                               open_store(str(dest / sub)).read_range)  # fmt: skip
         for segment in label_shapes.SEGMENTS.values():
             blob = reader.read(segment)
             assert blob is not None, (sub, segment)
@@ -144,7 +144,7 @@ def test_each_mesh_has_the_documented_levels_of_detail(
     _, dest = converted
     info = json.loads((dest / "mesh" / "info").read_text())
     spec = ShardingSpec.from_json(info["sharding"])
-    store = Store(str(dest / "mesh"))
+    store = open_store(str(dest / "mesh"))
     reader = ShardedReader(spec, store.read_range)
     volume = CloudVolume(f"file://{dest}", progress=False)
     labels = label_shapes.labels()
@@ -250,7 +250,7 @@ def test_object_ids_and_dust_threshold_choose_the_segments(tmp_path: pathlib.Pat
     assert (labels == tube).sum() > 2000 > (labels == bent).sum()  # the test's premise
     info = json.loads((dest / "mesh" / "info").read_text())
     reader = ShardedReader(
-        ShardingSpec.from_json(info["sharding"]), Store(str(dest / "mesh")).read_range
+        ShardingSpec.from_json(info["sharding"]), open_store(str(dest / "mesh")).read_range
     )
     found = reader.read_many(list(label_shapes.SEGMENTS.values()))
     assert {s for s, blob in found.items() if blob is not None} == {tube}
@@ -344,7 +344,7 @@ def test_generated_into_an_s3_bucket_match_the_local_ones(
     )  # fmt: skip
     fetched = tmp_path / "fetched"
     for sub in ("mesh", "skeletons"):
-        store = Store(f"{dest}/{sub}", s3.options())
+        store = open_store(f"{dest}/{sub}", s3.options())
         assert not store.list_keys(".shardwright/exchange")
         assert api.verify(f"{dest}/{sub}", full=True, storage_options=s3.options()).ok
         (fetched / sub).mkdir(parents=True)

@@ -30,7 +30,7 @@ from distributed import Client, LocalCluster
 from shardwright import api
 from shardwright.manifest import MANIFEST_KEY
 from shardwright.planning import ConversionPlan
-from shardwright.store import TMP_MARKER
+from shardwright.stores.base import TMP_MARKER
 from tests.support import volumes
 
 OPTIONS: dict[str, Any] = dict(chunk_size=(16, 16, 16), target_shard_bytes=4096)

@@ -21,7 +21,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from shardwright import api
 from shardwright.errors import StoreError
 from shardwright.manifest import MANIFEST_KEY
-from shardwright.store import Store
+from shardwright.stores import open_store
 from tests.support import volumes
 from tests.support.object_store_servers import FaultyProxy, GcsServer, S3Server
 
@@ -210,7 +210,7 @@ def test_conversion_through_a_faulty_endpoint_is_exact(
         "s3://faulty/em", str(tmp_path / "vol.npy"), full=True, storage_options=s3.options()
     )
     assert report.ok, report.summary()
-    stored = json.loads(Store("s3://faulty/em", s3.options()).read(MANIFEST_KEY))
+    stored = json.loads(open_store("s3://faulty/em", s3.options()).read(MANIFEST_KEY))
     assert stored["shards"] == [e.to_json() for e in manifest.shards]
 
 
@@ -402,7 +402,7 @@ def test_credentials_never_appear_in_errors(
         overwrite=True,
         **SMALL,
     )
-    text = Store("s3://with-keys/em", s3.options()).read(MANIFEST_KEY).decode()
+    text = open_store("s3://with-keys/em", s3.options()).read(MANIFEST_KEY).decode()
     assert isinstance(manifest, api.Manifest) and json.loads(text)["totals"]["shards"] > 1
     assert secret not in text and "AKIDEXAMPLE" not in text
 
@@ -440,7 +440,7 @@ def test_unwritable_destinations_are_refused_before_any_shard(
     finally:
         proxy.stop()
     assert f"{scheme}://guarded/em" in str(info.value), case
-    assert Store(f"{scheme}://guarded/em", server.options()).is_empty()  # nothing was written
+    assert open_store(f"{scheme}://guarded/em", server.options()).is_empty()  # nothing was written
 
 
 def test_gcs_conversion_through_a_faulty_endpoint_is_exact(
@@ -502,7 +502,9 @@ def test_meshes_and_skeletons_from_a_faulty_s3_bucket_to_gcs(
             )
             assert isinstance(manifest, api.Manifest) and manifest.totals.chunks == ids.size
             assert manifest.totals.requests.get("retries", 0) > 0
-            info = json.loads(Store(f"gs://objects-out/seg/{kind}", gcs.options()).read("info"))
+            info = json.loads(
+                open_store(f"gs://objects-out/seg/{kind}", gcs.options()).read("info")
+            )
             kv = ts.KvStore.open(
                 {
                     "driver": "neuroglancer_uint64_sharded",

@@ -22,7 +22,7 @@ from shardwright.engine import run_shard
 from shardwright.errors import PlanError
 from shardwright.lifecycle.journal import RECEIPTS
 from shardwright.manifest import MANIFEST_KEY
-from shardwright.store import Store
+from shardwright.stores import open_store
 from tests.support import volumes
 
 SLOW_DRIVER = textwrap.dedent("""
@@ -134,7 +134,7 @@ def test_shard_task_memory_stays_near_the_budget(tmp_path: pathlib.Path) -> None
     (task,) = list(plan.shards())
     assert plan.estimated_shard_bytes >= 5 * budget
     tracemalloc.start()
-    receipt = run_shard(plan, task, Store(str(tmp_path / "out")), spool_dir=str(tmp_path))
+    receipt = run_shard(plan, task, open_store(str(tmp_path / "out")), spool_dir=str(tmp_path))
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert receipt.size >= 5 * budget

@@ -27,7 +27,7 @@ from shardwright.engine.pyramid import run_pyramid_shard
 from shardwright.errors import PlanError
 from shardwright.manifest import MANIFEST_KEY
 from shardwright.sources import NpySource, SourceHints
-from shardwright.store import Store
+from shardwright.stores import open_store
 from tests.support import volumes
 
 SIZE_XYZ = (45, 38, 21)  # odd in every axis, and not a multiple of any chunk size below
@@ -512,7 +512,7 @@ def test_four_level_pyramid_tasks_stay_within_the_budget(tmp_path: pathlib.Path)
     # one base task feeds the first level-1 task: its pieces are all that task is handed
     upper_task = next(iter(plan.level_plan(1).shards()))
     assert plan.producers(upper_task) == [base_task]
-    store = Store(str(tmp_path / "out"))
+    store = open_store(str(tmp_path / "out"))
     tracemalloc.start()
     receipt, handoff = run_pyramid_shard(plan, base_task, store, spool_dir=str(tmp_path))
     _, base_peak = tracemalloc.get_traced_memory()
@@ -562,7 +562,7 @@ def _pyramid_in_process(plan: Any, dest: pathlib.Path, xp: Any, resume: bool = F
     """Every level's shard tasks in graph order, each fed its producers' pieces."""
     from shardwright.jobs.coordinator import write_metadata
 
-    store = Store(str(dest))
+    store = open_store(str(dest))
     write_metadata(plan, store)
     handed: dict[str, Any] = {}
     for level in range(plan.level_count):

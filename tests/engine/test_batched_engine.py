@@ -16,7 +16,7 @@ import tensorstore as ts
 from shardwright import api
 from shardwright.engine.batched import run_shard_batched
 from shardwright.engine.cpu import run_shard
-from shardwright.store import Store
+from shardwright.stores import open_store
 from tests.support import volumes
 
 SIZE_ZYX = (37, 45, 52)  # no axis a multiple of the chunk size
@@ -69,7 +69,7 @@ def test_batched_shards_equal_the_cpu_engines(
     plan = dataclasses.replace(plan, epoch_shape_chunks=(2, 1, 2))
     tasks = list(plan.shards())
     assert len(tasks) >= 2
-    cpu, batched = Store(str(tmp_path / "cpu")), Store(str(tmp_path / "batched"))
+    cpu, batched = open_store(str(tmp_path / "cpu")), open_store(str(tmp_path / "batched"))
     compared = 0
     for task in tasks:
         want = run_shard(plan, task, cpu)
@@ -95,7 +95,7 @@ def test_batched_zarr3_shards_read_back_by_tensorstore(tmp_path: pathlib.Path) -
         target_shard_bytes=40_000,
         min_shards=2,
     )
-    store = Store(str(dest))
+    store = open_store(str(dest))
     for key, document in plan.metadata_documents():  # the level array 0/, the OME group
         store.write_text(key, json.dumps(document))
     for task in plan.shards():
@@ -114,4 +114,4 @@ def test_murmurhash_shards_are_left_to_the_cpu_engine(tmp_path: pathlib.Path) ->
     )
     task = next(iter(plan.shards()))
     with pytest.raises(NotImplementedError, match="spatial-box shards"):
-        run_shard_batched(plan, task, Store(str(tmp_path / "out")), np)
+        run_shard_batched(plan, task, open_store(str(tmp_path / "out")), np)

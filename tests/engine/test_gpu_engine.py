@@ -22,7 +22,7 @@ from shardwright.engine.batched import run_shard_batched
 from shardwright.engine.cpu import run_shard
 from shardwright.errors import PlanError
 from shardwright.planning import capabilities
-from shardwright.store import Store
+from shardwright.stores import open_store
 from shardwright.version import install_command
 from tests.support.gpu import gpu_missing
 
@@ -78,7 +78,7 @@ def test_gpu_shards_equal_the_cpu_engines(
 ) -> None:
     plan = dataclasses.replace(_plan(tmp_path, **options), epoch_shape_chunks=(2, 1, 2))
     capabilities.check_gpu_plan(plan)
-    cpu, device = Store(str(tmp_path / "cpu")), Store(str(tmp_path / "gpu"))
+    cpu, device = open_store(str(tmp_path / "cpu")), open_store(str(tmp_path / "gpu"))
     cupy = gpu.cupy_module()
     for task in plan.shards():
         want = run_shard(plan, task, cpu)
@@ -103,7 +103,7 @@ def test_concurrent_gpu_tasks_on_their_own_streams_write_what_one_at_a_time_does
     from concurrent.futures import ThreadPoolExecutor
 
     plan = dataclasses.replace(_plan(tmp_path, **options), epoch_shape_chunks=(1, 1, 1))
-    alone, together = Store(str(tmp_path / "alone")), Store(str(tmp_path / "together"))
+    alone, together = open_store(str(tmp_path / "alone")), open_store(str(tmp_path / "together"))
     tasks = list(plan.shards())
     assert len(tasks) >= 2 and all(len(list(plan.epochs(t))) > 1 for t in tasks)  # boxes
     for task in tasks:
@@ -113,7 +113,7 @@ def test_concurrent_gpu_tasks_on_their_own_streams_write_what_one_at_a_time_does
             list(threads.map(lambda t: gpu.run_shard_gpu(plan, t, together), tasks))
             for task in tasks:
                 assert together.read(task.key) == alone.read(task.key)
-    cpu, host_bytes = Store(str(tmp_path / "cpu")), Store(str(tmp_path / "host_bytes"))
+    cpu, host_bytes = open_store(str(tmp_path / "cpu")), open_store(str(tmp_path / "host_bytes"))
     for task in tasks:
         run_shard(plan, task, cpu)
         gpu.run_shard_gpu(plan, task, host_bytes, device_codecs=False)
@@ -229,7 +229,7 @@ def test_nvcomp_shards_decode_to_the_source_in_tensorstore(
     import tensorstore as ts
 
     plan = dataclasses.replace(_plan(tmp_path, "uint8", **options), epoch_shape_chunks=(2, 1, 2))
-    store = Store(str(tmp_path / "out"))
+    store = open_store(str(tmp_path / "out"))
     for key, document in plan.metadata_documents():
         store.write_text(key, json.dumps(document))
     for task in plan.shards():

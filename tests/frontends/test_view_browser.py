@@ -32,7 +32,7 @@ from shardwright.formats.meshes import MultiLodManifest
 from shardwright.formats.sharded_reader import ShardedReader
 from shardwright.formats.sharding import ShardingSpec
 from shardwright.serve import make_server
-from shardwright.store import Store
+from shardwright.stores import open_store
 from shardwright.viewer import ViewError, capture_png, headless_browser, open_view
 from tests.support import label_shapes
 from tests.support.segment_objects import write_multilod_meshes, write_segmentation, write_skeletons
@@ -117,7 +117,7 @@ def _unsharded_twin(ours: pathlib.Path, twin: pathlib.Path) -> None:
     for sub in ("mesh", "skeletons"):
         info = json.loads((ours / sub / "info").read_text())
         reader = ShardedReader(ShardingSpec.from_json(info.pop("sharding")),
-                               Store(str(ours / sub)).read_range)  # fmt: skip
+                               open_store(str(ours / sub)).read_range)  # fmt: skip
         (twin / sub).mkdir()
         (twin / sub / "info").write_text(json.dumps(info))
         for segment in label_shapes.SEGMENTS.values():

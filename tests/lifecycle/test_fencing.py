@@ -18,7 +18,8 @@ from shardwright.lifecycle import fencing
 from shardwright.lifecycle.job import Job
 from shardwright.lifecycle.lease import Lease, heartbeat_key, lease_key
 from shardwright.run_options import RunOptions
-from shardwright.store import JobRun, Store
+from shardwright.stores import Store, open_store
+from shardwright.stores.base import JobRun
 from tests.support import volumes
 from tests.support.store_backends import BACKENDS, open_backend
 
@@ -28,7 +29,7 @@ def test_a_fenced_writer_stops_once_another_run_takes_the_lease(
     backend: str, request: pytest.FixtureRequest, tmp_path: pathlib.Path
 ) -> None:
     url, options = open_backend(backend, request, tmp_path)
-    store = Store(url, options)
+    store = open_store(url, options)
     first = Lease(store, job="a" * 32)
     first.acquire()
     writer = store.with_run(fencing.fenced(first.job_run))
@@ -50,7 +51,7 @@ def test_a_fenced_writer_stops_once_another_run_takes_the_lease(
 
 
 def test_an_unreadable_or_released_lease_stops_a_fenced_writer(tmp_path: pathlib.Path) -> None:
-    store = Store(str(tmp_path / "out"))
+    store = open_store(str(tmp_path / "out"))
     lease = Lease(store, job="a" * 32)
     lease.acquire()
     writer = store.with_run(fencing.fenced(lease.job_run))
@@ -75,7 +76,7 @@ def test_a_jobs_writer_is_fenced_from_its_first_step(tmp_path: pathlib.Path) -> 
     begun = begin_dataset(dataset.plan, dataset.store, dataset.claim)
     assert begun.store.run is not None and begun.store.run.fence is fencing.check_lease
     begun.store.write_object("1_1_1/extra.shard", b"while it holds the lease")
-    assert Lease(Store(dest), job="b" * 32).acquire(break_lease=True)
+    assert Lease(open_store(dest), job="b" * 32).acquire(break_lease=True)
     with pytest.raises(LeaseLost):
         begun.store.write_object("1_1_1/other.shard", b"after")
 
@@ -112,7 +113,7 @@ def test_a_write_delayed_past_another_jobs_write_of_its_shard_fails_its_conditio
     check (absent: S3 and GCS; an older version: S3), so it fails and the fence, asked
     again, stops the writer; the next job's shard stays."""
     url, options = open_backend(backend, request, tmp_path)
-    store = Store(url, options)
+    store = open_store(url, options)
     racing = {"1_1_1/0.shard": b"the next job's shard"}
     late = store.with_run(_frozen_past_its_fence(store, "b" * 32, racing, writes_new))
     with pytest.raises(LeaseLost):

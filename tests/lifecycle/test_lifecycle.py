@@ -34,7 +34,7 @@ from shardwright.lifecycle import fencing
 from shardwright.lifecycle.lease import Lease, Renewer, heartbeat_key, lease_key
 from shardwright.manifest import MANIFEST_KEY
 from shardwright.run_options import flag_wording
-from shardwright.store import Store, halted
+from shardwright.stores import halted, open_store
 from shardwright.stores.local import LocalStore
 from tests.support import SUPPORT, volumes
 
@@ -441,7 +441,7 @@ def test_an_unreadable_lease_is_broken_only_on_request(tmp_path: pathlib.Path) -
 
 
 def test_a_job_whose_lease_was_taken_over_stops_writing(tmp_path: pathlib.Path) -> None:
-    store = Store(str(tmp_path / "out"))
+    store = open_store(str(tmp_path / "out"))
     first = Lease(store, job="a" * 32)
     first.acquire()
     writer = store.with_run(fencing.fenced(first.job_run))
@@ -457,7 +457,7 @@ def test_a_job_whose_lease_was_taken_over_stops_writing(tmp_path: pathlib.Path) 
 
 
 def test_the_lease_is_renewed_while_its_job_runs(tmp_path: pathlib.Path) -> None:
-    store = Store(str(tmp_path / "out"))
+    store = open_store(str(tmp_path / "out"))
     running = Lease(store, job="a" * 32, timeout=0.8)
     running.acquire()
     with Renewer([(store, running.run, running.timeout)]):
@@ -525,7 +525,7 @@ def test_a_coordinator_stuck_in_a_request_is_stopped_within_half_its_lease(
 
 
 def test_a_halted_run_writes_nothing_more_from_this_process(tmp_path: pathlib.Path) -> None:
-    store = Store(str(tmp_path / "out"))
+    store = open_store(str(tmp_path / "out"))
     running = Lease(store, job="a" * 32)
     running.acquire()
     writer = store.with_run(fencing.fenced(running.job_run))
@@ -543,7 +543,7 @@ def test_a_halted_run_writes_nothing_more_from_this_process(tmp_path: pathlib.Pa
 
 
 def test_concurrent_acquires_have_exactly_one_winner(tmp_path: pathlib.Path) -> None:
-    store = Store(str(tmp_path / "out"))
+    store = open_store(str(tmp_path / "out"))
 
     def attempt(i: int) -> str:
         try:
@@ -648,7 +648,7 @@ def test_a_lease_written_while_the_destination_is_inspected_reads_as_ours(
     (its lease is then refused as held), never "files shardwright did not write"."""
     from shardwright.lifecycle import destination
 
-    store = Store(str(tmp_path / "out"))
+    store = open_store(str(tmp_path / "out"))
     first_entry = type(store).first_entry
 
     def lease_appears(self: Any) -> str | None:

@@ -17,7 +17,7 @@ from shardwright import api
 from shardwright.errors import LeaseHeld, PlanError
 from shardwright.lifecycle.lease import Lease
 from shardwright.manifest import MANIFEST_KEY
-from shardwright.store import Store
+from shardwright.stores import Store, open_store
 from tests.support import volumes
 from tests.support.object_store_servers import GcsServer, S3Server
 
@@ -42,7 +42,7 @@ def _volume(seed: int) -> np.ndarray:
 def test_leases_are_exclusive_on_object_stores(scheme: str, s3: S3Server, gcs: GcsServer) -> None:
     root, options = _store(scheme, s3, gcs, f"{scheme}-leases")
     for round_ in range(3):
-        store = Store(f"{root}/round{round_}", options)
+        store = open_store(f"{root}/round{round_}", options)
 
         def attempt(i: int, store: Store = store) -> str:
             try:
@@ -71,7 +71,7 @@ def test_destinations_around_an_object_store_source_are_refused(
         kv.update(endpoint=s3.endpoint, aws_region="us-east-1")
     ts.open({"driver": "zarr3", "kvstore": kv, "create": True, "dtype": "uint8",
              "metadata": {"shape": list(vol.shape)}}).result().write(vol).result()  # fmt: skip
-    before = sorted(Store(root, options).list_keys())
+    before = sorted(open_store(root, options).list_keys())
     cases = [
         (source, "is the source"),
         (root, "contains the source"),
@@ -81,7 +81,7 @@ def test_destinations_around_an_object_store_source_are_refused(
         with pytest.raises(PlanError, match=why):
             api.convert(source, dest, progress=False, overwrite=True, storage_options=options,
                         source_storage_options=options, **SMALL)  # fmt: skip
-    assert sorted(Store(root, options).list_keys()) == before
+    assert sorted(open_store(root, options).list_keys()) == before
     # A sibling whose name only starts like the source's is not inside it.
     sibling = f"{root}/raw.zarr2"
     manifest = api.convert(source, sibling, progress=False, storage_options=options,
@@ -100,9 +100,9 @@ def test_overwrite_on_an_object_store_replaces_only_our_dataset(
     np.save(tmp_path / "a.npy", a)
     np.save(tmp_path / "b.npy", b)
     dest = f"{root}/em"
-    store = Store(dest, options)
+    store = open_store(dest, options)
     # Someone else's prefix is refused whatever the flags, and left as it was.
-    foreign = Store(f"{root}/theirs", options)
+    foreign = open_store(f"{root}/theirs", options)
     foreign.write_text("data.bin", "theirs")
     for flags in ({}, {"overwrite": True}, {"resume": True}):
         with pytest.raises(PlanError, match="did not write"):

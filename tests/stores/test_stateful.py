@@ -15,7 +15,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from shardwright.store import Store
+from shardwright.stores import open_store
 from tests.support.store_backends import BACKENDS, open_backend
 
 FOLDERS = ["d0", "d1", "d0/d1"]
@@ -41,7 +41,7 @@ class StoreMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         url, options = type(self).open_root()
-        self.store = Store(url, options)
+        self.store = open_store(url, options)
         self.model: dict[str, bytes] = {}
 
     @rule(key=keys, value=data)

@@ -16,7 +16,8 @@ import crc32c
 import pytest
 
 from shardwright.errors import StoreError
-from shardwright.store import TMP_MARKER, JobRun, Store
+from shardwright.stores import Store, open_store
+from shardwright.stores.base import TMP_MARKER, JobRun
 from shardwright.stores.fsspec_store import FsspecStore
 from shardwright.stores.local import LocalStore
 from shardwright.stores.memory import MemoryStore
@@ -28,7 +29,7 @@ KINDS = {"local": LocalStore, "memory": MemoryStore, "s3": FsspecStore, "gcs": F
 @pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[Store]:
     url, options = open_backend(request.param, request, tmp_path)
-    opened = Store(url, options)
+    opened = open_store(url, options)
     yield opened
     if request.param == "memory":  # memory:// outlives the test: leave it empty
         for key in opened.list_keys():
@@ -209,7 +210,7 @@ def test_a_jobs_control_objects_are_read_in_one_request_on_s3(
     import s3fs
 
     url, options = open_backend("s3", request, tmp_path)
-    store = Store(url, options)
+    store = open_store(url, options)
     store.write_text(".shardwright/lease-000001.json", "{}")
     store.write_text("info", "{}")
     sized: list[str] = []

@@ -31,7 +31,7 @@ from shardwright.formats.zarr3_chunks import InnerChunkChain
 from shardwright.manifest import Receipt
 from shardwright.planning import ConversionPlan, ShardTask, to_zarr_order
 from shardwright.planning.layouts import PrecomputedLayout, Zarr3Layout
-from shardwright.store import Store
+from shardwright.stores import Store
 
 
 def run_shard(

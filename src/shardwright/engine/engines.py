@@ -22,7 +22,7 @@ from shardwright.engine.gpu import (  # CuPy itself only on GPU workers
 from shardwright.engine.pyramid import Handoff, Piece, run_pyramid_shard
 from shardwright.manifest import Receipt
 from shardwright.planning import ConversionPlan, ShardTask
-from shardwright.store import Store
+from shardwright.stores import Store
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from shardwright.planning.generation import (
     GeneratedPlan,
     GeneratedShardTask,
 )
-from shardwright.store import Store
+from shardwright.stores import Store, open_store
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ def run_generated_shard(
 ) -> Receipt:
     """Produce one generated mesh or skeleton shard (or keep a proven one, whose receipt the
     journal kept with its count of segments present)."""
-    spools = Store(plan.generation.exchange, plan.exchange_storage_options)
+    spools = open_store(plan.generation.exchange, plan.exchange_storage_options)
     producer = GeneratedShardProducer(plan, task, spools, store)
     receipt = run_task(task.key, store, producer, resume=resume, also_counted=[spools])
     if receipt.resumed:

@@ -25,7 +25,7 @@ from shardwright.engine.batched import BatchCompressor, run_shard_batched
 from shardwright.errors import GpuUnavailable
 from shardwright.manifest import Receipt
 from shardwright.planning import ConversionPlan, ShardTask
-from shardwright.store import Store
+from shardwright.stores import Store
 from shardwright.version import install_command
 
 

@@ -24,7 +24,7 @@ from shardwright.formats.shardfile import ShardFile
 from shardwright.formats.sharding import ShardBuilder
 from shardwright.manifest import Receipt
 from shardwright.planning.objects import LEGACY, MULTILOD, SKELETONS, ObjectPlan, ObjectShardTask
-from shardwright.store import Store
+from shardwright.stores import Store, open_store
 
 MAX_BATCH = 512  # objects per batch of concurrent reads
 
@@ -39,7 +39,7 @@ def run_object_shard(
 ) -> Receipt:
     """Produce one mesh or skeleton shard (or keep a proven one, when resuming); the receipt
     counts the reads of the source too."""
-    source = Store(plan.source, plan.source_storage_options)
+    source = open_store(plan.source, plan.source_storage_options)
     producer = ObjectProducer(plan, task, source, spool_dir)
     return run_task(task.key, store, producer, resume=resume, also_counted=[source])
 

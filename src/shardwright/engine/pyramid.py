@@ -33,7 +33,7 @@ from shardwright.engine.shard_task import Producer, run_task
 from shardwright.errors import PyramidError
 from shardwright.manifest import Receipt
 from shardwright.planning import ConversionPlan, ShardTask, pyramid
-from shardwright.store import Store
+from shardwright.stores import Store
 
 Piece = tuple[tuple[int, int, int], np.ndarray]  # (origin in the level's voxels, [x, y, z, c])
 Handoff = dict[str, Piece]  # key of a task of the level above -> the piece it takes

@@ -22,7 +22,7 @@ from shardwright.formats.shardfile import ShardFile
 from shardwright.lifecycle import journal
 from shardwright.manifest import Receipt, sum_requests
 from shardwright.sources import missing
-from shardwright.store import Store
+from shardwright.stores import Store
 
 
 class Producer(Protocol):

@@ -26,7 +26,8 @@ from shardwright.manifest import (
     write_manifest,
 )
 from shardwright.planning import GENERATED, Plan
-from shardwright.store import JobRun, Store
+from shardwright.stores import Store
+from shardwright.stores.base import JobRun
 
 
 def write_metadata(plan: Plan, store: Store) -> dict[str, int]:

@@ -23,7 +23,7 @@ from shardwright.lifecycle.job import Job
 from shardwright.manifest import Manifest
 from shardwright.planning import GENERATED, ConversionPlan, ObjectPlan
 from shardwright.run_options import RunOptions
-from shardwright.store import backend_for
+from shardwright.stores import backend_for
 
 
 def check_job(the_plan: ConversionPlan | ObjectPlan, settings: RunOptions) -> Job:

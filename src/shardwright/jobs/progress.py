@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from shardwright.manifest import Receipt
 from shardwright.planning.text import human_bytes
-from shardwright.store import CONTROL_PREFIX
+from shardwright.stores.base import CONTROL_PREFIX
 
 REDRAW_INTERVAL_S = 0.25
 LOG_INTERVAL_S = 30.0

@@ -35,7 +35,7 @@ from shardwright.manifest import Receipt
 from shardwright.planning import GENERATED, OBJECTS, VOLUME, ConversionPlan, Plan, ShardTask
 from shardwright.planning.generation import GeneratedPlan, GeneratedShardTask
 from shardwright.planning.objects import ObjectPlan, ObjectShardTask
-from shardwright.store import Store
+from shardwright.stores import Store
 
 
 @dataclasses.dataclass(frozen=True)

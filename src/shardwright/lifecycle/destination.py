@@ -22,7 +22,8 @@ from shardwright.lifecycle import fingerprint as fingerprints
 from shardwright.lifecycle.journal import JOB_KEY, read_job
 from shardwright.lifecycle.lease import LEASE_NAME
 from shardwright.manifest import MANIFEST_KEY, Manifest, read_manifest
-from shardwright.store import CONTROL_PREFIX, Store
+from shardwright.stores import Store
+from shardwright.stores.base import CONTROL_PREFIX
 from shardwright.urls import local_path, scheme_of
 
 

@@ -14,7 +14,8 @@ import json
 
 from shardwright.errors import LeaseLost
 from shardwright.lifecycle.lease import Holder
-from shardwright.store import JobRun, Store
+from shardwright.stores import Store
+from shardwright.stores.base import JobRun
 
 
 def fenced(run: JobRun, writes_new: bool = False) -> JobRun:

@@ -43,7 +43,8 @@ from shardwright.lifecycle.lease import (
 )
 from shardwright.planning import GENERATED, OBJECTS, Plan
 from shardwright.run_options import DEFAULT_LEASE_TIMEOUT, RunOptions
-from shardwright.store import JobRun, Store
+from shardwright.stores import Store, open_store
+from shardwright.stores.base import JobRun
 
 LEASE_POLL_SECONDS = 5.0  # how often a job waiting for a lease looks again
 
@@ -101,7 +102,7 @@ class Job:
         self.datasets = [
             Dataset(
                 p,
-                Store(p.dest, p.options.storage_options),
+                open_store(p.dest, p.options.storage_options),
                 Claim(
                     mode=mode,
                     fingerprint=_fingerprint(p),

@@ -25,7 +25,8 @@ import crc32c
 from shardwright.errors import ManifestError
 from shardwright.lifecycle.fingerprint import Fingerprint
 from shardwright.manifest import MANIFEST_KEY, Manifest, Receipt, owned_keys
-from shardwright.store import CONTROL_PREFIX, Store
+from shardwright.stores import Store
+from shardwright.stores.base import CONTROL_PREFIX
 from shardwright.version import __version__
 
 JOB_KEY = f"{CONTROL_PREFIX}job.json"

@@ -30,9 +30,10 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from shardwright.errors import LeaseHeld, LeaseUnrenewed, ManifestError, PlanError
+from shardwright.errors import LeaseHeld, LeaseUnrenewed, ManifestError, PlanError, StoreError
 from shardwright.run_options import DEFAULT_LEASE_TIMEOUT
-from shardwright.store import CONTROL_PREFIX, JobRun, Store, StoreError, halt, halted
+from shardwright.stores import Store, halt, halted
+from shardwright.stores.base import CONTROL_PREFIX, JobRun
 from shardwright.version import __version__
 
 LEASE_NAME = re.compile(r"lease-(\d{6,})\.json")

@@ -19,7 +19,8 @@ from shardwright.lifecycle.journal import EXCHANGE, RECEIPTS, read_job, receipt_
 from shardwright.lifecycle.lease import current_lease, lease_key
 from shardwright.manifest import MANIFEST_KEY, read_manifest
 from shardwright.planning.text import human_bytes
-from shardwright.store import CONTROL_PREFIX, Store
+from shardwright.stores import Store, open_store
+from shardwright.stores.base import CONTROL_PREFIX
 
 COMPANIONS = ("mesh", "skeletons")  # datasets a volume's info may name, written by its job
 
@@ -80,7 +81,7 @@ class JobStatus:
 
 def job_status(dest: str, storage_options: dict[str, Any] | None = None) -> JobStatus:
     """The status of the job that writes (or wrote) `dest`, with its meshes' and skeletons'."""
-    store = Store(dest, storage_options)
+    store = open_store(dest, storage_options)
     if store.is_file():
         raise DestinationError(
             f"{store.url} is a file: status reads the folder a job writes (its job record "
@@ -89,7 +90,7 @@ def job_status(dest: str, storage_options: dict[str, Any] | None = None) -> JobS
     names = _companions(store)
     status = _dataset_status(store, names)
     for name in names:
-        sub = Store(f"{store.url}/{name}", storage_options)
+        sub = open_store(f"{store.url}/{name}", storage_options)
         if read_job(sub) is not None or read_manifest(sub) is not None:
             status.companions.append(_dataset_status(sub))
     return status

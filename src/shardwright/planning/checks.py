@@ -18,7 +18,7 @@ from shardwright.manifest import MANIFEST_KEY
 from shardwright.options import ConvertOptions
 from shardwright.planning.text import xyz
 from shardwright.sources import missing
-from shardwright.store import CONTROL_PREFIX
+from shardwright.stores.base import CONTROL_PREFIX
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # Objects of a dataset that a scale directory must not shadow: the metadata, the manifest

@@ -16,7 +16,7 @@ from shardwright.planning.generation import with_generated
 from shardwright.planning.objects import ObjectPlan, make_object_plan, object_source_info
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source
-from shardwright.store import Store
+from shardwright.stores import open_store
 from shardwright.urls import absolute
 
 
@@ -73,7 +73,7 @@ def with_companions(
             with_meshes=NAMED,
             with_skeletons=NAMED,
         )
-    store = Store(source, options.source_storage_options)
+    store = open_store(source, options.source_storage_options)
     try:
         source_info = json.loads(store.read("info"))
     except FileNotFoundError:

@@ -30,7 +30,7 @@ from shardwright.planning.base import OBJECTS
 from shardwright.planning.sharding import sharding_spec
 from shardwright.planning.text import human_bytes
 from shardwright.sources.kinds import TIFF_SUFFIXES
-from shardwright.store import Store
+from shardwright.stores import open_store
 from shardwright.urls import HDF5_SUFFIXES, split_hdf5
 from shardwright.version import install_command
 
@@ -214,7 +214,7 @@ def object_source_info(source: Any, storage_options: Mapping[str, Any]) -> dict[
     if source.lower().rstrip("/").endswith((".npy", ".zarr", *HDF5_SUFFIXES, *TIFF_SUFFIXES)):
         return None
     try:
-        text = Store(source, dict(storage_options)).read("info")
+        text = open_store(source, dict(storage_options)).read("info")
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None
     try:
@@ -255,7 +255,7 @@ def make_object_plan(
             info = meshes.multilod_info_for_legacy(source_info)
     except ValueError as exc:
         raise within(exc, f"{source}/info: ") from None
-    listing = Store(source, options.source_storage_options).list_sizes()
+    listing = open_store(source, options.source_storage_options).list_sizes()
     ids, source_objects, source_bytes = _segments(kind, listing, source)
     sharding = choose_sharding(options, kind, ids.size, source_bytes)
     info["sharding"] = sharding.to_json()

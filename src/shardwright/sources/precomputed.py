@@ -28,7 +28,7 @@ from shardwright.formats.vocabulary import VolumeType, names
 from shardwright.sources import missing
 from shardwright.sources.base import ArraySource, SourceHints, json_object
 from shardwright.sources.stored_forms import NotDecodable, StoredObjects, plain_bytes
-from shardwright.store import Store
+from shardwright.stores import open_store
 
 # The leading bytes by which a chunk's own encoding is told from a compressed form of it.
 JPEG_START = b"\xff\xd8\xff"
@@ -49,7 +49,7 @@ def open_precomputed(
             f"{url}: a precomputed volume is x,y,z,c; axes {axes!r} ({{source_axes}}) do not apply",
             source_axes=NAMED,
         )
-    store = Store(url, storage_options)
+    store = open_store(url, storage_options)
     try:
         text = store.read("info")
     except FileNotFoundError:
@@ -114,7 +114,7 @@ class PrecomputedSource(ArraySource):
         self.info_sha256 = info_sha256
         self.storage_options = storage_options
         self._encoding: ChunkEncoding = scale.chunk_encoding()
-        self._store = Store(f"{url.rstrip('/')}/{scale.key}", storage_options)
+        self._store = open_store(f"{url.rstrip('/')}/{scale.key}", storage_options)
         self._objects = StoredObjects(self._store)
         self._sharded: ShardedReader | None = None
         super().__init__(url, (*scale.size, channels), dtype, "xyzc", hints)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from isal import igzip, isal_zlib
 
-from shardwright.store import Store
+from shardwright.stores import Store
 
 # The key forms tried in turn when the plain key is absent, the one that last found an object
 # first: a volume is stored one way throughout, so a miss costs one request, not five.

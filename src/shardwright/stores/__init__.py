@@ -1,9 +1,9 @@
-"""Stores as backends: the `Store` protocol and what every backend shares (`base`), and one
-module per backend, each registered for the URL protocols it owns: `local` (a path, file://),
-`memory` (memory://), `fsspec_store` (every other fsspec protocol: gs://, s3://, ...).
-Importing any part of this package registers them all, so `Store(url)` always finds its
-backend."""
+"""Stores: a dataset root whose keys are '/'-separated paths, written whole. `open_store(url)`
+(`registry`) opens the backend that owns the URL's protocol: `local` (a path, file://),
+`memory` (memory://), `fsspec_store` (every other fsspec protocol: gs://, s3://, ...); `base`
+holds the abstract `Store` and what every backend shares."""
 
-from shardwright.stores import fsspec_store, local, memory
+from shardwright.stores.base import Store, halt, halted
+from shardwright.stores.registry import backend_for, open_store
 
-__all__ = ["fsspec_store", "local", "memory"]
+__all__ = ["Store", "backend_for", "halt", "halted", "open_store"]

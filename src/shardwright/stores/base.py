@@ -4,9 +4,9 @@ Every object is written once and whole (ARCHITECTURE invariant 1): a reader neve
 torn object at a key. How that is done differs per backend (local.py: a temporary renamed into
 place; memory.py: one assignment; fsspec_store.py: an upload that becomes visible complete),
 as does creating an object only if it is absent, the step a job's lease rests on. What all
-backends share is here: `Store(url)` picks the backend registered for the URL's protocol, a
-store pickles as its URL, options and run (a worker opens its own), and requests are counted
-and retried, the first one under the deadline (deadlines.py).
+backends share is here: a store pickles as its URL, options and run (a worker opens its own),
+and requests are counted and retried, the first one under the deadline (deadlines.py). Which
+backend a URL gets is `registry.py`'s table (`open_store`).
 
 A store that a job's run writes through carries that run (`JobRun`): its temporaries carry the
 run's id, and its fence (lifecycle/fencing.py) is asked before each data object is written.
@@ -21,13 +21,12 @@ still waited on a request, and nothing of that run may act once the store answer
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, Self, TypeVar
-
-import fsspec
 
 from shardwright import deadlines
 from shardwright.errors import StoreError
@@ -47,7 +46,6 @@ TMP_MARKER = ".shardwright-tmp-"
 T = TypeVar("T")
 Data = bytes | bytearray | memoryview | Callable[[], Iterable[Piece]]
 Fence = Callable[["Store"], None]
-_BACKENDS: dict[str | None, type[Store]] = {}  # protocol (None: a plain path) -> backend
 _HALTED: dict[str, str] = {}  # run id -> why this process makes no more requests for it
 
 
@@ -86,35 +84,12 @@ class Expected:
     version: str | None
 
 
-def backend_for(url: str) -> type[Store]:
-    """The backend registered for the URL's protocol (as fsspec reads it), else the
-    catch-all one."""
-    protocol = fsspec.core.split_protocol(url)[0]
-    backend = _BACKENDS.get(protocol) or _BACKENDS.get("*")
-    if backend is None:
-        raise StoreError(f"{url}: no store backend is registered (import shardwright.store)")
-    return backend
-
-
-class Store:
-    """A dataset root: keys are '/'-separated paths below it. `Store(url, ...)` gives the
-    backend for the URL; each backend implements the operations below."""
+class Store(abc.ABC):
+    """A dataset root: keys are '/'-separated paths below it. `open_store(url)` (registry.py)
+    gives the backend for the URL; each backend implements the operations below."""
 
     is_local: ClassVar[bool] = False  # plain files on this machine's disk
     is_process_local: ClassVar[bool] = False  # other Dask worker processes cannot see it
-
-    def __init_subclass__(cls, protocols: tuple[str | None, ...] = (), **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        for protocol in protocols:
-            _BACKENDS[protocol] = cls
-
-    def __new__(
-        cls,
-        url: str,
-        storage_options: dict[str, Any] | None = None,
-        run: JobRun | None = None,
-    ) -> Store:
-        return super().__new__(backend_for(url) if cls is Store else cls)
 
     def __init__(
         self,
@@ -145,9 +120,9 @@ class Store:
         return f"Store({self.url!r})"
 
     @property
+    @abc.abstractmethod
     def root(self) -> str:
         """The root as the backend names it (a local path, `bucket/prefix`, ...)."""
-        raise NotImplementedError
 
     def path(self, key: str) -> str:
         return f"{self.root}/{key}" if key else self.root
@@ -178,12 +153,12 @@ class Store:
             "destination outside shardwright?"
         )
 
+    @abc.abstractmethod
     def _write_whole(
         self, key: str, pieces: Callable[[], Iterable[Piece]], expected: Expected | None
     ) -> tuple[int, int]:
         """Write `key` whole; with `expected`, only if the object there is as expected
         (FileExistsError if not)."""
-        raise NotImplementedError
 
     def conditional_writes(self) -> bool:
         """Whether this backend can write an object only if it is absent or unchanged."""
@@ -197,14 +172,14 @@ class Store:
     def write_text(self, key: str, text: str) -> None:
         self.write_object(key, text.encode())
 
+    @abc.abstractmethod
     def create_exclusive(self, key: str, data: bytes) -> None:
         """Create an object that must not exist yet, whole, in one step; FileExistsError if
         it does (another writer was first)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def delete(self, key: str) -> None:
         """Remove one object this project wrote (nothing happens if it is gone already)."""
-        raise NotImplementedError
 
     def _temporary_name(self) -> str:
         """A temporary's name: the marker, the run that writes it, a unique part."""
@@ -217,48 +192,51 @@ class Store:
         return 0
 
     # -- reads ------------------------------------------------------------------------------
+    @abc.abstractmethod
     def read(self, key: str) -> bytes:
-        raise NotImplementedError
+        """One whole object; FileNotFoundError if it does not exist."""
 
+    @abc.abstractmethod
     def read_range(self, key: str, start: int, end: int) -> bytes:
         """Bytes [start, end) of an object; FileNotFoundError if it does not exist."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def read_many(self, keys: Sequence[str]) -> dict[str, bytes | None]:
         """Whole objects; None for an object that does not exist."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def size(self, key: str) -> int | None:
-        raise NotImplementedError
+        """An object's size in bytes, None if it does not exist."""
 
+    @abc.abstractmethod
     def exists(self, key: str) -> bool:
-        raise NotImplementedError
+        """Whether an object is at `key`."""
 
     def list_keys(self, prefix: str = "") -> list[str]:
         """Every object key below `prefix` (recursive), relative to the root."""
         return sorted(self.sizes_below(prefix))
 
+    @abc.abstractmethod
     def sizes_below(self, prefix: str = "") -> dict[str, int]:
         """Every object below `prefix` (recursive) and its size, keyed relative to the root,
         from one listing (temporaries left out)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def list_sizes(self, prefix: str = "") -> dict[str, int]:
         """The objects directly below `prefix` (not recursive) and their sizes, from one
         listing: names relative to `prefix`. Empty if `prefix` does not exist."""
-        raise NotImplementedError
 
     def is_empty(self) -> bool:
         return self.first_entry() is None
 
+    @abc.abstractmethod
     def first_entry(self) -> str | None:
         """Some object (or, on object stores, folder) below the root, None when there is
         nothing at all: stops at the first one found."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def is_file(self) -> bool:
         """The root itself is one file or object (not a directory or prefix)."""
-        raise NotImplementedError
 
     # -- failure handling -------------------------------------------------------------------
     def _describe(self, key: str) -> str:

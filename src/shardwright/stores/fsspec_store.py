@@ -60,7 +60,7 @@ def protocols_of(fs: fsspec.AbstractFileSystem) -> tuple[str, ...]:
     return (protocol,) if isinstance(protocol, str) else tuple(protocol)
 
 
-class FsspecStore(Store, protocols=("*",)):
+class FsspecStore(Store):
     """Any URL fsspec opens that no other backend claims (gs://, s3://, http://, ...)."""
 
     def __init__(

@@ -24,7 +24,7 @@ CREATING_MARKER = ".shardwright-creating-"  # an exclusive creation's content, l
 T = TypeVar("T")
 
 
-class LocalStore(FsspecStore, protocols=(None, "file", "local")):
+class LocalStore(FsspecStore):
     """A folder on local disk."""
 
     is_local = True

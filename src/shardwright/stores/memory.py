@@ -19,7 +19,7 @@ from shardwright.stores.fsspec_store import FsspecStore
 _CREATE = threading.Lock()  # memory:// is one process: a lock makes creation exclusive
 
 
-class MemoryStore(FsspecStore, protocols=("memory",)):
+class MemoryStore(FsspecStore):
     """memory://NAME: one process's objects."""
 
     is_process_local = True

@@ -19,7 +19,7 @@ from shardwright.planning import pyramid, to_zarr_order
 from shardwright.planning.geometry import to_axes
 from shardwright.planning.text import xyz
 from shardwright.sources import Source, missing
-from shardwright.store import Store
+from shardwright.stores import Store
 from shardwright.verification.report import JPEG_MEAN_ABS_TOLERANCE, VerifyReport
 
 Corner = tuple[int, ...]

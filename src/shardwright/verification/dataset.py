@@ -31,7 +31,7 @@ from typing import Any
 from shardwright import deadlines
 from shardwright.manifest import GENERATED, OBJECTS
 from shardwright.sources import Source, missing, open_source
-from shardwright.store import Store
+from shardwright.stores import open_store
 from shardwright.verification.compare import compare_levels, judge_absent, same_size
 from shardwright.verification.foreign import verify_foreign
 from shardwright.verification.objects import verify_companions, verify_objects
@@ -64,7 +64,7 @@ def verify(
     wait for a store that does not answer (deadlines.py)."""
     if timeout is not None:
         deadlines.set_timeout(timeout)
-    store = Store(dest, storage_options)
+    store = open_store(dest, storage_options)
     report = VerifyReport(dest, "unknown")
     opening = {  # absent source chunks are counted and judged, not refused
         "axes": source_axes,

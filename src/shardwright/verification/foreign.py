@@ -15,7 +15,7 @@ from typing import Any
 
 from shardwright.formats import ome_zarr
 from shardwright.sources import Source
-from shardwright.store import Store
+from shardwright.stores import Store
 from shardwright.verification.compare import compare_chunks, decode_chunks, same_size
 from shardwright.verification.report import VerifyReport
 from shardwright.verification.shards import dataset_of, unreadable_index

@@ -18,7 +18,7 @@ from shardwright.formats.sharding import (
     decode_minishard_index,
     read_shard_index,
 )
-from shardwright.store import Store
+from shardwright.stores import Store
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from shardwright.lifecycle.journal import CENSUS
 from shardwright.manifest import GENERATED, Manifest
 from shardwright.planning.objects import LEGACY, MULTILOD, OBJECT_TYPES, SKELETONS, segment_id_of
 from shardwright.sources import open_source
-from shardwright.store import Store
+from shardwright.stores import Store, open_store
 from shardwright.verification.integrity import check_precomputed_shard
 from shardwright.verification.report import VerifyReport
 from shardwright.verification.shards import check_shards
@@ -65,7 +65,7 @@ def verify_objects(
         return
     if against is None:
         return
-    source = Store(against, source_storage_options)
+    source = open_store(against, source_storage_options)
     source_info = json.loads(source.read("info"))
     kind = OBJECT_TYPES.get(source_info.get("@type"), "")
     names = source.list_sizes()
@@ -101,7 +101,7 @@ def verify_companions(
     notes named by the directory."""
     for where in manifest.companions:
         name = where.rstrip("/").rpartition("/")[2]
-        sub = Store(f"{store.url}/{name}", store.storage_options)
+        sub = open_store(f"{store.url}/{name}", store.storage_options)
         part = VerifyReport(sub.url, manifest.format)
         companion = manifest_of(part, sub)
         if companion is not None and companion.dataset == GENERATED:
@@ -229,7 +229,7 @@ def _volume_census(report: VerifyReport, store: Store, plan: dict[str, Any]) -> 
     the objects were made from, counted from the volume beside them (whose info names them)."""
     volume_url, _, name = store.url.rpartition("/")
     try:
-        volume_info = json.loads(Store(volume_url, store.storage_options).read("info"))
+        volume_info = json.loads(open_store(volume_url, store.storage_options).read("info"))
         if name not in (volume_info.get("mesh"), volume_info.get("skeletons")):
             raise ValueError(f"its info names no {name!r} directory")
         level = int(plan.get("generated_from_level", 0))

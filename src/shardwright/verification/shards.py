@@ -14,7 +14,7 @@ from shardwright.formats import ome_zarr, zarr3_metadata
 from shardwright.formats.precomputed_info import PrecomputedInfo
 from shardwright.lifecycle.journal import stream_crc32c
 from shardwright.manifest import Manifest
-from shardwright.store import Store
+from shardwright.stores import Store
 from shardwright.verification.compare import ChunkComparer, PrecomputedComparer, ZarrComparer
 from shardwright.verification.integrity import check_precomputed_shard, check_zarr3_shard
 from shardwright.verification.report import VerifyReport

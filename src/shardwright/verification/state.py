@@ -13,7 +13,7 @@ from shardwright.errors import ManifestError
 from shardwright.lifecycle.journal import JOB_KEY, RETIRED
 from shardwright.lifecycle.lease import current_lease
 from shardwright.manifest import MANIFEST_KEY, Manifest, owned_keys, read_manifest
-from shardwright.store import Store
+from shardwright.stores import Store
 from shardwright.verification.report import VerifyReport
 
 
