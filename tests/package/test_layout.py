@@ -261,6 +261,22 @@ def test_the_codecs_import_nothing_of_the_formats() -> None:
     assert not reaches, "\n".join(reaches)
 
 
+def test_only_the_command_line_imports_the_command_line() -> None:
+    """`cli/` is a front end: the API, the jobs and the rest never import it (its package
+    runs the whole command line when imported, which would loop back into them)."""
+    reaches = [
+        f"{name}:{line} imports {module}{'.' + member if member else ''}"
+        for name, path in MODULES.items()
+        if name not in ("shardwright.cli", "shardwright.__main__")
+        and not name.startswith("shardwright.cli.")
+        for module, member, line in _imports(name, path, type_checking=True)
+        if module == "shardwright.cli"
+        or module.startswith("shardwright.cli.")
+        or (module == "shardwright" and member == "cli")
+    ]
+    assert not reaches, "\n".join(reaches)
+
+
 def test_the_vocabulary_depends_on_nothing_of_the_project() -> None:
     """`vocabulary.py` sits below the codecs, the formats and the options: it imports none of
     the project's modules, so any of them may use it without a loop."""
