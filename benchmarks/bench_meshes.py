@@ -89,7 +89,7 @@ PACKAGES = (
 )
 FULL_SHAPE = (512, 512, 256)
 FULL_SEGMENTS = 1000
-OUR_BLOCK = (128, 128, 128)  # shardwright's default --mesh-block (planning/generation.py)
+OUR_BLOCK = (128, 128, 128)  # shardwright's default --mesh-block (planning/generated.py)
 OFF = 0.15  # a skeleton whose cable is more than this fraction from the reference's is off
 MESHES, SKELETONS = "meshes", "skeletons"
 RUNS = ("igneous", "igneous_skeletons_at_block", "igneous_meshes", "shardwright",

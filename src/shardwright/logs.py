@@ -1,6 +1,6 @@
 """What a command says besides its result: by default nothing; with `--verbose` the job's steps
 (shardwright's own log) and the warnings of the clusters it starts and of their workers;
-`--debug` adds the tracebacks of errors (outcomes.py).
+`--debug` adds the tracebacks of errors (cli/outcomes.py).
 
 Clusters shardwright starts silence their logs below the level given here, so that a job that
 runs well prints only its progress and its summary.

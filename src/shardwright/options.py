@@ -25,7 +25,7 @@ from shardwright.flags import (
     parse_xyz,
     spelled,
 )
-from shardwright.formats.vocabulary import IndexLocation, OutputFormat, ShardHash, VolumeType, names
+from shardwright.vocabulary import IndexLocation, OutputFormat, ShardHash, VolumeType, names
 
 GiB = 1024**3
 MiB = 1024**2

@@ -28,12 +28,12 @@ import numpy as np
 
 from shardwright import deadlines
 from shardwright.errors import ShardwrightError, ShardwrightWarning
-from shardwright.formats.vocabulary import VolumeType, names
 from shardwright.manifest import read_manifest
 from shardwright.planning.builder import LABEL_DTYPES
 from shardwright.sources import open_source
 from shardwright.sources.tensorstore_array import endpoint_url
 from shardwright.stores import Store, open_store
+from shardwright.vocabulary import VolumeType, names
 
 # What sits at a dataset's root, and the Neuroglancer data source scheme that reads it.
 DATA_SCHEMES = (

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from shardwright.cli_parser import build_parser, options_from, run_options_from
+from shardwright.cli.parser import build_parser, options_from, run_options_from
 from shardwright.flags import command_line_fields, default_of
 from shardwright.options import ConvertOptions
 from shardwright.run_options import RunOptions

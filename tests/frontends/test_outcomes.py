@@ -18,7 +18,9 @@ import time
 import numpy as np
 import pytest
 
-from shardwright import cli, outcomes
+from shardwright import cli
+from shardwright.cli import outcomes
+from shardwright.jobs import stops
 
 SOURCE_ZYX = (256, 512, 512)
 ARGS = ["--resolution", "1,1,1", "--chunk-size", "64,64,32", "--target-shard-bytes", "1M"]
@@ -215,9 +217,9 @@ def test_a_stop_handled_inside_a_finalizer_is_raised_where_the_job_next_waits(
             while time.monotonic() < deadline:  # the handler runs here, inside __del__
                 pass
 
-    with outcomes.stopped_by_signals():
+    with stops.stopped_by_signals():
         Finalized()  # dropped at once: its __del__ runs now
-        with pytest.raises(outcomes.Terminated):  # what the job's next wait does
-            outcomes.raise_if_stopped()
-        outcomes.raise_if_stopped()  # once
+        with pytest.raises(stops.Terminated):  # what the job's next wait does
+            stops.raise_if_stopped()
+        stops.raise_if_stopped()  # once
     assert "Exception ignored" not in capsys.readouterr().err

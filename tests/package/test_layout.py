@@ -34,17 +34,19 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def _imports(name: str, path: pathlib.Path) -> list[tuple[str, str, int]]:
+def _imports(
+    name: str, path: pathlib.Path, *, type_checking: bool = False
+) -> list[tuple[str, str, int]]:
     """(imported module, imported name or '', line) for every import of a shardwright module,
     at any depth (function-level imports count: they must not hide a cycle), except those
-    under `if TYPE_CHECKING:`, which never run."""
+    under `if TYPE_CHECKING:`, which never run (counted too with `type_checking`)."""
     tree = ast.parse(path.read_text(), str(path))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: list[tuple[str, str, int]] = []
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _is_type_checking(child):
+            if isinstance(child, ast.If) and _is_type_checking(child) and not type_checking:
                 for other in child.orelse:
                     visit(other)
                 continue
@@ -188,10 +190,10 @@ def test_shard_tasks_take_decisions_from_the_plan_not_the_options() -> None:
 
 def test_each_closed_set_of_names_is_written_once() -> None:
     """Formats, hashes, index locations, volume types and blosc's names are `StrEnum`s of
-    `formats/vocabulary.py`; no module spells a whole set out again (in any order)."""
+    `vocabulary.py`; no module spells a whole set out again (in any order)."""
     from itertools import permutations
 
-    from shardwright.formats import vocabulary
+    from shardwright import vocabulary
 
     sets = [vocabulary.OutputFormat, vocabulary.ShardHash, vocabulary.IndexLocation,
             vocabulary.VolumeType, vocabulary.BloscName, vocabulary.BloscShuffle]  # fmt: skip
@@ -203,7 +205,7 @@ def test_each_closed_set_of_names_is_written_once() -> None:
     again = [
         f"{name}: ({literal})"
         for name, path in MODULES.items()
-        if not name.endswith("formats.vocabulary")
+        if name != "shardwright.vocabulary"
         for literal in spelled
         if f"({literal})" in path.read_text()
     ]
@@ -241,6 +243,44 @@ def test_the_format_test_pattern_finds_format_tests() -> None:
     assert all(FORMAT_TESTS.search(line) for line in caught)
     assert not FORMAT_TESTS.search('if manifest.format == "zarr3":')
     assert not FORMAT_TESTS.search('if options.format == "precomputed":')
+
+
+def test_the_codecs_import_nothing_of_the_formats() -> None:
+    """The formats build on the codecs (a zarr3 codec chain, a precomputed `data_encoding`);
+    the codecs never reach back into `formats/` (at any depth, `TYPE_CHECKING` included), so
+    the two packages cannot form a loop again. Names both share live in `vocabulary.py`."""
+    reaches = [
+        f"{name}:{line} imports {module}{'.' + member if member else ''}"
+        for name, path in MODULES.items()
+        if name == "shardwright.codecs" or name.startswith("shardwright.codecs.")
+        for module, member, line in _imports(name, path, type_checking=True)
+        if module == "shardwright.formats"
+        or module.startswith("shardwright.formats.")
+        or (module == "shardwright" and member == "formats")
+    ]
+    assert not reaches, "\n".join(reaches)
+
+
+def test_only_the_command_line_imports_the_command_line() -> None:
+    """`cli/` is a front end: the API, the jobs and the rest never import it (its package
+    runs the whole command line when imported, which would loop back into them)."""
+    reaches = [
+        f"{name}:{line} imports {module}{'.' + member if member else ''}"
+        for name, path in MODULES.items()
+        if name not in ("shardwright.cli", "shardwright.__main__")
+        and not name.startswith("shardwright.cli.")
+        for module, member, line in _imports(name, path, type_checking=True)
+        if module == "shardwright.cli"
+        or module.startswith("shardwright.cli.")
+        or (module == "shardwright" and member == "cli")
+    ]
+    assert not reaches, "\n".join(reaches)
+
+
+def test_the_vocabulary_depends_on_nothing_of_the_project() -> None:
+    """`vocabulary.py` sits below the codecs, the formats and the options: it imports none of
+    the project's modules, so any of them may use it without a loop."""
+    assert _imports("shardwright.vocabulary", SRC / "vocabulary.py", type_checking=True) == []
 
 
 def test_the_errors_module_depends_on_nothing_of_the_project() -> None:

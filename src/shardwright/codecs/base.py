@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from shardwright.errors import EncodingError
-from shardwright.formats.vocabulary import BloscName, BloscShuffle, names
+from shardwright.vocabulary import BloscName, BloscShuffle, names
 
 Buffer = bytes | bytearray | memoryview
 

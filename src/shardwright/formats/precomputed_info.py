@@ -20,7 +20,7 @@ from shardwright.codecs import ChunkEncoding, chunk_encoding
 from shardwright.errors import InfoError
 from shardwright.formats.morton import compressed_morton_code
 from shardwright.formats.sharding import ShardingSpec
-from shardwright.formats.vocabulary import VolumeType, names
+from shardwright.vocabulary import VolumeType, names
 
 VOLUME_TYPE = "neuroglancer_multiscale_volume"
 LAYER_TYPES = names(VolumeType)

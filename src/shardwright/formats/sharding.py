@@ -25,7 +25,7 @@ from shardwright.errors import ShardFormatError, ShardingSpecError
 from shardwright.formats.murmurhash import murmurhash3_x86_128_low64
 from shardwright.formats.shardfile import Piece, ShardFile
 from shardwright.formats.spool import DEFAULT_MEMORY_BUDGET, ChunkSpool
-from shardwright.formats.vocabulary import ShardHash, names
+from shardwright.vocabulary import ShardHash, names
 
 SHARDING_TYPE = "neuroglancer_uint64_sharded_v1"
 HASHES = names(ShardHash)

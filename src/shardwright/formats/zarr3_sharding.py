@@ -38,7 +38,7 @@ import numpy.typing as npt
 from shardwright.errors import ShardFormatError
 from shardwright.formats.shardfile import ShardFile
 from shardwright.formats.spool import DEFAULT_MEMORY_BUDGET, ChunkSpool
-from shardwright.formats.vocabulary import IndexLocation, names
+from shardwright.vocabulary import IndexLocation, names
 
 MISSING = 2**64 - 1
 """Index sentinel: an inner chunk whose offset and nbytes are both this is absent."""

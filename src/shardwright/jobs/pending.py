@@ -1,5 +1,5 @@
 """A conversion between its plan and its run: checked (nothing written), then run from the
-process that asked for it. The front ends (api.py, and through it cli.py) come here for
+process that asked for it. The front ends (api.py, and through it cli/) come here for
 both, so that what runs a job, and what happens to its leases when it fails, lives with the
 job's other steps in jobs/.
 """

@@ -26,14 +26,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from shardwright.engine.engines import Engine, engine_for
-from shardwright.engine.generation import BlockDone, run_block, run_generated_shard
+from shardwright.engine.generated_objects import BlockDone, run_block, run_generated_shard
 from shardwright.engine.objects import run_object_shard
 from shardwright.engine.pyramid import Handoff, Piece
 from shardwright.generation.exchange import Exchange
 from shardwright.lifecycle import journal
 from shardwright.manifest import Receipt
 from shardwright.planning import GENERATED, OBJECTS, VOLUME, ConversionPlan, Plan, ShardTask
-from shardwright.planning.generation import GeneratedPlan, GeneratedShardTask
+from shardwright.planning.generated import GeneratedPlan, GeneratedShardTask
 from shardwright.planning.objects import ObjectPlan, ObjectShardTask
 from shardwright.stores import Store
 

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from shardwright.errors import LeaseUnrenewed
+from shardwright.jobs.stops import raise_if_stopped
 from shardwright.lifecycle.lease import Renewer
-from shardwright.outcomes import raise_if_stopped
 
 T = TypeVar("T")
 WATCH_S = 1.0  # how often, at least, the job's leases are checked while its coordinator runs

@@ -2,7 +2,7 @@
 
 Three kinds of plan exist: a volume's (`volume.ConversionPlan`), a directory of meshes or
 skeletons' (`objects.ObjectPlan`) and meshes or skeletons made from a volume
-(`generation.GeneratedPlan`). Callers use them through this protocol and branch, where
+(`generated.GeneratedPlan`). Callers use them through this protocol and branch, where
 they must, on `dataset`, never on the class.
 """
 

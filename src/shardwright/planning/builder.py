@@ -10,7 +10,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from shardwright.errors import NAMED, PlanError, ShardwrightWarning
-from shardwright.formats.vocabulary import VolumeType, names
 from shardwright.options import ConvertOptions
 from shardwright.planning import capabilities, checks, geometry, pyramid
 from shardwright.planning.geometry import DEFAULT, OPTION, Geometry, Placed
@@ -18,6 +17,7 @@ from shardwright.planning.layouts import PLANNERS
 from shardwright.planning.levels import add_levels
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source, open_source
+from shardwright.vocabulary import VolumeType, names
 
 
 def make_plan(

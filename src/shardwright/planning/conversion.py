@@ -12,7 +12,7 @@ from shardwright import deadlines
 from shardwright.errors import NAMED, PlanError
 from shardwright.options import ConvertOptions
 from shardwright.planning.builder import make_plan
-from shardwright.planning.generation import with_generated
+from shardwright.planning.generated import with_generated
 from shardwright.planning.objects import ObjectPlan, make_object_plan, object_source_info
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source

@@ -18,7 +18,6 @@ from shardwright.errors import NAMED, OptionError, PlanError, ShardwrightWarning
 from shardwright.formats.morton import compressed_morton_code
 from shardwright.formats.precomputed_info import DATA_TYPES, PrecomputedInfo, PrecomputedScale
 from shardwright.formats.sharding import ShardingSpec
-from shardwright.formats.vocabulary import OutputFormat
 from shardwright.planning import checks, geometry, pyramid, sharding
 from shardwright.planning.layouts.base import (
     ByteStage,
@@ -30,6 +29,7 @@ from shardwright.planning.layouts.base import (
 from shardwright.planning.pyramid import Triple
 from shardwright.planning.text import xyz
 from shardwright.planning.volume import ConversionPlan
+from shardwright.vocabulary import OutputFormat
 
 if TYPE_CHECKING:
     from shardwright.options import ConvertOptions

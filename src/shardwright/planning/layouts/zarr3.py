@@ -15,7 +15,6 @@ import numpy as np
 from shardwright.errors import NAMED, OptionError, PlanError, ShardwrightWarning, within
 from shardwright.formats import ome_zarr
 from shardwright.formats.precomputed_info import DATA_TYPES as NEUROGLANCER_DATA_TYPES
-from shardwright.formats.vocabulary import OutputFormat
 from shardwright.formats.zarr3_chunks import InnerChunkChain
 from shardwright.formats.zarr3_metadata import ZarrArrayMetadata
 from shardwright.planning import checks, geometry, pyramid, sharding
@@ -31,6 +30,7 @@ from shardwright.planning.pyramid import Triple
 from shardwright.planning.text import xyz
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources.units import nm_per
+from shardwright.vocabulary import OutputFormat
 
 if TYPE_CHECKING:
     from shardwright.options import ConvertOptions

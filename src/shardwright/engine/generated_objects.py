@@ -32,7 +32,7 @@ from shardwright.generation.surfaces import block_surfaces, multires_mesh
 from shardwright.generation.tracing import block_skeletons, joined_skeleton
 from shardwright.lifecycle.journal import CENSUS, EXCHANGE
 from shardwright.manifest import Receipt
-from shardwright.planning.generation import (
+from shardwright.planning.generated import (
     SEGMENTATION_METHOD,
     GeneratedPlan,
     GeneratedShardTask,

@@ -12,9 +12,11 @@ import time
 import warnings
 from collections.abc import Sequence
 
-from shardwright import logs, outcomes
-from shardwright.cli_parser import build_parser, options_from, run_options_from, subparser
+from shardwright import logs
+from shardwright.cli import outcomes
+from shardwright.cli.parser import build_parser, options_from, run_options_from, subparser
 from shardwright.errors import ShardwrightWarning
+from shardwright.jobs import stops
 from shardwright.run_options import flag_wording
 
 
@@ -40,7 +42,7 @@ def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int
     debug = getattr(args, "debug", False)
     logs.configure(verbose=getattr(args, "verbose", False) or debug)
     try:
-        with warnings.catch_warnings(), outcomes.stopped_by_signals():
+        with warnings.catch_warnings(), stops.stopped_by_signals():
             warnings.showwarning = args.warnings.hold
             code = _run(args, own_process)
         args.warnings.say()
@@ -263,7 +265,3 @@ def _status(args: argparse.Namespace) -> int:
         if not args.watch or status.state in ("finished", "stopped"):
             return 0
         time.sleep(args.watch)
-
-
-if __name__ == "__main__":
-    raise SystemExit(entry())

@@ -13,7 +13,7 @@ from shardwright import api
 from shardwright.errors import PlanError, ShardwrightError
 from shardwright.generation.exchange import MESH, SKELETON
 from shardwright.planning import ConversionPlan
-from shardwright.planning.generation import BYTES_PER_BLOCK_VOXEL, GeneratedPlan
+from shardwright.planning.generated import BYTES_PER_BLOCK_VOXEL, GeneratedPlan
 
 
 def _labels() -> np.ndarray:
