@@ -1,5 +1,5 @@
-"""`python -m shardwright`: the command line."""
+"""`python -m shardwright`: the command line, its exit status the command's."""
 
 from shardwright.cli import entry
 
-entry()
+raise SystemExit(entry())

@@ -31,6 +31,20 @@ def _cli(*words: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=300, **kwargs)  # type: ignore[call-overload]  # fmt: skip
 
 
+@pytest.mark.parametrize("module", ["shardwright", "shardwright.cli"])
+def test_python_m_exits_with_the_commands_status(tmp_path: pathlib.Path, module: str) -> None:
+    """`python -m shardwright` is what an interrupted job's continue line names: its exit
+    status is the command's (it was 0 for a refused command)."""
+    missing = tmp_path / "missing.npy"
+    done = subprocess.run([sys.executable, "-m", module, "plan", str(missing), str(tmp_path / "o")],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "missing.npy" in done.stderr
+    version = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True,
+                             text=True, timeout=120)  # fmt: skip
+    assert version.returncode == 0 and version.stdout.startswith("shardwright "), version
+
+
 @pytest.fixture(scope="module")
 def volume(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     """A volume whose conversion takes a few seconds here: time to stop it halfway."""
