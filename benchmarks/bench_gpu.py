@@ -88,7 +88,6 @@ class MeasuringSink:
     """Takes each shard's bytes as a store would, keeps only their size and crc32c."""
 
     url = "memory://sink"
-    run = None
 
     def __init__(self) -> None:
         self.requests = RequestCounter()

@@ -17,9 +17,9 @@ from shardwright.jobs.coordinator import begin_dataset
 from shardwright.lifecycle import fencing
 from shardwright.lifecycle.job import Job
 from shardwright.lifecycle.lease import Lease, heartbeat_key, lease_key
+from shardwright.lifecycle.runs import FencedStore, JobRun, run_of
 from shardwright.run_options import RunOptions
 from shardwright.stores import Store, open_store
-from shardwright.stores.base import JobRun
 from tests.support import volumes
 from tests.support.store_backends import BACKENDS, open_backend
 
@@ -32,8 +32,10 @@ def test_a_fenced_writer_stops_once_another_run_takes_the_lease(
     store = open_store(url, options)
     first = Lease(store, job="a" * 32)
     first.acquire()
-    writer = store.with_run(fencing.fenced(first.job_run))
+    writer = FencedStore(store, fencing.fenced(first.job_run))
     worker = pickle.loads(pickle.dumps(writer))  # what a shard task on a worker holds
+    assert type(worker) is FencedStore and worker.run == writer.run
+    assert worker.inner.writer == first.run  # its temporaries carry the run
     writer.write_object("1_1_1/0.shard", b"first")
     worker.write_object("1_1_1/1.shard", b"first, from a worker")
     assert Lease(store, job="b" * 32).acquire(break_lease=True)
@@ -42,7 +44,7 @@ def test_a_fenced_writer_stops_once_another_run_takes_the_lease(
             late.write_object("1_1_1/2.shard", b"late")
     assert not store.exists("1_1_1/2.shard")
     writer.write_text(heartbeat_key(first.run), "{}")  # control objects are not fenced
-    unfenced = store.with_run(first.job_run)  # the fence is what stops a run: none, no check
+    unfenced = FencedStore(store, first.job_run)  # the fence is what stops a run: none, no check
     unfenced.write_object("1_1_1/3.shard", b"unchecked")
     assert store.read("1_1_1/0.shard") == b"first"
     if backend == "memory":
@@ -54,7 +56,7 @@ def test_an_unreadable_or_released_lease_stops_a_fenced_writer(tmp_path: pathlib
     store = open_store(str(tmp_path / "out"))
     lease = Lease(store, job="a" * 32)
     lease.acquire()
-    writer = store.with_run(fencing.fenced(lease.job_run))
+    writer = FencedStore(store, fencing.fenced(lease.job_run))
     held = store.read(lease_key(1))
     for unusable in (b"{not json", json.dumps({"run": lease.run}).encode()):  # no holder
         store.write_object(lease_key(1), unusable)
@@ -74,7 +76,8 @@ def test_a_jobs_writer_is_fenced_from_its_first_step(tmp_path: pathlib.Path) -> 
     job = Job(plan, RunOptions())
     dataset = job.datasets[0]
     begun = begin_dataset(dataset.plan, dataset.store, dataset.claim)
-    assert begun.store.run is not None and begun.store.run.fence is fencing.check_lease
+    run = run_of(begun.store)
+    assert run is not None and run.fence is fencing.check_lease
     begun.store.write_object("1_1_1/extra.shard", b"while it holds the lease")
     assert Lease(open_store(dest), job="b" * 32).acquire(break_lease=True)
     with pytest.raises(LeaseLost):
@@ -95,7 +98,7 @@ def _frozen_past_its_fence(
         if racing:
             second = Lease(store, job=taker)
             assert second.acquire(break_lease=True)
-            newer = store.with_run(fencing.fenced(second.job_run))
+            newer = FencedStore(store, fencing.fenced(second.job_run))
             for key, data in racing.items():
                 newer.write_object(key, data)
             racing.clear()
@@ -115,7 +118,7 @@ def test_a_write_delayed_past_another_jobs_write_of_its_shard_fails_its_conditio
     url, options = open_backend(backend, request, tmp_path)
     store = open_store(url, options)
     racing = {"1_1_1/0.shard": b"the next job's shard"}
-    late = store.with_run(_frozen_past_its_fence(store, "b" * 32, racing, writes_new))
+    late = FencedStore(store, _frozen_past_its_fence(store, "b" * 32, racing, writes_new))
     with pytest.raises(LeaseLost):
         late.write_object("1_1_1/0.shard", b"a zombie's shard")
     assert store.read("1_1_1/0.shard") == b"the next job's shard"
@@ -123,7 +126,7 @@ def test_a_write_delayed_past_another_jobs_write_of_its_shard_fails_its_conditio
     if backend == "s3":  # replacing an object: If-Match its ETag as seen before the check
         store.write_object("1_1_1/1.shard", b"written by the first job earlier")
         racing = {"1_1_1/1.shard": b"the next job's rewrite"}
-        late = store.with_run(_frozen_past_its_fence(store, "c" * 32, racing))
+        late = FencedStore(store, _frozen_past_its_fence(store, "c" * 32, racing))
         with pytest.raises(LeaseLost):
             late.write_object("1_1_1/1.shard", b"a zombie's rewrite")
         assert store.read("1_1_1/1.shard") == b"the next job's rewrite"

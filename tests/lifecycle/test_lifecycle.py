@@ -32,6 +32,7 @@ from shardwright.errors import LeaseHeld, LeaseLost, LeaseUnrenewed, PlanError, 
 from shardwright.jobs.supervision import WATCH_S, Supervisor
 from shardwright.lifecycle import fencing
 from shardwright.lifecycle.lease import Lease, Renewer, heartbeat_key, lease_key
+from shardwright.lifecycle.runs import FencedStore
 from shardwright.manifest import MANIFEST_KEY
 from shardwright.run_options import flag_wording
 from shardwright.stores import halted, open_store
@@ -444,7 +445,7 @@ def test_a_job_whose_lease_was_taken_over_stops_writing(tmp_path: pathlib.Path) 
     store = open_store(str(tmp_path / "out"))
     first = Lease(store, job="a" * 32)
     first.acquire()
-    writer = store.with_run(fencing.fenced(first.job_run))
+    writer = FencedStore(store, fencing.fenced(first.job_run))
     writer.write_text("1_1_1/0.shard", "first")
     second = Lease(store, job="b" * 32)
     assert second.acquire(break_lease=True)
@@ -528,7 +529,7 @@ def test_a_halted_run_writes_nothing_more_from_this_process(tmp_path: pathlib.Pa
     store = open_store(str(tmp_path / "out"))
     running = Lease(store, job="a" * 32)
     running.acquire()
-    writer = store.with_run(fencing.fenced(running.job_run))
+    writer = FencedStore(store, fencing.fenced(running.job_run))
     writer.write_text("1_1_1/0.shard", "before")
     Renewer([(store, running.run, running.timeout)]).halt()  # its coordinator stopped
     with pytest.raises(StoreError, match="lease went unrenewed"):

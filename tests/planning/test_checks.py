@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from shardwright.errors import OptionError, PlanError
+from shardwright.lifecycle.runs import CONTROL_PREFIX
 from shardwright.manifest import MANIFEST_KEY
 from shardwright.options import ConvertOptions
 from shardwright.planning import checks
 from shardwright.sources.missing import Tally
-from shardwright.stores.base import CONTROL_PREFIX
 
 
 def test_a_zero_length_axis_is_refused_naming_the_source() -> None:

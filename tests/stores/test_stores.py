@@ -17,7 +17,7 @@ import pytest
 
 from shardwright.errors import StoreError
 from shardwright.stores import Store, open_store
-from shardwright.stores.base import TMP_MARKER, JobRun
+from shardwright.stores.base import TMP_MARKER
 from shardwright.stores.fsspec_store import FsspecStore
 from shardwright.stores.local import LocalStore
 from shardwright.stores.memory import MemoryStore
@@ -50,19 +50,22 @@ def _failing_pieces() -> Iterator[bytes]:
 
 
 class TestEveryBackend:
-    def test_the_url_picks_the_backend_and_pickles_as_url_options_and_run(
+    def test_the_url_picks_the_backend_and_pickles_as_url_options_and_writer(
         self, store: Store
     ) -> None:
         assert type(store) is KINDS[_backend(store)]
         assert store.is_local == (_backend(store) == "local")
         assert store.is_process_local == (_backend(store) == "memory")
-        run = JobRun(job="j" * 32, run="r" * 32, lease=".shardwright/lease-000001.json")
-        writer = store.with_run(run)
-        assert type(writer) is type(store) and writer.run == run
+        writer = store.with_writer("r" * 32)
+        assert type(writer) is type(store) and writer.writer == "r" * 32
         assert writer.requests is store.requests  # counted together
         copy = pickle.loads(pickle.dumps(writer))
         assert type(copy) is type(store)
-        assert (copy.url, copy.storage_options, copy.run) == (store.url, store.storage_options, run)
+        assert (copy.url, copy.storage_options, copy.writer) == (
+            store.url,
+            store.storage_options,
+            "r" * 32,
+        )
         assert copy.requests is not store.requests  # a worker counts its own
         assert store.path("a/b") == f"{store.root}/a/b" and store.path("") == store.root
 
@@ -175,9 +178,8 @@ class TestEveryBackend:
         assert len(winners) == 1
         assert store.read("race") == f"{winners[0]}".encode()
 
-    def test_temporaries_carry_the_run_and_stale_ones_are_removed(self, store: Store) -> None:
-        run = JobRun(job="j" * 32, run="live", lease=".shardwright/lease-000001.json")
-        writer = store.with_run(run)
+    def test_temporaries_carry_the_writer_and_stale_ones_are_removed(self, store: Store) -> None:
+        writer = store.with_writer("live")
         seen: list[str] = []
 
         def pieces() -> Iterator[bytes]:
@@ -188,25 +190,32 @@ class TestEveryBackend:
         writer.write_object("1_1_1/0.shard", pieces)
         assert writer.read("1_1_1/0.shard") == b"shard"
         if not store.is_local:
-            assert store.remove_stale_temporaries() == 0  # uploads leave no temporaries
+            # uploads leave no temporaries
+            assert store.remove_stale_temporaries(nested_marker=".shardwright") == 0
             return
         assert [name.startswith(f"{TMP_MARKER}live-") for name in seen] == [True]
         folder = pathlib.Path(store.root, "1_1_1")
         (folder / f"{TMP_MARKER}dead-1").write_bytes(b"left by a killed run")
         (folder / f"{TMP_MARKER}live-2").write_bytes(b"being written by the holder")
         assert store.list_keys() == ["1_1_1/0.shard"]
-        assert store.remove_stale_temporaries(keep_run="live") == 1
+        nested = pathlib.Path(store.root, "meshes")  # a dataset of its own: its marker folder
+        (nested / ".shardwright").mkdir(parents=True)
+        (nested / f"{TMP_MARKER}other-1").write_bytes(b"its own job's")
+        assert store.remove_stale_temporaries(nested_marker=".shardwright", keep_writer="live") == 1
         assert sorted(os.listdir(folder)) == [f"{TMP_MARKER}live-2", "0.shard"]
-        assert store.remove_stale_temporaries() == 1
+        assert store.remove_stale_temporaries(nested_marker=".shardwright") == 1
         assert os.listdir(folder) == ["0.shard"]
+        assert (nested / f"{TMP_MARKER}other-1").exists()  # not entered
+        assert store.remove_stale_temporaries(nested_marker=None) == 1  # entered
 
 
 @pytest.mark.s3
-def test_a_jobs_control_objects_are_read_in_one_request_on_s3(
+def test_an_object_read_as_small_is_one_request_on_s3(
     request: pytest.FixtureRequest, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The lease is read before every data object: s3fs's HEAD before each whole read (to
-    split large objects) would double the round trips of every shard task's lease check."""
+    """A job's lease is read (as small) before every data object: s3fs's HEAD before each
+    whole read (to split large objects) would double the round trips of every shard task's
+    lease check."""
     import s3fs
 
     url, options = open_backend("s3", request, tmp_path)
@@ -221,7 +230,7 @@ def test_a_jobs_control_objects_are_read_in_one_request_on_s3(
         return await info(self, path, *args, **kwargs)
 
     monkeypatch.setattr(s3fs.S3FileSystem, "_info", counted)
-    assert store.read(".shardwright/lease-000001.json") == b"{}"
+    assert store.read(".shardwright/lease-000001.json", small=True) == b"{}"
     assert sized == []
     assert store.read("info") == b"{}"  # other objects: as s3fs reads them
     assert len(sized) == 1

@@ -18,15 +18,14 @@ from typing import Any
 
 from distributed import Worker
 
-from shardwright.lifecycle import fencing
-from shardwright.stores import base
+from shardwright.lifecycle import fencing, runs
 
 FOLDER = pathlib.Path(os.environ["SW_ZOMBIE_DIR"])
 _state = {"frozen": False}
 _zombie = threading.local()  # set in the thread whose write was frozen
 # The originals, also where dask imports this file a second time (it patches them once).
 _check_lease = getattr(fencing.check_lease, "__wrapped__", fencing.check_lease)
-_write_object = getattr(base.Store.write_object, "__wrapped__", base.Store.write_object)
+_write_object = getattr(runs.FencedStore.write_object, "__wrapped__", runs.FencedStore.write_object)
 _close = getattr(Worker.close, "held_close", Worker.close)  # (its own __wrapped__ is log_errors')
 HELD_AT_MOST = 300.0  # seconds a closing zombie waits for its write to be told
 
@@ -41,9 +40,9 @@ def _check_then_freeze(store: Any) -> None:
             time.sleep(0.05)
 
 
-def _write_and_tell(store: Any, key: str, data: Any) -> tuple[int, int]:
+def _write_and_tell(store: Any, key: str, data: Any, expected: Any = None) -> tuple[int, int]:
     try:
-        written = _write_object(store, key, data)
+        written = _write_object(store, key, data, expected)
     except BaseException as exc:
         if getattr(_zombie, "on", False):
             (FOLDER / "outcome").write_text(f"{type(exc).__name__}: {exc}")
@@ -67,6 +66,6 @@ async def _close_once_told(self: Worker, *args: Any, **kwargs: Any) -> Any:
 _check_then_freeze.__wrapped__ = _check_lease  # type: ignore[attr-defined]
 _write_and_tell.__wrapped__ = _write_object  # type: ignore[attr-defined]
 fencing.check_lease = _check_then_freeze  # the job's fence is unpickled by this name
-base.Store.write_object = _write_and_tell  # type: ignore[method-assign]
+runs.FencedStore.write_object = _write_and_tell  # type: ignore[method-assign]
 _close_once_told.held_close = _close  # type: ignore[attr-defined]
 Worker.close = _close_once_told  # type: ignore[method-assign]

@@ -31,6 +31,7 @@ from shardwright.generation.exchange import MESH, SKELETON, BlockIndex, Piece
 from shardwright.generation.surfaces import block_surfaces, multires_mesh
 from shardwright.generation.tracing import block_skeletons, joined_skeleton
 from shardwright.lifecycle.journal import CENSUS, EXCHANGE
+from shardwright.lifecycle.runs import run_of
 from shardwright.manifest import Receipt
 from shardwright.planning.generated import (
     SEGMENTATION_METHOD,
@@ -149,7 +150,8 @@ def run_generated_shard(
 def census_key(store: Store, shard_key: str) -> str:
     """Where an output shard's census lies: under the job's own folder, so that verify reads
     this job's tables, and the job's end removes the tables of the jobs it replaced."""
-    job = store.run.job if store.run is not None else "unjournaled"
+    run = run_of(store)
+    job = run.job if run is not None else "unjournaled"
     return f"{CENSUS}{job}/{shard_key}"
 
 

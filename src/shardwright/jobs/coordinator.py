@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from shardwright.lifecycle import journal, lease
 from shardwright.lifecycle.job import Claim, begin
+from shardwright.lifecycle.runs import CONTROL_DIR, FencedStore, JobRun, run_of
 from shardwright.manifest import (
     CompanionTotals,
     Manifest,
@@ -27,7 +28,6 @@ from shardwright.manifest import (
 )
 from shardwright.planning import GENERATED, Plan
 from shardwright.stores import Store
-from shardwright.stores.base import JobRun
 
 
 def write_metadata(plan: Plan, store: Store) -> dict[str, int]:
@@ -63,7 +63,7 @@ def begin_dataset(
         run, notices = begin(store, claim)
         for notice in notices:
             print(f"shardwright: {notice}", file=sys.stderr)
-    writer = store.with_run(run) if run is not None else store
+    writer = FencedStore(store, run) if run is not None else store
     write_metadata(plan, writer)
     return Begun(plan, writer, started, [preflight or {}, store.requests.since(before)])
 
@@ -79,7 +79,8 @@ def finish_dataset(
     every shard is in place by now, so nothing still needs them. The last requests (cleanup,
     the manifest's own PUT) are not in the manifest's totals."""
     store = begun.store
-    store.remove_stale_temporaries()
+    run = run_of(store)
+    store.remove_stale_temporaries(nested_marker=CONTROL_DIR)
     metadata = metadata_digests(begun.plan.metadata_documents())
     manifest = build_manifest(
         begun.plan.describe(),
@@ -87,20 +88,20 @@ def finish_dataset(
         time.time() - begun.started,
         begun.requests,
         companions=companions,
-        job=store.run.job if store.run is not None else None,
+        job=run.job if run is not None else None,
         metadata=metadata,
         cluster=cluster,
         dataset=begun.plan.dataset,
     )
     found = None
-    if store.run is not None:  # found (reads only) before the manifest marks the job done
+    if run is not None:  # found (reads only) before the manifest marks the job done
         stored = {shard.key for shard in manifest.shards} | set(metadata)
         found = journal.replaced(store, stored, set(receipts.keys()))
     write_manifest(store, manifest)
     if begun.plan.dataset == GENERATED:  # every output shard is stored: the spools are done
         for key in store.list_keys(journal.EXCHANGE.rstrip("/")):
             store.delete(key)
-        ours = f"{journal.CENSUS}{store.run.job}/" if store.run is not None else None
+        ours = f"{journal.CENSUS}{run.job}/" if run is not None else None
         for key in store.list_keys(journal.CENSUS.rstrip("/")):  # the replaced jobs' census
             if ours is not None and not key.startswith(ours):
                 store.delete(key)

@@ -12,9 +12,9 @@ import time
 from collections.abc import Iterable
 from typing import Any, TextIO
 
+from shardwright.lifecycle.runs import CONTROL_PREFIX
 from shardwright.manifest import Receipt
 from shardwright.planning.text import human_bytes
-from shardwright.stores.base import CONTROL_PREFIX
 
 REDRAW_INTERVAL_S = 0.25
 LOG_INTERVAL_S = 30.0

@@ -6,6 +6,8 @@
   source, a folder around it, or the user's other files);
 - `lease`: one job per destination, taken exclusively, renewed, released, taken over only
   from a job that stopped; `fencing`: a job writes data only while its lease names it;
+- `runs`: a job's run, its control prefix, and `FencedStore`, the wrapper through which a run
+  writes any store (each data write fenced and conditional; the stores know nothing of jobs);
 - `journal`: what a job has proven it wrote (a receipt per shard, the job record), which
   objects an older dataset owned, and their removal once a new dataset replaces it.
 """

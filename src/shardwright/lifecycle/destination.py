@@ -21,9 +21,9 @@ from shardwright.errors import DestinationError, ManifestError
 from shardwright.lifecycle import fingerprint as fingerprints
 from shardwright.lifecycle.journal import JOB_KEY, read_job
 from shardwright.lifecycle.lease import LEASE_NAME
+from shardwright.lifecycle.runs import CONTROL_PREFIX
 from shardwright.manifest import MANIFEST_KEY, Manifest, read_manifest
 from shardwright.stores import Store
-from shardwright.stores.base import CONTROL_PREFIX
 from shardwright.urls import local_path, scheme_of
 
 

@@ -41,10 +41,10 @@ from shardwright.lifecycle.lease import (
     check_free,
     release_run,
 )
+from shardwright.lifecycle.runs import FencedStore, JobRun
 from shardwright.planning import GENERATED, OBJECTS, Plan
 from shardwright.run_options import DEFAULT_LEASE_TIMEOUT, RunOptions
 from shardwright.stores import Store, open_store
-from shardwright.stores.base import JobRun
 
 LEASE_POLL_SECONDS = 5.0  # how often a job waiting for a lease looks again
 
@@ -151,7 +151,7 @@ def begin(store: Store, claim: Claim) -> tuple[JobRun, list[str]]:
             _check_holding(store, holding, claim)
         run = fencing.fenced(lease.job_run, writes_new=claim.mode != "overwrite")
         journal.begin(
-            store.with_run(run),
+            FencedStore(store, run),
             claim.fingerprint,
             holding.manifest,
             replace=claim.mode == "overwrite",

@@ -24,9 +24,9 @@ import crc32c
 
 from shardwright.errors import ManifestError
 from shardwright.lifecycle.fingerprint import Fingerprint
+from shardwright.lifecycle.runs import CONTROL_DIR, CONTROL_PREFIX, run_of
 from shardwright.manifest import MANIFEST_KEY, Manifest, Receipt, owned_keys
 from shardwright.stores import Store
-from shardwright.stores.base import CONTROL_PREFIX
 from shardwright.version import __version__
 
 JOB_KEY = f"{CONTROL_PREFIX}job.json"
@@ -101,11 +101,12 @@ class Journaled:
 def record(store: Store, receipt: Receipt) -> Receipt:
     """Journal a shard this run just stored (or found empty) as the job's; returns the
     receipt with that request counted in its own."""
-    if store.run is None or receipt.resumed:
+    run = run_of(store)
+    if run is None or receipt.resumed:
         return receipt
     before = store.requests.snapshot()
     entry = Journaled(
-        receipt.key, store.run.job, receipt.size, receipt.crc32c, receipt.chunks, receipt.empty,
+        receipt.key, run.job, receipt.size, receipt.crc32c, receipt.chunks, receipt.empty,
         receipt.present,
     )  # fmt: skip
     store.write_text(receipt_key(receipt.key), json.dumps(entry.to_json()) + "\n")
@@ -115,13 +116,14 @@ def record(store: Store, receipt: Receipt) -> Receipt:
 def proven(store: Store, key: str) -> Receipt | None:
     """The receipt of a shard this job stored that is still exactly as written (its size,
     then its crc32c streamed), or None: the shard must be written again."""
-    if store.run is None:
+    run = run_of(store)
+    if run is None:
         return None
     try:
-        entry = Journaled.from_json(json.loads(store.read(receipt_key(key))))
+        entry = Journaled.from_json(json.loads(store.read(receipt_key(key), small=True)))
     except (FileNotFoundError, ValueError):
         return None
-    if entry is None or entry.job != store.run.job or entry.key != key:
+    if entry is None or entry.job != run.job or entry.key != key:
         return None
     size = store.size(key)
     if entry.empty:
@@ -138,7 +140,7 @@ def proven(store: Store, key: str) -> Receipt | None:
 def read_job(store: Store) -> dict[str, Any] | None:
     """The job record, None without one; ManifestError if it is not ours to read."""
     try:
-        record = json.loads(store.read(JOB_KEY))
+        record = json.loads(store.read(JOB_KEY, small=True))
     except FileNotFoundError:
         return None
     except ValueError as exc:
@@ -161,7 +163,7 @@ def begin(
     `manifest` the destination holds if it is a dataset being replaced (`replace`, or one
     another job wrote), record this job, and remove temporaries of runs that are gone. Safe to
     run again (task retries)."""
-    run = store.run
+    run = run_of(store)
     assert run is not None, "a job's coordinator writes through its run"
     if manifest is not None and (replace or manifest.job != run.job):
         retired = {
@@ -181,7 +183,7 @@ def begin(
         "options": words or {},  # the fingerprint's options by name (fingerprint.in_words)
     }
     store.write_text(JOB_KEY, json.dumps(job, indent=1) + "\n")
-    store.remove_stale_temporaries(keep_run=run.run)
+    store.remove_stale_temporaries(nested_marker=CONTROL_DIR, keep_writer=run.run)
 
 
 @dataclass(frozen=True)
@@ -207,7 +209,7 @@ def replaced(store: Store, stored: Iterable[str], journaled: Iterable[str]) -> R
     owned: set[str] = set()
     for name in records:
         try:
-            keys = json.loads(store.read(name)).get("keys", [])
+            keys = json.loads(store.read(name, small=True)).get("keys", [])
         except (ValueError, AttributeError):
             continue  # an unreadable record names nothing we could prove is ours
         owned.update(k for k in keys if isinstance(k, str))
@@ -222,7 +224,8 @@ def replaced(store: Store, stored: Iterable[str], journaled: Iterable[str]) -> R
         for key in sorted(owned - keep)
         if not key.startswith(CONTROL_PREFIX) and ".." not in key.split("/")
     ]
-    ours = f"heartbeat-{store.run.run}.json" if store.run is not None else None
+    run = run_of(store)
+    ours = f"heartbeat-{run.run}.json" if run is not None else None
     heartbeats = [
         f"{CONTROL_PREFIX}{name}"
         for name in store.list_sizes(CONTROL_PREFIX.rstrip("/"))

@@ -31,9 +31,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from shardwright.errors import LeaseHeld, LeaseUnrenewed, ManifestError, PlanError, StoreError
+from shardwright.lifecycle.runs import CONTROL_PREFIX, FencedStore, JobRun, run_of
 from shardwright.run_options import DEFAULT_LEASE_TIMEOUT
 from shardwright.stores import Store, halt, halted
-from shardwright.stores.base import CONTROL_PREFIX, JobRun
 from shardwright.version import __version__
 
 LEASE_NAME = re.compile(r"lease-(\d{6,})\.json")
@@ -148,14 +148,14 @@ def current_lease(store: Store) -> tuple[int, Holder | None, float] | None:
         return None
     epoch = epochs[-1]
     try:
-        holder = Holder.from_json(json.loads(store.read(lease_key(epoch))))
+        holder = Holder.from_json(json.loads(store.read(lease_key(epoch), small=True)))
     except FileNotFoundError:
         return None  # released between the listing and the read
     except ValueError:
         return epoch, None, 0.0
     heard = holder.started_at
     try:
-        beat = json.loads(store.read(heartbeat_key(holder.run)))
+        beat = json.loads(store.read(heartbeat_key(holder.run), small=True))
         heard = max(heard, float(beat["renewed_at"]))
     except (FileNotFoundError, ValueError, KeyError, TypeError):
         pass
@@ -295,7 +295,9 @@ class Lease:
         if self.epoch is None:
             return False
         try:
-            holder = Holder.from_json(json.loads(self.store.read(lease_key(self.epoch))))
+            holder = Holder.from_json(
+                json.loads(self.store.read(lease_key(self.epoch), small=True))
+            )
         except (FileNotFoundError, ValueError):
             return False
         return holder.run == self.run and not self.store.exists(lease_key(self.epoch + 1))
@@ -303,7 +305,7 @@ class Lease:
     def release(self) -> None:
         """Give the lease up (only if it is still this run's)."""
         if self.epoch is not None:
-            release(self.store.with_run(self.job_run))
+            release(FencedStore(self.store, self.job_run))
             self.epoch = None
         _LIVE_RUNS.discard(self.run)
 
@@ -311,10 +313,10 @@ class Lease:
 def release(store: Store) -> None:
     """Remove the lease and heartbeat of `store`'s run, if the lease still names that run
     (the last step of a job's coordinator)."""
-    run = store.run
+    run = run_of(store)
     assert run is not None
     try:
-        holder = Holder.from_json(json.loads(store.read(run.lease)))
+        holder = Holder.from_json(json.loads(store.read(run.lease, small=True)))
     except (FileNotFoundError, ValueError):
         return
     if holder.run == run.run:
@@ -328,7 +330,7 @@ def release_run(store: Store, run: str) -> None:
     failed: it knows the run, not the lease's epoch)."""
     found = current_lease(store)
     if found is not None and found[1] is not None and found[1].run == run:
-        release(store.with_run(JobRun(job=found[1].job, run=run, lease=lease_key(found[0]))))
+        release(FencedStore(store, JobRun(job=found[1].job, run=run, lease=lease_key(found[0]))))
 
 
 def beat(store: Store, run: str) -> None:

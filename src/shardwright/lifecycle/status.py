@@ -17,10 +17,10 @@ from shardwright.errors import DestinationError, ManifestError
 from shardwright.lifecycle.destination import readable_manifest
 from shardwright.lifecycle.journal import EXCHANGE, RECEIPTS, read_job, receipt_key
 from shardwright.lifecycle.lease import current_lease, lease_key
+from shardwright.lifecycle.runs import CONTROL_PREFIX
 from shardwright.manifest import MANIFEST_KEY, read_manifest
 from shardwright.planning.text import human_bytes
 from shardwright.stores import Store, open_store
-from shardwright.stores.base import CONTROL_PREFIX
 
 COMPANIONS = ("mesh", "skeletons")  # datasets a volume's info may name, written by its job
 

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from shardwright.errors import NAMED, Alias, OptionError, PlanError
+from shardwright.lifecycle.runs import CONTROL_PREFIX
 from shardwright.manifest import MANIFEST_KEY
 from shardwright.options import ConvertOptions
 from shardwright.planning.text import xyz
 from shardwright.sources import missing
-from shardwright.stores.base import CONTROL_PREFIX
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # Objects of a dataset that a scale directory must not shadow: the metadata, the manifest

@@ -3,20 +3,19 @@
 Every object is written once and whole (ARCHITECTURE invariant 1): a reader never finds a
 torn object at a key. How that is done differs per backend (local.py: a temporary renamed into
 place; memory.py: one assignment; fsspec_store.py: an upload that becomes visible complete),
-as does creating an object only if it is absent, the step a job's lease rests on. What all
-backends share is here: a store pickles as its URL, options and run (a worker opens its own),
-and requests are counted and retried, the first one under the deadline (deadlines.py). Which
-backend a URL gets is `registry.py`'s table (`open_store`).
+as does creating an object only if it is absent, and writing one only if it is still absent or
+still at the version looked up before (`Expected`, TensorStore's `if_equal`), where the
+backend can (S3, GCS). What all backends share is here: a store pickles as its URL, options
+and writer (a worker opens its own), and requests are counted and retried, the first one
+under the deadline (deadlines.py). Which backend a URL gets is `registry.py`'s table
+(`open_store`).
 
-A store that a job's run writes through carries that run (`JobRun`): its temporaries carry the
-run's id, and its fence (lifecycle/fencing.py) is asked before each data object is written.
-Where the backend can make a write conditional (S3, GCS), a fenced write also expects the
-object at its key to be as it was just before the fence was asked: a job that took the lease
-over writes only after, so a write of ours delayed past one of its writes (a worker cut off or
-frozen between its fence and its upload) fails its condition instead of replacing it.
-
-A run can be halted in a process (`halt`): its coordinator stopped there while a step of it
-still waited on a request, and nothing of that run may act once the store answers again.
+A store knows nothing of jobs. It may carry a writer, an opaque id (a job's run, given by
+lifecycle/): its temporaries are named after it, so that the next writer can tell whose are
+stale, and a writer can be halted in a process (`halt`): whoever wrote for it stopped there
+while a request of it still waited, and nothing more may be requested for it once the store
+answers again. A job's fencing (its lease checked before each data write, the write made
+conditional) is a wrapper around a store: lifecycle/runs.py.
 """
 
 from __future__ import annotations
@@ -40,40 +39,22 @@ from shardwright.retry import (
 )
 
 FIRST_CONTACT_ATTEMPTS = 4  # tries of a store's first request, within the deadline
-CONDITIONAL_ATTEMPTS = 3  # fenced writes whose object another writer changed meanwhile
-CONTROL_PREFIX = ".shardwright/"  # a job's own objects in its destination (lifecycle/)
+# Temporaries: the names whole writes go through on disk (local.py), hidden from listings.
+# A storage concern: how a backend keeps objects whole, whoever writes them.
 TMP_MARKER = ".shardwright-tmp-"
 T = TypeVar("T")
 Data = bytes | bytearray | memoryview | Callable[[], Iterable[Piece]]
-Fence = Callable[["Store"], None]
-_HALTED: dict[str, str] = {}  # run id -> why this process makes no more requests for it
+_HALTED: dict[str, str] = {}  # writer -> why this process makes no more requests for it
 
 
-def halt(run: str, why: str) -> None:
-    """From now on every request this process makes for `run` raises StoreError(`why`)."""
-    _HALTED[run] = why
+def halt(writer: str, why: str) -> None:
+    """From now on every request this process makes for `writer` raises StoreError(`why`)."""
+    _HALTED[writer] = why
 
 
-def halted(run: str) -> str | None:
-    """Why `run` is halted in this process, None if it is not."""
-    return _HALTED.get(run)
-
-
-@dataclasses.dataclass(frozen=True)
-class JobRun:
-    """One run of a job writing a destination: `job` is the job's fingerprint digest (what
-    its receipts name), `run` this attempt's id, `lease` the key of the lease it holds.
-    `fence`, when set, raises before a data object is written once the run may no longer
-    write (a module-level function, so it pickles with the store to every worker).
-    `writes_new`: the run's data objects are expected absent (a new or resumed job, not an
-    overwrite), so its conditional writes assume so and look an object up only after one
-    fails."""
-
-    job: str
-    run: str
-    lease: str
-    fence: Fence | None = dataclasses.field(default=None, compare=False, repr=False)
-    writes_new: bool = False
+def halted(writer: str) -> str | None:
+    """Why `writer` is halted in this process, None if it is not."""
+    return _HALTED.get(writer)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,23 +76,23 @@ class Store(abc.ABC):
         self,
         url: str,
         storage_options: dict[str, Any] | None = None,
-        run: JobRun | None = None,
+        writer: str | None = None,
     ):
         self.url = url.rstrip("/")
         self.storage_options = dict(storage_options or {})
-        self.run = run
+        self.writer = writer  # names its temporaries; can be halted (see the module's doc)
         self._answered = False  # has the store answered a request yet (deadlines.py)
         self.requests = RequestCounter()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """Pickled as its URL, options and run: a worker opens its own filesystem and counts
-        its own requests."""
-        return (type(self), (self.url, self.storage_options, self.run))
+        """Pickled as its URL, options and writer: a worker opens its own filesystem and
+        counts its own requests."""
+        return (type(self), (self.url, self.storage_options, self.writer))
 
-    def with_run(self, run: JobRun | None) -> Self:
-        """The same destination, written by `run` (fenced by its fence, if any); its requests
-        are counted with this store's."""
-        other = type(self)(self.url, self.storage_options, run)
+    def with_writer(self, writer: str | None) -> Self:
+        """The same destination, written for `writer`; its requests are counted with this
+        store's."""
+        other = type(self)(self.url, self.storage_options, writer)
         other.requests = self.requests
         other._answered = self._answered
         return other
@@ -128,30 +109,18 @@ class Store(abc.ABC):
         return f"{self.root}/{key}" if key else self.root
 
     # -- writes -----------------------------------------------------------------------------
-    def write_object(self, key: str, data: Data) -> tuple[int, int]:
+    def write_object(
+        self, key: str, data: Data, expected: Expected | None = None
+    ) -> tuple[int, int]:
         """Write one whole object; returns (size, crc32c). Never leaves a partial object at key.
 
         `data` is the bytes, or a function returning the pieces in order (called again if an
         upload must be retried, so a spooled shard is streamed, never held whole in memory).
+        With `expected` (as `expected(key)` looked it up), only if the object at `key` is still
+        as expected: FileExistsError if another write changed it meanwhile.
         """
         pieces = data if callable(data) else (lambda: [data])
-        run = self.run
-        if run is None or run.fence is None or key.startswith(CONTROL_PREFIX):
-            return self._write_whole(key, pieces, None)
-        for attempt in range(CONDITIONAL_ATTEMPTS):
-            # Looked up before the fence (see the module's docstring); absent needs no look.
-            assume_absent = run.writes_new and attempt == 0 and self.conditional_writes()
-            expected = Expected(None) if assume_absent else self.expected(key)
-            run.fence(self)
-            try:
-                return self._write_whole(key, pieces, expected)
-            except FileExistsError:  # changed since we looked: by a job that took the lease
-                self.requests.add("conflicts")  # over (the fence stops us), or our own retry
-        raise StoreError(
-            f"{self.url}/{key}: changed by another writer each time this job was about to "
-            f"write it ({CONDITIONAL_ATTEMPTS} times); is another process writing this "
-            "destination outside shardwright?"
-        )
+        return self._write_whole(key, pieces, expected)
 
     @abc.abstractmethod
     def _write_whole(
@@ -165,8 +134,8 @@ class Store(abc.ABC):
         return False
 
     def expected(self, key: str) -> Expected | None:
-        """The condition a fenced write of `key` is made under, looked up now; None where
-        this backend can only write unconditionally."""
+        """The condition a write of `key` can be made under (its version now, or absent),
+        looked up now; None where this backend can only write unconditionally."""
         return None
 
     def write_text(self, key: str, text: str) -> None:
@@ -182,19 +151,24 @@ class Store(abc.ABC):
         """Remove one object this project wrote (nothing happens if it is gone already)."""
 
     def _temporary_name(self) -> str:
-        """A temporary's name: the marker, the run that writes it, a unique part."""
-        owner = self.run.run if self.run is not None else "norun"
+        """A temporary's name: the marker, the writer that writes it, a unique part."""
+        owner = self.writer if self.writer is not None else "norun"
         return f"{TMP_MARKER}{owner}-{uuid.uuid4().hex}"
 
-    def remove_stale_temporaries(self, keep_run: str | None = None) -> int:
-        """Delete temporaries that killed or lost runs left behind (all but `keep_run`'s);
-        returns how many. Only backends that write through temporaries have any."""
+    def remove_stale_temporaries(
+        self, *, nested_marker: str | None, keep_writer: str | None = None
+    ) -> int:
+        """Delete temporaries that killed or lost writers left behind (all but
+        `keep_writer`'s); returns how many. A folder holding a `nested_marker` folder is
+        another dataset (with writers of its own): not entered. Only backends that write
+        through temporaries have any."""
         return 0
 
     # -- reads ------------------------------------------------------------------------------
     @abc.abstractmethod
-    def read(self, key: str) -> bytes:
-        """One whole object; FileNotFoundError if it does not exist."""
+    def read(self, key: str, *, small: bool = False) -> bytes:
+        """One whole object; FileNotFoundError if it does not exist. `small`: the caller knows
+        it to be small, so it is read in one request, its size not looked up first."""
 
     @abc.abstractmethod
     def read_range(self, key: str, start: int, end: int) -> bytes:
@@ -247,8 +221,8 @@ class Store(abc.ABC):
         return False
 
     def _admit(self) -> None:
-        """Refuse a request of a halted run (see `halt`); every backend asks before each."""
-        why = halted(self.run.run) if self.run is not None else None
+        """Refuse a request of a halted writer (see `halt`); every backend asks before each."""
+        why = halted(self.writer) if self.writer is not None else None
         if why is not None:
             raise StoreError(f"{self.url}: {why}")
 
@@ -256,7 +230,7 @@ class Store(abc.ABC):
         """`fn()` with retries of transient failures. Until this store has answered once,
         within the deadline (deadlines.py): a request that takes a timeout is given the time
         left (`fn(timeout=...)`), and a store that never answers is one clear error. A halted
-        run's request is refused before each attempt: a retry must not land one."""
+        writer's request is refused before each attempt: a retry must not land one."""
         secrets = secret_strings(self.storage_options)
 
         def admitted(**limit: float) -> T:

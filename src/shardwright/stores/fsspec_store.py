@@ -4,8 +4,8 @@ An object is one upload (a single PUT, or multipart / resumable for large shards
 from the spool) that the store makes visible only when complete; an upload that fails midway
 is discarded, never completed torn. Creating an object only if absent is the store's own
 conditional request (GCS `ifGenerationMatch=0`, S3 `If-None-Match: *`), or, on any other
-filesystem, only what it declares with `exclusive_create`. A fenced write (stores/base.py) is
-conditional on the object's version as looked up before its fence: on S3 `If-None-Match: *`
+filesystem, only what it declares with `exclusive_create`. A conditional write (`Expected`,
+stores/base.py) is made on the object's version as looked up before it: on S3 `If-None-Match: *`
 where it was absent, `If-Match: <ETag>` where a single PUT replaces it (a multipart upload's
 completion is conditional on AWS, but moto ignores it: not relied on); on GCS only
 `ifGenerationMatch=0` where it was absent (gcsfs sends no other generation). Every request is
@@ -27,7 +27,7 @@ from fsspec.spec import AbstractBufferedFile
 from shardwright import deadlines
 from shardwright.errors import StoreError
 from shardwright.formats.shardfile import Piece, write_pieces
-from shardwright.stores.base import CONTROL_PREFIX, TMP_MARKER, Expected, JobRun, Store
+from shardwright.stores.base import TMP_MARKER, Expected, Store
 
 S3_PROTOCOLS = frozenset({"s3", "s3a"})
 EXCLUSIVE_PROTOCOLS = S3_PROTOCOLS | {"gs", "gcs"}  # conditional create on the server
@@ -67,13 +67,13 @@ class FsspecStore(Store):
         self,
         url: str,
         storage_options: dict[str, Any] | None = None,
-        run: JobRun | None = None,
+        writer: str | None = None,
     ):
-        super().__init__(url, storage_options, run)
+        super().__init__(url, storage_options, writer)
         self._fs: fsspec.AbstractFileSystem | None = None
 
-    def with_run(self, run: JobRun | None) -> Self:
-        other = super().with_run(run)
+    def with_writer(self, writer: str | None) -> Self:
+        other = super().with_writer(writer)
         other._fs = self._fs  # made once per store, not per task
         return other
 
@@ -166,13 +166,12 @@ class FsspecStore(Store):
             )
 
     # -- reads ------------------------------------------------------------------------------
-    def read(self, key: str) -> bytes:
+    def read(self, key: str, *, small: bool = False) -> bytes:
         self.requests.add("gets")
         # s3fs sizes an object with a HEAD before reading it whole, to split a large one into
-        # concurrent ranges; a job's control objects are small, and its lease is read before
-        # every data object: one GET each.
-        small = key.startswith(CONTROL_PREFIX) and self._is_s3()
-        once = {"max_concurrency": 1} if small else {}
+        # concurrent ranges; an object the caller knows is small (a job's control objects,
+        # its lease read before every data object) is one GET.
+        once = {"max_concurrency": 1} if small and self._is_s3() else {}
         return self._retry(
             lambda **limit: bytes(self.filesystem().cat_file(self.path(key), **once, **limit)),
             f"reading {self._describe(key)}",

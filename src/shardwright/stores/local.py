@@ -1,10 +1,10 @@
 """A store on this machine's disk: a plain path or file://.
 
-An object is written under a temporary name in its own folder (named after the run that
-writes it) and renamed into place, so a killed job never leaves a torn object at a key, and
-the next job's holder can tell whose temporaries are stale. Creating an object only if absent
-links a complete temporary into place (a link never replaces). Reads and listings go through
-fsspec's local filesystem, as the other backends' do, without retries: a disk has no
+An object is written under a temporary name in its own folder (named after the store's
+writer, a job's run) and renamed into place, so a killed job never leaves a torn object at a
+key, and the next job's holder can tell whose temporaries are stale. Creating an object only
+if absent links a complete temporary into place (a link never replaces). Reads and listings go
+through fsspec's local filesystem, as the other backends' do, without retries: a disk has no
 transient failures worth waiting for.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from shardwright.formats.shardfile import Piece, write_pieces
-from shardwright.stores.base import CONTROL_PREFIX, TMP_MARKER, Expected
+from shardwright.stores.base import TMP_MARKER, Expected
 from shardwright.stores.fsspec_store import FsspecStore
 
 CREATING_MARKER = ".shardwright-creating-"  # an exclusive creation's content, linked into place
@@ -76,20 +76,24 @@ class LocalStore(FsspecStore):
                 break
             directory = os.path.dirname(directory)
 
-    def remove_stale_temporaries(self, keep_run: str | None = None) -> int:
-        """Only the lease holder calls it: every other run writing this dataset is dead.
-        Datasets nested inside (a volume's meshes) have their own jobs: not entered."""
+    def remove_stale_temporaries(
+        self, *, nested_marker: str | None, keep_writer: str | None = None
+    ) -> int:
+        """Only the lease holder calls it: every other writer of this dataset is dead.
+        Datasets nested inside (a volume's meshes: a folder holding `nested_marker`) have
+        their own jobs: not entered."""
         if not os.path.isdir(self.root):
             return 0
-        keep = f"{TMP_MARKER}{keep_run}-" if keep_run else None
-        control = CONTROL_PREFIX.rstrip("/")
+        keep = f"{TMP_MARKER}{keep_writer}-" if keep_writer else None
         removed = 0
         for directory, folders, files in os.walk(self.root):
-            folders[:] = [
-                f
-                for f in folders
-                if not os.path.isdir(os.path.join(directory, f, control)) or f == control
-            ]
+            if nested_marker is not None:
+                folders[:] = [
+                    f
+                    for f in folders
+                    if f == nested_marker
+                    or not os.path.isdir(os.path.join(directory, f, nested_marker))
+                ]
             for name in files:
                 if name.startswith(TMP_MARKER) and not (keep and name.startswith(keep)):
                     try:
