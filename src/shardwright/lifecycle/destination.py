@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import glob
 import os
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,8 @@ from shardwright.lifecycle.runs import CONTROL_PREFIX
 from shardwright.manifest import MANIFEST_KEY, Manifest, read_manifest
 from shardwright.stores import Store
 from shardwright.urls import local_path, scheme_of
+
+LOOKS = 5  # at a destination whose only entries are in `.shardwright/`: about 1.5 s in all
 
 
 @dataclass(frozen=True)
@@ -43,10 +46,12 @@ class Holding:
         return self.kind == "ours" and (self.job is not None or self.manifest is not None)
 
 
-def inspect(store: Store, again: bool = True) -> Holding:
-    """What `store` holds. A job that starts beside this one may write its lease between the
-    look at `.shardwright/` and the look at the rest: an entry found under `.shardwright/`
-    then is looked at once more, so the destination reads as that job's, not as foreign."""
+def inspect(store: Store, looks: int = LOOKS) -> Holding:
+    """What `store` holds. A job that starts beside this one may be creating its lease
+    between the look at `.shardwright/` and the look at the rest (its temporary there, the
+    lease not yet linked): while the first entry found lies under `.shardwright/`, the
+    destination is looked at again, a little later each time (`looks` in all), so that it
+    reads as that job's, not as foreign; a loaded machine took longer than one look."""
     if store.is_file():
         return Holding("file")
     control = store.list_sizes(CONTROL_PREFIX.rstrip("/"))
@@ -62,8 +67,9 @@ def inspect(store: Store, again: bool = True) -> Holding:
         return Holding("ours", job=job, manifest=manifest)
     example = store.first_entry()
     control_dir = CONTROL_PREFIX.rstrip("/")  # object stores name the folder, disks a file in it
-    if again and example is not None and example.split("/", 1)[0] == control_dir:
-        return inspect(store, again=False)
+    if looks > 1 and example is not None and example.split("/", 1)[0] == control_dir:
+        time.sleep(0.1 * 2 ** (LOOKS - looks))
+        return inspect(store, looks - 1)
     return Holding("empty") if example is None else Holding("foreign", example=example)
 
 
