@@ -8,6 +8,7 @@ import pathlib
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 
 import shardwright
 
@@ -249,32 +250,35 @@ def test_the_codecs_import_nothing_of_the_formats() -> None:
     """The formats build on the codecs (a zarr3 codec chain, a precomputed `data_encoding`);
     the codecs never reach back into `formats/` (at any depth, `TYPE_CHECKING` included), so
     the two packages cannot form a loop again. Names both share live in `vocabulary.py`."""
-    reaches = [
-        f"{name}:{line} imports {module}{'.' + member if member else ''}"
-        for name, path in MODULES.items()
-        if name == "shardwright.codecs" or name.startswith("shardwright.codecs.")
-        for module, member, line in _imports(name, path, type_checking=True)
-        if module == "shardwright.formats"
-        or module.startswith("shardwright.formats.")
-        or (module == "shardwright" and member == "formats")
-    ]
+    reaches = _imports_of("shardwright.formats", lambda name: _within(name, "shardwright.codecs"))
     assert not reaches, "\n".join(reaches)
 
 
 def test_only_the_command_line_imports_the_command_line() -> None:
     """`cli/` is a front end: the API, the jobs and the rest never import it (its package
     runs the whole command line when imported, which would loop back into them)."""
-    reaches = [
+    reaches = _imports_of(
+        "shardwright.cli",
+        lambda name: not _within(name, "shardwright.cli") and name != "shardwright.__main__",
+    )
+    assert not reaches, "\n".join(reaches)
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def _imports_of(target: str, importers: Callable[[str], bool]) -> list[str]:
+    """Where the modules `importers` picks import `target` or anything in it (at any depth,
+    `TYPE_CHECKING` included), as "module:line imports what"."""
+    parent, _, last = target.rpartition(".")
+    return [
         f"{name}:{line} imports {module}{'.' + member if member else ''}"
         for name, path in MODULES.items()
-        if name not in ("shardwright.cli", "shardwright.__main__")
-        and not name.startswith("shardwright.cli.")
+        if importers(name)
         for module, member, line in _imports(name, path, type_checking=True)
-        if module == "shardwright.cli"
-        or module.startswith("shardwright.cli.")
-        or (module == "shardwright" and member == "cli")
+        if _within(module, target) or (module == parent and member == last)
     ]
-    assert not reaches, "\n".join(reaches)
 
 
 def test_the_vocabulary_depends_on_nothing_of_the_project() -> None:
