@@ -51,6 +51,20 @@ def _ip(*words: str) -> None:
     subprocess.run(["ip", *words], check=True, capture_output=True, text=True)
 
 
+def _free_subnet() -> str:
+    """A 10.213.N /24 that no address or route of this machine uses yet: a lab left behind by
+    a killed run (its bridge, and its store still answering at .2) must not take the new
+    lab's traffic, as it did once when a new lab drew the same N."""
+    shown = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True)
+    routes = subprocess.run(["ip", "-4", "route", "show"], capture_output=True, text=True)
+    taken = {word.split(".")[2] for word in (shown.stdout + routes.stdout).split()
+             if word.startswith("10.213.") and word.count(".") == 3}  # fmt: skip
+    free = [n for n in range(1, 255) if str(n) not in taken]
+    if not free:
+        raise RuntimeError("every 10.213.N.0/24 is in use here: remove the swbr* bridges left")
+    return f"10.213.{random.choice(free)}"
+
+
 @dataclass
 class Host:
     """One namespace: its name, address, and the processes the test started there."""
@@ -144,7 +158,7 @@ class Hosts:
 
     def __init__(self) -> None:
         self.tag = f"{os.getpid() % 10000}{random.randrange(100)}"
-        self.subnet = f"10.213.{random.randrange(1, 255)}"
+        self.subnet = _free_subnet()
         self.bridge = f"swbr{self.tag}"[:15]
         self.gateway = f"{self.subnet}.1"
         self.hosts: dict[str, Host] = {}
