@@ -139,8 +139,8 @@ class FencedStore(Store):
     def read_range(self, key: str, start: int, end: int) -> bytes:
         return self.inner.read_range(key, start, end)
 
-    def read_many(self, keys: Sequence[str]) -> dict[str, bytes | None]:
-        return self.inner.read_many(keys)
+    def read_many(self, keys: Sequence[str], *, small: bool = False) -> dict[str, bytes | None]:
+        return self.inner.read_many(keys, small=small)
 
     def size(self, key: str) -> int | None:
         return self.inner.size(key)

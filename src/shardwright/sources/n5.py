@@ -13,42 +13,36 @@ from typing import Any
 
 from shardwright.errors import NAMED, SourceError
 from shardwright.sources.base import SourceHints, axes_from_names
-from shardwright.sources.tensorstore_array import TensorStoreSource, kvstore_spec, read_json
+from shardwright.sources.location import N5_MARKER, Location, look_at_node
+from shardwright.sources.request import SourceRequest
+from shardwright.sources.tensorstore_array import TensorStoreSource, kvstore_spec
 from shardwright.sources.units import nm_per
 
 SCALE_NAMES = ("s0", "scale0", "setup0/timepoint0/s0")
 
 
-def open_n5(
-    url: str,
-    attributes: dict[str, Any],
-    axes: str | None,
-    scale_key: str | None,
-    storage_options: dict[str, Any] | None,
-) -> TensorStoreSource:
-    """The N5 dataset at url, or scale `scale_key` (default the finest, s0) of the group."""
+def open_n5(request: SourceRequest, location: Location) -> TensorStoreSource:
+    """The N5 dataset at the location, or scale `scale_key` (default the finest, s0) of the
+    group there."""
+    url, attributes = location.url, location.document(N5_MARKER) or {}
     if "dimensions" not in attributes:
-        return _open_scale(url, attributes, axes, scale_key, storage_options)
-    if scale_key is not None:
+        return _open_scale(request, url, attributes)
+    if request.scale_key is not None:
         raise SourceError(
-            f"{url}: a single N5 dataset has no scales; scale_key {scale_key!r} applies to "
-            "multiscale N5 groups"
+            f"{url}: a single N5 dataset has no scales; scale_key {request.scale_key!r} "
+            "applies to multiscale N5 groups"
         )
-    return _dataset(url, attributes, axes, storage_options, group=None)
+    return _dataset(url, attributes, request.axes, request.storage_options, group=None)
 
 
-def _open_scale(
-    url: str,
-    group: dict[str, Any],
-    axes: str | None,
-    scale_key: str | None,
-    storage_options: dict[str, Any] | None,
-) -> TensorStoreSource:
+def _open_scale(request: SourceRequest, url: str, group: dict[str, Any]) -> TensorStoreSource:
+    scale_key = request.scale_key
     names = [scale_key.strip("/")] if scale_key is not None else list(SCALE_NAMES)
     for name in names:
-        attributes = read_json(f"{url.rstrip('/')}/{name}", "attributes.json", storage_options)
+        node = look_at_node(f"{url.rstrip('/')}/{name}", request.storage_options, (N5_MARKER,))
+        attributes = node.document(N5_MARKER)
         if attributes is not None and "dimensions" in attributes:
-            return _dataset(f"{url.rstrip('/')}/{name}", attributes, axes, storage_options, group)
+            return _dataset(node.url, attributes, request.axes, request.storage_options, group)
     wanted = f"scale {scale_key!r}" if scale_key is not None else "dataset s0"
     raise SourceError(
         f"{url}: an N5 group without {wanted}; name one of its datasets ({{source_scale}})",

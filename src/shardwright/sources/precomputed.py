@@ -26,6 +26,8 @@ from shardwright.formats.precomputed_info import PrecomputedScale
 from shardwright.formats.sharded_reader import ShardedReader
 from shardwright.sources import missing
 from shardwright.sources.base import ArraySource, SourceHints, json_object
+from shardwright.sources.location import Location
+from shardwright.sources.request import SourceRequest
 from shardwright.sources.stored_forms import NotDecodable, StoredObjects, plain_bytes
 from shardwright.stores import open_store
 from shardwright.vocabulary import VolumeType, names
@@ -35,27 +37,18 @@ JPEG_START = b"\xff\xd8\xff"
 PNG_START = b"\x89PNG\r\n\x1a\n"
 
 
-def open_precomputed(
-    url: str,
-    scale_key: str | None = None,
-    storage_options: dict[str, Any] | None = None,
-    axes: str | None = None,
-    fill_missing: bool = False,
-) -> PrecomputedSource:
-    """One scale (scale 0 unless `scale_key` names another) of the volume whose `info` is at
-    url; absent chunks are refused unless `fill_missing`."""
-    if axes not in (None, "xyzc"):
+def open_precomputed(request: SourceRequest, location: Location) -> PrecomputedSource:
+    """One scale (scale 0 unless the request's `scale_key` names another) of the volume whose
+    `info` the location holds; absent chunks are refused unless `fill_missing`."""
+    url, storage_options = location.url, request.storage_options
+    if request.axes not in (None, "xyzc"):
         raise SourceError(
-            f"{url}: a precomputed volume is x,y,z,c; axes {axes!r} ({{source_axes}}) do not apply",
+            f"{url}: a precomputed volume is x,y,z,c; axes {request.axes!r} ({{source_axes}}) "
+            "do not apply",
             source_axes=NAMED,
         )
-    store = open_store(url, storage_options)
-    try:
-        text = store.read("info")
-    except FileNotFoundError:
-        raise SourceError(f"{url}: no precomputed info file") from None
-    except OSError as exc:
-        raise SourceError(f"{url}: cannot read its info ({exc})") from exc
+    scale_key, fill_missing = request.scale_key, request.fill_missing
+    text = location.documents["info"]
     info = json_object(text, f"{url}/info")
     if info.get("type") not in names(VolumeType):
         raise SourceError(

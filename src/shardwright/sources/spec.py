@@ -9,22 +9,18 @@ The array is read in its own axis order: the spec's dimension labels where they 
 
 from __future__ import annotations
 
-from typing import Any
-
 from shardwright.errors import NAMED, SourceError
 from shardwright.sources.base import SourceHints, json_object
+from shardwright.sources.request import SourceRequest
 from shardwright.sources.tensorstore_array import INLINE_SPEC, TensorStoreSource
 
 
-def open_spec(
-    text_or_path: str,
-    axes: str | None,
-    scale_key: str | None,
-    storage_options: dict[str, Any] | None,
-) -> TensorStoreSource:
-    if scale_key is not None:
+def open_spec(request: SourceRequest) -> TensorStoreSource:
+    """The array a TensorStore spec names (the request's URL: the JSON or a file holding it)."""
+    text_or_path, axes = request.url, request.axes
+    if request.scale_key is not None:
         raise SourceError(f"{text_or_path}: a TensorStore spec names one array; no scale_key")
-    if storage_options:
+    if request.storage_options:
         raise SourceError(
             f"{text_or_path}: a TensorStore spec carries its own kvstore options; "
             "{source_storage_options} do not apply",

@@ -24,7 +24,7 @@ import numpy as np
 from shardwright import deadlines
 from shardwright.errors import SourceError
 from shardwright.sources import missing
-from shardwright.sources.base import ArraySource, SourceHints, axes_from_names, json_object
+from shardwright.sources.base import ArraySource, SourceHints, axes_from_names
 from shardwright.urls import scheme_of
 
 deadlines.configure_tensorstore()  # before the first request of this process
@@ -88,29 +88,6 @@ def context() -> Any:
             "http_request_retries": retries,
         }
     )
-
-
-def read_json(
-    url: str, key: str, storage_options: dict[str, Any] | None = None
-) -> dict[str, Any] | None:
-    """A small JSON object next to the data (`info`, `zarr.json`, `.zarray`), or None."""
-    try:
-        kv = ts.KvStore.open(kvstore_spec(url, storage_options), context=context()).result()
-        result = _within_deadline(kv.read(key), f"{url}/{key}", storage_options)
-    except ValueError as exc:
-        raise SourceError(f"{url}: cannot read {key} ({deadlines.tensorstore_cause(exc)})") from exc
-    if result.state != "value":
-        return None
-    return json_object(bytes(result.value), f"{url}/{key}")
-
-
-def _within_deadline(future: Any, what: str, storage_options: dict[str, Any] | None) -> Any:
-    """A TensorStore future's result within the deadline, else a StoreError naming it."""
-    try:
-        return future.result(timeout=deadlines.timeout())
-    except TimeoutError:
-        future.cancel()
-        raise deadlines.unanswered(what, storage_options) from None
 
 
 class TensorStoreSource(ArraySource):

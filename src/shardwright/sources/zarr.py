@@ -10,44 +10,41 @@ from typing import Any
 
 from shardwright.errors import SourceError
 from shardwright.sources import ome
-from shardwright.sources.base import SourceHints, axes_from_names
-from shardwright.sources.tensorstore_array import TensorStoreSource, kvstore_spec, read_json
+from shardwright.sources.base import axes_from_names
+from shardwright.sources.location import Location, look_at_node
+from shardwright.sources.request import SourceRequest
+from shardwright.sources.tensorstore_array import TensorStoreSource, kvstore_spec
 
 
 def open_zarr(
-    url: str,
-    axes: str | None = None,
-    scale_key: str | None = None,
-    hints: SourceHints | None = None,
-    storage_options: dict[str, Any] | None = None,
-    detected_axes: str | None = None,
+    request: SourceRequest, location: Location, detected_axes: str | None = None
 ) -> TensorStoreSource:
-    """A zarr array, or dataset `scale_key` (default: the first) of an OME-Zarr group."""
-    so = storage_options
-    meta = read_json(url, "zarr.json", so)
+    """A zarr array, or dataset `scale_key` (default: the first) of an OME-Zarr group, from
+    the metadata its location holds."""
+    url, so = location.url, request.storage_options
+    meta = location.document("zarr.json")
     if meta is not None:
         if meta.get("node_type") == "group":
-            return _open_multiscale(url, meta.get("attributes") or {}, axes, scale_key, so)
+            return _open_multiscale(request, location, meta.get("attributes") or {})
         names, driver = meta.get("dimension_names"), "zarr3"
-    elif (zarray := read_json(url, ".zarray", so)) is not None:
+    elif (zarray := location.document(".zarray")) is not None:
         _check_v2_codecs(url, zarray)
-        attrs = read_json(url, ".zattrs", so) or {}
+        attrs = location.document(".zattrs") or {}
         names, driver = attrs.get("_ARRAY_DIMENSIONS"), "zarr"
-    elif read_json(url, ".zgroup", so) is not None:
-        return _open_multiscale(url, read_json(url, ".zattrs", so) or {}, axes, scale_key, so)
+    elif location.has(".zgroup"):
+        return _open_multiscale(request, location, location.document(".zattrs") or {})
     else:
         raise SourceError(f"{url}: neither a zarr array nor a zarr group (no zarr.json, .zarray)")
-    if scale_key is not None:
+    if request.scale_key is not None:
         raise SourceError(
-            f"{url}: a single zarr array has no scales; scale_key {scale_key!r} applies to "
-            "OME-Zarr groups"
+            f"{url}: a single zarr array has no scales; scale_key {request.scale_key!r} "
+            "applies to OME-Zarr groups"
         )
     spec = {"driver": driver, "kvstore": kvstore_spec(url, so)}
     return TensorStoreSource(
         url,
         spec,
-        axes,
-        hints,
+        request.axes,
         storage_options=so,
         detected_axes=axes_from_names(names) or detected_axes,
     )
@@ -76,48 +73,42 @@ def _check_v2_codecs(url: str, zarray: dict[str, Any]) -> None:
 
 
 def _open_multiscale(
-    url: str,
-    attributes: dict[str, Any],
-    axes: str | None,
-    scale_key: str | None,
-    storage_options: dict[str, Any] | None,
+    request: SourceRequest, location: Location, attributes: dict[str, Any]
 ) -> TensorStoreSource:
     """OME-Zarr 0.4 (`multiscales`) or 0.5 (`ome.multiscales`): one dataset, read along the
     group's axes, placed by its transforms (`ome.py`). A bioformats2raw container of one
     series (`bioformats2raw.layout`, the image in `0/`) is that image."""
+    url = location.url
     nested = attributes.get("ome")
     layout = (nested if isinstance(nested, dict) else attributes).get("bioformats2raw.layout")
     if layout is not None and not ome.has_multiscales(attributes):
-        return open_zarr(_only_series(url, storage_options), axes, scale_key, None, storage_options)
-    chosen = ome.multiscale(url, attributes, scale_key)
-    source = open_zarr(
-        f"{url.rstrip('/')}/{chosen.path}",
-        axes,
-        None,
-        None,
-        storage_options,
-        detected_axes=chosen.axes,
-    )
+        series = _only_series(request, url)
+        return open_zarr(request.at(series.url, scale_key=request.scale_key), series)
+    chosen = ome.multiscale(url, attributes, request.scale_key)
+    dataset = request.at(f"{url.rstrip('/')}/{chosen.path}")
+    node = look_at_node(dataset.url, request.storage_options, ARRAY_KEYS)
+    source = open_zarr(dataset, node, detected_axes=chosen.axes)
     source.hints = chosen.hints(source.axes)
     return source
 
 
-def _only_series(url: str, storage_options: dict[str, Any] | None) -> str:
+def _only_series(request: SourceRequest, url: str) -> Location:
     """The one image series of a bioformats2raw container (`0/`); several are refused, each
     being an image of its own to name."""
     series = []
     for index in range(2):
-        path = f"{url.rstrip('/')}/{index}"
-        if any(read_json(path, key, storage_options) is not None for key in GROUP_KEYS):
-            series.append(path)
+        node = look_at_node(f"{url.rstrip('/')}/{index}", request.storage_options, GROUP_KEYS)
+        if node.has(*GROUP_KEYS):
+            series.append(node)
     if not series:
         raise SourceError(f"{url}: a bioformats2raw container without its series 0/")
     if len(series) > 1:
         raise SourceError(
             f"{url}: a bioformats2raw container of several image series; name one "
-            f"({series[0]}, {series[1]}, ...)"
+            f"({series[0].url}, {series[1].url}, ...)"
         )
     return series[0]
 
 
 GROUP_KEYS = ("zarr.json", ".zgroup")
+ARRAY_KEYS = ("zarr.json", ".zarray", ".zattrs")

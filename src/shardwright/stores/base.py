@@ -175,8 +175,8 @@ class Store(abc.ABC):
         """Bytes [start, end) of an object; FileNotFoundError if it does not exist."""
 
     @abc.abstractmethod
-    def read_many(self, keys: Sequence[str]) -> dict[str, bytes | None]:
-        """Whole objects; None for an object that does not exist."""
+    def read_many(self, keys: Sequence[str], *, small: bool = False) -> dict[str, bytes | None]:
+        """Whole objects; None for an object that does not exist. `small` as for `read`."""
 
     @abc.abstractmethod
     def size(self, key: str) -> int | None:

@@ -196,19 +196,21 @@ class FsspecStore(Store):
         self.requests.add("gets")
         return self._retry(ranged, f"reading bytes {start}-{end} of {self._describe(key)}")
 
-    def read_many(self, keys: Sequence[str]) -> dict[str, bytes | None]:
+    def read_many(self, keys: Sequence[str], *, small: bool = False) -> dict[str, bytes | None]:
         """Fetched concurrently (one batch `cat` of gcsfs or s3fs). A fetch that fails in the
-        batch is counted as a retry and made again alone, with the usual retries."""
+        batch is counted as a retry and made again alone, with the usual retries. `small`:
+        each is one GET (no HEAD first; an absent one is then not looked for as a folder)."""
         out: dict[str, bytes | None] = {}
         if keys and not self._answered:  # a first request is made alone, under the deadline
-            out[keys[0]] = self._read_or_none(keys[0])
+            out[keys[0]] = self._read_or_none(keys[0], small)
             keys = keys[1:]
         if not keys:
             return out
         self.requests.add("gets", len(keys))
         paths = {self.path(key): key for key in keys}
         try:  # `cat` keys its answer by the paths given, already stripped of the protocol
-            fetched = self.filesystem().cat(list(paths), on_error="return")
+            once = {"max_concurrency": 1} if small and self._is_s3() else {}
+            fetched = self.filesystem().cat(list(paths), on_error="return", **once)
         except Exception:  # the batch call itself failed: fetch each below, with retries
             fetched = {}
         for path, key in paths.items():
@@ -219,12 +221,12 @@ class FsspecStore(Store):
                 out[key] = None
             else:
                 self.requests.add("retries")
-                out[key] = self._read_or_none(key)
+                out[key] = self._read_or_none(key, small)
         return out
 
-    def _read_or_none(self, key: str) -> bytes | None:
+    def _read_or_none(self, key: str, small: bool = False) -> bytes | None:
         try:
-            return self.read(key)
+            return self.read(key, small=small)
         except FileNotFoundError:
             return None
 

@@ -103,7 +103,7 @@ class LocalStore(FsspecStore):
                     removed += 1
         return removed
 
-    def read_many(self, keys: Sequence[str]) -> dict[str, bytes | None]:
+    def read_many(self, keys: Sequence[str], *, small: bool = False) -> dict[str, bytes | None]:
         """Plain reads: fsspec's per-call overhead dwarfs small objects."""
         self.requests.add("gets", len(keys))
         return {key: _read_file(self.path(key)) for key in keys}
