@@ -1,0 +1,198 @@
+"""Precomputed annotations (`neuroglancer_annotations_v1`): the info, and the bytes of one
+annotation and of a list of them.
+
+Every annotation of a collection is one fixed-size record: its geometry as float32 (a point's
+position; a line's or box's two corners; an ellipsoid's centre and radii), then its property
+values, then padding to a multiple of 4 bytes. The by_id index stores one record followed by
+each relationship's segment ids (uint32 count, uint64 ids); the relationship and spatial
+indexes store lists: a uint64 count, the records, then the ids.
+
+The format orders property values by size (4-byte types, then 2-byte, then 1-byte); readers
+that lay them out in the info's order (neuroglancer's Python reader) agree only when the info
+lists them in that order, so the schema sorts them so, keeping the given order within a size.
+Records are built as one numpy structured array for many annotations at once: no Python
+object per annotation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from shardwright.errors import FormatError
+
+ANNOTATIONS_TYPE = "neuroglancer_annotations_v1"
+# Annotation kind -> (the info's annotation_type, the table's geometry columns).
+CORNERS = ("ax", "ay", "az", "bx", "by", "bz")
+KINDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "point": ("POINT", ("x", "y", "z")),
+    "line": ("LINE", CORNERS),
+    "axis_aligned_bounding_box": ("AXIS_ALIGNED_BOUNDING_BOX", CORNERS),
+    "ellipsoid": ("ELLIPSOID", ("x", "y", "z", "rx", "ry", "rz")),
+}
+# Property type -> (numpy dtype, count, size of one value). rgb/rgba are uint8 vectors.
+PROPERTY_TYPES: dict[str, tuple[str, int, int]] = {
+    "uint32": ("<u4", 1, 4), "int32": ("<i4", 1, 4), "float32": ("<f4", 1, 4),
+    "uint16": ("<u2", 1, 2), "int16": ("<i2", 1, 2),
+    "uint8": ("u1", 1, 1), "int8": ("i1", 1, 1), "rgb": ("u1", 3, 1), "rgba": ("u1", 4, 1),
+}  # fmt: skip
+PROPERTY_ID = re.compile(r"^[a-z][a-zA-Z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class AnnotationProperty:
+    """One per-annotation value the info declares (`enum_values`/`enum_labels` together)."""
+
+    id: str
+    type: str
+    description: str | None = None
+    enum_values: tuple[int | float, ...] | None = None
+    enum_labels: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if not PROPERTY_ID.fullmatch(self.id):
+            raise FormatError(
+                f"property {self.id!r}: an id must start with a lowercase letter and hold only "
+                "letters, digits and _ (Neuroglancer's rule)"
+            )
+        if self.type not in PROPERTY_TYPES:
+            raise FormatError(f"property {self.id!r}: unknown type {self.type!r}")
+        if (self.enum_values is None) != (self.enum_labels is None):
+            raise FormatError(f"property {self.id!r}: enum_values and enum_labels go together")
+        if self.enum_values is not None and self.enum_labels is not None:
+            if self.type in ("rgb", "rgba"):
+                raise FormatError(f"property {self.id!r}: an {self.type} property has no enum")
+            if len(self.enum_values) != len(self.enum_labels):
+                raise FormatError(
+                    f"property {self.id!r}: {len(self.enum_values)} enum values but "
+                    f"{len(self.enum_labels)} labels"
+                )
+
+    @property
+    def size(self) -> int:
+        return PROPERTY_TYPES[self.type][2]
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "type": self.type}
+        if self.description is not None:
+            out["description"] = self.description
+        if self.enum_values is not None and self.enum_labels is not None:
+            out["enum_values"] = list(self.enum_values)
+            out["enum_labels"] = list(self.enum_labels)
+        return out
+
+
+@dataclass(frozen=True)
+class AnnotationSchema:
+    """What every annotation of a collection holds: its kind's geometry, its properties (in
+    the format's order) and the names of its relationships."""
+
+    kind: str
+    properties: tuple[AnnotationProperty, ...] = ()
+    relationships: tuple[str, ...] = ()
+    rank: int = 3
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise FormatError(f"unknown annotation type {self.kind!r} ({', '.join(KINDS)})")
+        ordered = tuple(sorted(self.properties, key=lambda p: -p.size))  # stable within a size
+        object.__setattr__(self, "properties", ordered)
+        names = [p.id for p in ordered]
+        if len(set(names)) != len(names):
+            raise FormatError(f"property ids repeat: {', '.join(names)}")
+        if len(set(self.relationships)) != len(self.relationships):
+            raise FormatError(f"relationships repeat: {', '.join(self.relationships)}")
+
+    @property
+    def geometry_columns(self) -> tuple[str, ...]:
+        return KINDS[self.kind][1]
+
+    @property
+    def record_dtype(self) -> np.dtype:
+        """One annotation's record: geometry, properties, padding to a multiple of 4."""
+        fields: list[tuple[Any, ...]] = [("geometry", "<f4", (len(self.geometry_columns),))]
+        offset = 4 * len(self.geometry_columns)
+        for prop in self.properties:
+            dtype, count, size = PROPERTY_TYPES[prop.type]
+            fields.append((prop.id, dtype, (count,)) if count > 1 else (prop.id, dtype))
+            offset += size * count
+        if offset % 4:
+            fields.append(("_padding", "u1", (4 - offset % 4,)))
+        return np.dtype(fields)
+
+    def records(
+        self, geometry: npt.ArrayLike, properties: Mapping[str, npt.ArrayLike] | None = None
+    ) -> np.ndarray:
+        """The records of N annotations: `geometry` [N, columns] (in the order of
+        `geometry_columns`), each property's N values ([N, 3] or [N, 4] for rgb/rgba)."""
+        coords = np.asarray(geometry, dtype="<f4")
+        if coords.ndim != 2 or coords.shape[1] != len(self.geometry_columns):
+            raise FormatError(
+                f"{self.kind} geometry must be [N, {len(self.geometry_columns)}], got "
+                f"{coords.shape}"
+            )
+        out = np.zeros(coords.shape[0], self.record_dtype)
+        out["geometry"] = coords
+        given = dict(properties or {})
+        missing = [p.id for p in self.properties if p.id not in given]
+        if missing:
+            raise FormatError(f"no values for properties {', '.join(missing)}")
+        for prop in self.properties:
+            out[prop.id] = np.asarray(given[prop.id])
+        return out
+
+    def info(
+        self,
+        resolution_nm: Sequence[float],
+        lower_bound: Sequence[float],
+        upper_bound: Sequence[float],
+        by_id: Mapping[str, Any],
+        relationships: Sequence[Mapping[str, Any]],
+        spatial: Sequence[Mapping[str, Any]],
+    ) -> dict[str, Any]:
+        """The collection's `info`: x, y, z in units of `resolution_nm` (stored in metres, as
+        Neuroglancer's coordinate spaces are), and its indexes' entries as given."""
+        if len(relationships) != len(self.relationships):
+            raise FormatError("one index entry per relationship")
+        return {
+            "@type": ANNOTATIONS_TYPE,
+            "dimensions": {
+                axis: [float(nm) * 1e-9, "m"] for axis, nm in zip("xyz", resolution_nm, strict=True)
+            },
+            "lower_bound": [float(v) for v in lower_bound],
+            "upper_bound": [float(v) for v in upper_bound],
+            "annotation_type": KINDS[self.kind][0],
+            "properties": [p.to_json() for p in self.properties],
+            "relationships": [
+                {"id": name, **entry}
+                for name, entry in zip(self.relationships, relationships, strict=True)
+            ],
+            "by_id": dict(by_id),
+            "spatial": [dict(level) for level in spatial],
+        }
+
+
+def encode_single(record: np.void | np.ndarray, related: Sequence[npt.ArrayLike]) -> bytes:
+    """One annotation as the by_id index stores it: its record, then for each relationship
+    the count (uint32) and the segment ids (uint64)."""
+    parts = [np.asarray(record).tobytes()]
+    for ids in related:
+        values = np.asarray(ids, dtype="<u8").reshape(-1)
+        parts.append(np.uint32(values.size).astype("<u4").tobytes())
+        parts.append(values.tobytes())
+    return b"".join(parts)
+
+
+def encode_multiple(records: np.ndarray, ids: npt.ArrayLike) -> bytes:
+    """A list of annotations, as the relationship and spatial indexes store it."""
+    values = np.asarray(ids, dtype="<u8").reshape(-1)
+    if values.size != records.shape[0]:
+        raise FormatError(f"{records.shape[0]} records but {values.size} ids")
+    return b"".join(
+        [np.uint64(values.size).astype("<u8").tobytes(), records.tobytes(), values.tobytes()]
+    )
