@@ -1,0 +1,360 @@
+"""Tables of annotations: CSV or Parquet (local, gs://, s3://) or a pandas or Dask DataFrame,
+read as a Dask DataFrame whose partitions are what one task reads.
+
+What a table's schema can tell is checked from its column names and types before anything
+is read (`annotation_columns`); what only its rows can tell (a NaN position, an id that is
+no uint64, a segment id out of range) by one pass over the partitions (`check_rows`), which
+also measures what the plan needs: rows per partition, bounds, each integer property's range.
+Every problem is one line naming the column and the row (counted from 1, as a spreadsheet
+counts data rows).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from shardwright.errors import SourceError
+from shardwright.formats.annotations import KINDS, PROPERTY_ID, AnnotationProperty
+from shardwright.version import install_command
+
+TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
+ROWS_PER_PARTITION = 1_000_000  # a pandas DataFrame given is cut into partitions this long
+MAX_ID = 2**64 - 1
+# Neuroglancer's integer property types, narrowest first, and their ranges.
+INTEGER_TYPES = [(name, np.iinfo(name)) for name in
+                 ("uint8", "int8", "uint16", "int16", "uint32", "int32")]  # fmt: skip
+
+
+def is_table(source: Any) -> bool:
+    """A CSV or Parquet file by its name, or a pandas or Dask DataFrame."""
+    if isinstance(source, str):
+        return source.partition("?")[0].lower().rstrip("/").endswith(TABLE_SUFFIXES)
+    kind = type(source)
+    return kind.__name__ == "DataFrame" and kind.__module__.split(".")[0] in ("pandas", "dask")
+
+
+def open_table(source: Any, storage_options: Mapping[str, Any] | None = None) -> Any:
+    """The table as a Dask DataFrame (nothing read but what names its columns)."""
+    try:
+        import dask.dataframe as dd
+        import pandas as pd
+    except ImportError:
+        raise SourceError(
+            "reading tables needs pandas and pyarrow: " + install_command("tables")
+        ) from None
+    if isinstance(source, pd.DataFrame):
+        return dd.from_pandas(source, chunksize=ROWS_PER_PARTITION, sort=False)
+    if not isinstance(source, str):
+        return source  # a Dask DataFrame
+    options = dict(storage_options or {})
+    try:
+        if source.lower().endswith(".csv"):
+            return dd.read_csv(source, storage_options=options, blocksize="64MB")
+        return dd.read_parquet(source, storage_options=options)
+    except FileNotFoundError:
+        raise SourceError(f"{source}: source does not exist") from None
+    except (OSError, ValueError) as exc:
+        raise SourceError(f"{source}: cannot read the table ({exc})") from exc
+
+
+@dataclass(frozen=True)
+class AnnotationColumns:
+    """Which columns of a table make its annotations: geometry (in the order the format
+    stores it), the id column (None: row number + 1), each relationship's column, and the
+    property columns with their properties (integer types decided from the rows' range)."""
+
+    kind: str
+    geometry: tuple[str, ...]
+    id: str | None
+    relationships: tuple[tuple[str, str], ...]  # (relationship name, column)
+    properties: tuple[tuple[str, AnnotationProperty], ...]  # (column, property)
+
+
+def annotation_columns(
+    columns: Mapping[str, Any],
+    kind: str,
+    where: str,
+    relationships: Mapping[str, str] | None = None,
+    properties: Sequence[str] | None = None,
+) -> AnnotationColumns:
+    """The columns `kind` needs, checked by name and type (`columns`: name -> dtype).
+    Properties: those named, else every other numeric column."""
+    if kind not in KINDS:
+        raise SourceError(f"unknown annotation type {kind!r} ({', '.join(KINDS)})")
+    geometry = KINDS[kind][1]
+    related = dict(relationships or {})
+    needed = [*geometry, *related.values(), *(properties or [])]
+    for name in needed:
+        if name not in columns:
+            raise SourceError(
+                f"{where}: no column {name!r} (an annotation of type {kind} needs "
+                f"{', '.join(geometry)}; columns here: {', '.join(map(str, columns))})"
+            )
+    for name in [*geometry, *related.values()]:  # text columns: their rows say which value
+        if not _numeric(columns[name]) and not _textual(columns[name]):
+            raise SourceError(f"{where}: column {name!r} holds {columns[name]}, not numbers")
+    taken = {*geometry, *related.values(), "id"}
+    if properties is None:
+        chosen = [c for c in columns if c not in taken and _numeric(columns[c])]
+    else:
+        chosen = list(properties)
+        for name in chosen:
+            if name in taken:
+                raise SourceError(f"{where}: column {name!r} cannot also be a property")
+            if not _numeric(columns[name]):
+                raise SourceError(
+                    f"{where}: property column {name!r} holds {columns[name]}; properties "
+                    "are numbers (uint8 ... int32, float32)"
+                )
+    for name in chosen:
+        if not PROPERTY_ID.fullmatch(str(name)):
+            raise SourceError(
+                f"{where}: column {name!r} cannot name a Neuroglancer property (a lowercase "
+                "letter first, then letters, digits and _): rename it, or leave it out with "
+                "--property"
+            )
+    props = tuple((str(c), AnnotationProperty(str(c), _property_type(columns[c]))) for c in chosen)
+    return AnnotationColumns(
+        kind=kind,
+        geometry=geometry,
+        id="id" if "id" in columns else None,
+        relationships=tuple(related.items()),
+        properties=props,
+    )
+
+
+def _numeric(dtype: Any) -> bool:
+    kind = np.dtype(dtype).kind if _is_numpy(dtype) else ""
+    return kind in "biuf"
+
+
+def _textual(dtype: Any) -> bool:
+    """Text (CSV fields that are not all numbers): object or pandas' string dtypes."""
+    return str(dtype) in ("object", "string", "str") or str(dtype).startswith("string")
+
+
+def _is_numpy(dtype: Any) -> bool:
+    try:
+        np.dtype(dtype)
+    except TypeError:
+        return False
+    return True
+
+
+def _property_type(dtype: Any) -> str:
+    """Neuroglancer's type for a numeric column; wider integers are narrowed once the rows
+    show their range (`narrowed`), wider floats stored as float32."""
+    kind = np.dtype(dtype)
+    if kind.kind == "b":
+        return "uint8"
+    if kind.kind == "f":
+        return "float32"
+    if kind.itemsize <= 4:
+        return kind.name
+    return "int32"  # int64 / uint64: decided by `narrowed` from the rows' range
+
+
+def narrowed(prop: AnnotationProperty, low: float, high: float, where: str) -> AnnotationProperty:
+    """An integer property's narrowest type holding [low, high]; a range no Neuroglancer
+    integer type holds is refused, naming the column."""
+    if prop.type == "float32":
+        return prop
+    for name, info in INTEGER_TYPES:
+        if info.min <= low and high <= info.max:
+            return AnnotationProperty(prop.id, name, prop.description)
+    raise SourceError(
+        f"{where}: column {prop.id!r} holds values from {low:.0f} to {high:.0f}; Neuroglancer "
+        "properties are at most 32-bit integers (or float32): scale or split the column"
+    )
+
+
+@dataclass(frozen=True)
+class PartitionFacts:
+    """What one pass over a partition found: its rows, the first bad row (message, local
+    row), its geometry's bounds and each property column's range."""
+
+    rows: int
+    problem: tuple[str, int] | None
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+    ranges: dict[str, tuple[float, float]]
+
+
+def check_rows(frame: Any, columns: AnnotationColumns) -> PartitionFacts:
+    """One partition (a pandas DataFrame) checked row by row, vectorized."""
+    rows = len(frame)
+    problems: list[tuple[int, str]] = []
+    geometry = np.empty((rows, len(columns.geometry)), np.float64)
+    for index, name in enumerate(columns.geometry):
+        values = _as_float(frame[name])
+        bad = ~np.isfinite(values)
+        if bad.any():
+            row = int(np.argmax(bad))
+            given = np.asarray(frame[name])[row]
+            given = given.item() if isinstance(given, np.generic) else given
+            problems.append((row, f"column {name!r} holds {given!r}, not a finite number"))
+        geometry[:, index] = values
+    if columns.kind == "ellipsoid":
+        negative = (geometry[:, 3:] < 0).any(axis=1)
+        if negative.any():
+            problems.append((int(np.argmax(negative)), "an ellipsoid radius is negative"))
+    if columns.id is not None:
+        problems.extend(_id_problems(frame[columns.id], repr(columns.id), allow_zero=True))
+    for _, column in columns.relationships:
+        problems.extend(_id_problems(frame[column], repr(column), allow_zero=True))
+    ranges = {}
+    for column, prop in columns.properties:
+        values = _as_float(frame[column])
+        if prop.type != "float32":
+            bad = ~np.isfinite(values) | (values != np.round(values))
+            if bad.any():
+                problems.append((int(np.argmax(bad)), f"property {column!r} is not an integer"))
+        if rows:
+            ranges[column] = (float(np.nanmin(values)), float(np.nanmax(values)))
+    low, high = _bounds(columns.kind, geometry)
+    first = min(problems) if problems else None
+    return PartitionFacts(
+        rows=rows,
+        problem=(first[1], first[0]) if first else None,
+        low=low,
+        high=high,
+        ranges=ranges,
+    )
+
+
+def _as_float(series: Any) -> np.ndarray:
+    import pandas as pd
+
+    return np.asarray(pd.to_numeric(series, errors="coerce"), dtype=np.float64)
+
+
+def _id_problems(series: Any, name: str, allow_zero: bool) -> list[tuple[int, str]]:
+    """An id column's first value that is no uint64 (negative, fractional, too large)."""
+    values = np.asarray(series)
+    if values.dtype.kind == "u":
+        return []
+    if values.dtype.kind == "i":
+        bad = values < (0 if allow_zero else 1)
+        return [(int(np.argmax(bad)), f"{name} holds a negative id")] if bad.any() else []
+    if values.dtype.kind == "O":  # numbers too large for int64/uint64, or text: one by one
+        for row, value in enumerate(values.tolist()):
+            if not _is_uint64(value):
+                return [(row, f"{name} holds {value!r}, not a uint64 id")]
+        return []
+    as_float = _as_float(series)
+    bad = ~np.isfinite(as_float) | (as_float < 0) | (as_float != np.floor(as_float))
+    bad |= as_float >= 2.0**64
+    if bad.any():
+        value = values[np.argmax(bad)]
+        value = value.item() if isinstance(value, np.generic) else value
+        return [(int(np.argmax(bad)), f"{name} holds {value!r}, not a uint64 id")]
+    return []
+
+
+def _is_uint64(value: Any) -> bool:
+    """A value of an object column (text, or a number beyond 64 bits) that is a uint64."""
+    if isinstance(value, str):
+        text = value.strip()
+        return text.isdigit() and int(text) <= MAX_ID
+    try:
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return bool(number == value) and 0 <= number <= MAX_ID
+
+
+def _bounds(kind: str, geometry: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The partition's lowest and highest coordinate along x, y, z (ellipsoids: centre
+    minus and plus radii); +inf/-inf when it is empty."""
+    if not geometry.shape[0] or not np.isfinite(geometry).all():
+        return (math.inf,) * 3, (-math.inf,) * 3
+    if kind == "point":
+        low = high = geometry
+    elif kind == "ellipsoid":
+        low, high = geometry[:, :3] - geometry[:, 3:], geometry[:, :3] + geometry[:, 3:]
+    else:
+        low = np.minimum(geometry[:, :3], geometry[:, 3:])
+        high = np.maximum(geometry[:, :3], geometry[:, 3:])
+    return tuple(low.min(axis=0).tolist()), tuple(high.max(axis=0).tolist())
+
+
+@dataclass(frozen=True)
+class TableFacts:
+    """A checked table: its columns (integer properties narrowed), rows per partition, and
+    the bounds of its geometry."""
+
+    columns: AnnotationColumns
+    partition_rows: tuple[int, ...]
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+
+    @property
+    def rows(self) -> int:
+        return sum(self.partition_rows)
+
+
+def inspect_table(
+    frame: Any,
+    kind: str,
+    where: str,
+    relationships: Mapping[str, str] | None = None,
+    properties: Sequence[str] | None = None,
+) -> TableFacts:
+    """The table checked by its schema, then by one pass over its rows (on the Dask
+    scheduler in use), then for repeated ids; the first problem is one SourceError."""
+    import dask
+
+    columns = annotation_columns(dict(frame.dtypes.items()), kind, where, relationships,
+                                 properties)  # fmt: skip
+    parts = dask.compute(*[dask.delayed(check_rows)(p, columns) for p in frame.to_delayed()])
+    offset = 0
+    for facts in parts:
+        if facts.problem is not None:
+            message, row = facts.problem
+            raise SourceError(f"{where}: row {offset + row + 1}: {message}")
+        offset += facts.rows
+    if not offset:
+        raise SourceError(f"{where}: the table has no rows")
+    if columns.id is not None:
+        _refuse_repeated_ids(frame, columns.id, where)
+    props = []
+    for column, prop in columns.properties:
+        spans = [facts.ranges[column] for facts in parts if column in facts.ranges]
+        low, high = min(s[0] for s in spans), max(s[1] for s in spans)
+        props.append((column, narrowed(prop, low, high, where)))
+    return TableFacts(
+        columns=AnnotationColumns(
+            kind, columns.geometry, columns.id, columns.relationships, tuple(props)
+        ),  # fmt: skip
+        partition_rows=tuple(facts.rows for facts in parts),
+        low=tuple(min(f.low[d] for f in parts) for d in range(3)),
+        high=tuple(max(f.high[d] for f in parts) for d in range(3)),
+    )
+
+
+def _refuse_repeated_ids(frame: Any, column: str, where: str) -> None:
+    """One line naming an id that two rows share, and those rows (a distributed count:
+    no process holds every id)."""
+    counts = frame[column].value_counts(split_out=max(1, frame.npartitions // 4))
+    repeated = counts[counts > 1].head(1, npartitions=-1)
+    if not len(repeated):
+        return
+    value = repeated.index[0]
+    rows = []
+    offset = 0
+    for part in frame.to_delayed():
+        piece = part.compute()
+        hits = np.flatnonzero(np.asarray(piece[column] == value))
+        rows.extend((offset + hits + 1).tolist())
+        offset += len(piece)
+        if len(rows) >= 2:
+            break
+    raise SourceError(
+        f"{where}: rows {rows[0]} and {rows[1]} share the id {value} (column {column!r}); "
+        "each annotation needs its own"
+    )

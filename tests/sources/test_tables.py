@@ -1,0 +1,116 @@
+"""Annotation tables as labs hold them (CSV, Parquet, pandas and Dask DataFrames): their
+columns checked by name and type, their rows in one pass, and every problem said in one line
+naming the column and the row."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+
+from shardwright.errors import SourceError
+from shardwright.sources.tables import inspect_table, is_table, open_table
+
+RELATED = {"pre": "pre_segment", "post": "post_segment"}
+
+
+def _synapses(rows: int = 50) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    return pd.DataFrame({
+        "id": np.arange(1, 1 + rows, dtype=np.uint64) * np.uint64(2**56),
+        "x": rng.uniform(0, 100, rows), "y": rng.uniform(-5, 50, rows),
+        "z": rng.integers(0, 30, rows),
+        "pre_segment": rng.integers(1, 2**40, rows, dtype=np.uint64),
+        "post_segment": rng.integers(0, 2**40, rows, dtype=np.uint64),
+        "score": rng.random(rows), "kind": rng.integers(0, 4, rows),
+        "size": rng.integers(-40_000, 40_000, rows), "flag": rng.random(rows) > 0.5,
+    })  # fmt: skip
+
+
+def _as(form: str, frame: pd.DataFrame, tmp_path: pathlib.Path) -> Any:
+    if form == "csv":
+        frame.to_csv(tmp_path / "t.csv", index=False)
+        return str(tmp_path / "t.csv")
+    if form == "parquet":
+        frame.to_parquet(tmp_path / "t.parquet", index=False)
+        return str(tmp_path / "t.parquet")
+    if form == "dask":
+        return dd.from_pandas(frame, npartitions=3)
+    return frame
+
+
+FORMS = ["csv", "parquet", "pandas", "dask"]
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_a_table_of_synapses_is_read_with_its_properties_typed(
+    tmp_path: pathlib.Path, form: str
+) -> None:
+    frame = _synapses()
+    source = _as(form, frame, tmp_path)
+    assert is_table(source)
+    facts = inspect_table(open_table(source), "point", "t", RELATED)
+    assert facts.rows == 50 and facts.columns.id == "id"
+    assert dict(facts.columns.relationships) == RELATED
+    types = {column: p.type for column, p in facts.columns.properties}
+    assert types == {"score": "float32", "kind": "uint8", "size": "int32", "flag": "uint8"}
+    np.testing.assert_allclose(facts.low, frame[["x", "y", "z"]].min().to_numpy())
+    np.testing.assert_allclose(facts.high, frame[["x", "y", "z"]].max().to_numpy())
+
+
+def _refused(tmp_path: pathlib.Path, form: str, frame: pd.DataFrame, **kw: Any) -> str:
+    with pytest.raises(SourceError) as caught:
+        inspect_table(open_table(_as(form, frame, tmp_path)), kw.pop("kind", "point"), "t",
+                      kw.pop("relationships", RELATED), **kw)  # fmt: skip
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_hostile_tables_are_refused_in_one_line_naming_column_and_row(
+    tmp_path: pathlib.Path, form: str
+) -> None:
+    good = _synapses(8)
+    assert "no column 'z'" in _refused(tmp_path, form, good.drop(columns="z"))
+    assert "no column 'rx'" in _refused(tmp_path, form, good, kind="ellipsoid")
+
+    nan = good.copy()
+    nan.loc[3, "y"] = np.nan
+    assert "row 4: column 'y' holds nan, not a finite number" in _refused(tmp_path, form, nan)
+
+    text = good.astype({"x": str})  # a column of text (as Parquet stores it: typed)
+    text.loc[5, "x"] = "12,5"
+    assert "row 6: column 'x' holds '12,5', not a finite number" in _refused(tmp_path, form, text)
+
+    repeated = good.copy()
+    repeated.loc[6, "id"] = repeated.loc[1, "id"]
+    message = _refused(tmp_path, form, repeated)
+    assert f"rows 2 and 7 share the id {repeated.loc[1, 'id']}" in message
+
+    negative = good.astype({"pre_segment": np.int64})
+    negative.loc[2, "pre_segment"] = -4
+    assert "row 3: 'pre_segment' holds a negative id" in _refused(tmp_path, form, negative)
+
+    wide = good.astype({"size": np.int64})
+    wide.loc[0, "size"] = 2**40
+    assert "column 'size' holds values from" in _refused(tmp_path, form, wide)
+
+    assert "cannot name a Neuroglancer property" in _refused(
+        tmp_path, form, good.rename(columns={"score": "Score"})
+    )
+
+
+def test_an_id_beyond_64_bits_in_a_csv_is_named(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "t.csv").write_text("id,x,y,z\n1,0,0,0\n18446744073709551616,1,1,1\n3,2,2,2\n")
+    with pytest.raises(SourceError, match=r"row 2: .id. holds .18446744073709551616., not a"):
+        inspect_table(open_table(str(tmp_path / "t.csv")), "point", "t")
+
+
+def test_a_missing_table_is_one_line(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(SourceError, match="source does not exist|cannot read the table"):
+        inspect_table(open_table(str(tmp_path / "none.csv")), "point", "t")
