@@ -177,6 +177,18 @@ class AnnotationSchema:
         }
 
 
+def bounding_boxes(kind: str, geometry: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """Each annotation's bounding box (low, high) from its geometry [N, columns]: a point's
+    position twice, a line's or box's corners ordered, an ellipsoid's centre -/+ radii."""
+    values = np.asarray(geometry, np.float64)
+    if kind == "point":
+        return values, values
+    if kind == "ellipsoid":
+        return values[:, :3] - values[:, 3:], values[:, :3] + values[:, 3:]
+    corner_a, corner_b = values[:, :3], values[:, 3:]
+    return np.minimum(corner_a, corner_b), np.maximum(corner_a, corner_b)
+
+
 def encode_single(record: np.void | np.ndarray, related: Sequence[npt.ArrayLike]) -> bytes:
     """One annotation as the by_id index stores it: its record, then for each relationship
     the count (uint32) and the segment ids (uint64)."""

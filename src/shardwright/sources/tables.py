@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from shardwright.errors import SourceError
-from shardwright.formats.annotations import KINDS, PROPERTY_ID, AnnotationProperty
+from shardwright.formats.annotations import KINDS, PROPERTY_ID, AnnotationProperty, bounding_boxes
 from shardwright.version import install_command
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
@@ -269,17 +269,11 @@ def _is_uint64(value: Any) -> bool:
 
 
 def _bounds(kind: str, geometry: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """The partition's lowest and highest coordinate along x, y, z (ellipsoids: centre
-    minus and plus radii); +inf/-inf when it is empty."""
+    """The partition's lowest and highest coordinate along x, y, z of any annotation's
+    bounding box; +inf/-inf when it is empty."""
     if not geometry.shape[0] or not np.isfinite(geometry).all():
         return (math.inf,) * 3, (-math.inf,) * 3
-    if kind == "point":
-        low = high = geometry
-    elif kind == "ellipsoid":
-        low, high = geometry[:, :3] - geometry[:, 3:], geometry[:, :3] + geometry[:, 3:]
-    else:
-        low = np.minimum(geometry[:, :3], geometry[:, 3:])
-        high = np.maximum(geometry[:, :3], geometry[:, 3:])
+    low, high = bounding_boxes(kind, geometry)
     return tuple(low.min(axis=0).tolist()), tuple(high.max(axis=0).tolist())
 
 
