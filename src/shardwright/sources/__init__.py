@@ -10,12 +10,12 @@ import glob
 import os
 from typing import TYPE_CHECKING, Any
 
+from shardwright.common.lazy import lazy_classes
+from shardwright.common.urls import HDF5_MAGIC, HDF5_SUFFIXES, scheme_of, split_hdf5
 from shardwright.errors import SourceError
-from shardwright.lazy import lazy_classes
 from shardwright.sources.base import ArraySource, Source, SourceHints
 from shardwright.sources.kinds import REMOTE_SCHEMES, TIFF_SUFFIXES, is_tiff_name
 from shardwright.sources.npy import NpySource
-from shardwright.urls import HDF5_MAGIC, HDF5_SUFFIXES, scheme_of, split_hdf5
 
 if TYPE_CHECKING:
     from shardwright.sources.hdf5 import Hdf5Source

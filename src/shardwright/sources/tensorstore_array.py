@@ -21,11 +21,11 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from shardwright import deadlines
+from shardwright.common import deadlines
+from shardwright.common.urls import scheme_of
 from shardwright.errors import SourceError
 from shardwright.sources import missing
 from shardwright.sources.base import ArraySource, SourceHints, axes_from_names, json_object
-from shardwright.urls import scheme_of
 
 deadlines.configure_tensorstore()  # before the first request of this process
 import tensorstore as ts  # noqa: E402 - curl reads its timeouts from the environment once

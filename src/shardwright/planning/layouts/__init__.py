@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from shardwright.common.vocabulary import OutputFormat
 from shardwright.planning.geometry import Geometry
 from shardwright.planning.layouts import precomputed, zarr3
 from shardwright.planning.layouts.base import ByteStage, LayoutVisitor, LevelGeometry, VolumeLayout
 from shardwright.planning.layouts.precomputed import PrecomputedLayout
 from shardwright.planning.layouts.zarr3 import Zarr3Layout
 from shardwright.planning.volume import ConversionPlan
-from shardwright.vocabulary import OutputFormat
 
 PLANNERS: dict[str, Callable[[Geometry], ConversionPlan]] = {
     OutputFormat.PRECOMPUTED: precomputed.plan_volume,
