@@ -1,5 +1,7 @@
 """A volume's output formats, each one module: `precomputed`, `zarr3` (`base`: what each
-provides). `PLANNERS` makes a format's plan from the decided geometry."""
+provides). `PLANNERS` makes a format's plan from the decided geometry. Each format's bytes
+are its folder of `formats/` (`shardwright.formats.precomputed`, `shardwright.formats.zarr3`),
+which sits below the planner and so cannot hold these modules."""
 
 from __future__ import annotations
 
