@@ -17,8 +17,8 @@ setup(
             extra_compile_args=[] if sys.platform == "win32" else ["-O3"],
         ),
         Extension(
-            "shardwright._reduce",
-            ["src/shardwright/_reduce.c"],
+            "shardwright.common._reduce",
+            ["src/shardwright/common/_reduce.c"],
             optional=True,
             extra_compile_args=[] if sys.platform == "win32" else ["-O3"],
         ),

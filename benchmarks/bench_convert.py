@@ -63,7 +63,7 @@ from shardwright import api  # noqa: E402
 from shardwright.codecs.compressed_segmentation import CompressedSegmentationEncoding  # noqa: E402
 from shardwright.codecs.gzip import isal_level  # noqa: E402
 from shardwright.codecs.zstd import ZstdCodec  # noqa: E402
-from shardwright.demo import write_demo_volumes  # noqa: E402
+from shardwright.viewing.demo import write_demo_volumes  # noqa: E402
 
 TENSORSTORE_PRECOMPUTED = """
 import json, sys, numpy as np, tensorstore as ts

@@ -51,8 +51,8 @@ from shardwright.engine.batched import BatchCompressor, run_shard_batched  # noq
 from shardwright.engine.stages import Stages  # noqa: E402
 from shardwright.formats.shardfile import write_pieces  # noqa: E402
 from shardwright.jobs.workers import GPU_RESOURCE  # noqa: E402
-from shardwright.retry import RequestCounter  # noqa: E402
 from shardwright.sources.base import ArraySource  # noqa: E402
+from shardwright.stores.retry import RequestCounter  # noqa: E402
 
 GiB = 1 << 30
 CHUNK = (64, 64, 64)

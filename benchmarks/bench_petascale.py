@@ -43,7 +43,7 @@ from synthetic import SyntheticSource
 
 from shardwright import api
 from shardwright.jobs.progress import Progress
-from shardwright.manifest import Receipt, ReceiptTable, build_manifest
+from shardwright.lifecycle.manifest import Receipt, ReceiptTable, build_manifest
 
 HERE = pathlib.Path(__file__).parent
 PETABYTE_SIDE = 98 * 16 * 64  # voxels: 98^3 shards of 16^3 chunks of 64^3

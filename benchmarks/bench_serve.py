@@ -5,7 +5,7 @@ HTTP/1.0, a connection per request): its range figures are what a reader of it w
 
 Each round opens N reader threads; each reader makes its requests on a connection of its own
 (keep-alive, as a viewer's fetches do), `--requests` each. `--module FILE` benchmarks another
-version of `serve.py` as well (e.g. `git show REV:src/shardwright/serve.py > /tmp/old.py`).
+version of `serve.py` as well (e.g. `git show REV:src/shardwright/viewing/serve.py > /tmp/old.py`).
 
     .venv/bin/python benchmarks/bench_serve.py [--readers 16,64,200] [--quick]
 """
@@ -28,7 +28,7 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from _common import RESULTS, write_result  # noqa: E402
 
-from shardwright import serve  # noqa: E402
+from shardwright.viewing import serve  # noqa: E402
 
 SHARD_BYTES = 4 << 20  # http.server sends all of it for every range read
 RANGE_BYTES = 32 << 10  # a compressed chunk's size

@@ -184,7 +184,7 @@ record = {
         "shardwright": dist_version("shardwright"),
     },
     "c_extensions": {  # optional: built on this machine if it has a compiler
-        name: built(name) for name in ("shardwright._reduce", "shardwright.codecs._cseg")
+        name: built(name) for name in ("shardwright.common._reduce", "shardwright.codecs._cseg")
     },
     "wheelhouse": {k: wheelhouse[k] for k in ("extra", "cuda", "python", "date", "skipped")},
 }
@@ -195,19 +195,20 @@ EOF
 # The tests that need only shardwright's runtime dependencies and pytest/hypothesis, chosen by
 # reading each test module's module-level imports: left out are those importing test-only
 # packages (cloudvolume: codecs/test_codecs, e2e/test_meshes_skeletons, e2e/test_pipeline,
-# formats/test_precomputed_volume; the moto/GCS emulators through object_store_servers:
-# e2e/test_object_stores, lifecycle/test_lifecycle_object_stores; jsonschema/
+# formats/precomputed/test_precomputed_volume; the moto/GCS emulators through
+# object_store_servers: e2e/test_object_stores, lifecycle/test_lifecycle_object_stores; jsonschema/
 # kubernetes_validate: deploy/test_deploy; nbformat/nbclient: frontends/test_workflows).
 # e2e/test_pyramids imports CloudVolume only in the helper that compares with it (those tests
 # skip here; its GPU tests run).
 shopt -s nullglob
 TESTS=(tests/engine/test_gpu_engine.py tests/engine/test_batched*.py
   tests/engine/test_aggregate.py tests/engine/test_scatter.py tests/codecs/test_cseg_batch.py
-  tests/codecs/test_gzip_frame.py tests/formats/test_precomputed_sharding.py
-  tests/formats/test_zarr3.py tests/formats/test_zarr3_chunks.py tests/sources/test_sources.py
+  tests/codecs/test_gzip_frame.py tests/formats/precomputed/test_precomputed_sharding.py
+  tests/formats/zarr3/test_zarr3.py tests/formats/zarr3/test_zarr3_chunks.py
+  tests/sources/test_sources.py
   tests/e2e/test_pipeline_safety.py tests/lifecycle/test_lifecycle.py
   tests/e2e/test_lost_workers.py tests/verification/test_verify_trust.py
-  tests/frontends/test_serve_and_demo.py tests/e2e/test_pyramids.py
+  tests/viewing/test_serve_and_demo.py tests/e2e/test_pyramids.py
   tests/e2e/test_output_regression.py tests/package)
 shopt -u nullglob
 

@@ -11,13 +11,13 @@ from shardwright.jobs.progress import Progress
 from shardwright.jobs.shard_stream import Node
 from shardwright.jobs.submission import check_window
 from shardwright.lifecycle.job import Job
-from shardwright.manifest import Manifest
+from shardwright.lifecycle.manifest import Manifest
+from shardwright.lifecycle.run_options import RunOptions, split_keywords
 from shardwright.options import ConvertOptions
 from shardwright.planning import ConversionPlan, ObjectPlan, plan_conversion
-from shardwright.run_options import RunOptions, split_keywords
 from shardwright.sources import Source
 from shardwright.verification import verify
-from shardwright.viewer import View, open_view
+from shardwright.viewing.viewer import View, open_view
 
 __all__ = [
     "ConvertOptions",

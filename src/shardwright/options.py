@@ -11,11 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from shardwright.deadlines import DEFAULT_TIMEOUT
-from shardwright.downsample import METHOD_HELP as DOWNSAMPLE_HELP
-from shardwright.downsample import METHODS as DOWNSAMPLE_METHODS
-from shardwright.errors import NAMED, OptionError
-from shardwright.flags import (
+from shardwright.common.deadlines import DEFAULT_TIMEOUT
+from shardwright.common.downsample import METHOD_HELP as DOWNSAMPLE_HELP
+from shardwright.common.downsample import METHODS as DOWNSAMPLE_METHODS
+from shardwright.common.flags import (
     cli,
     format_size,
     parse_ids,
@@ -25,7 +24,8 @@ from shardwright.flags import (
     parse_xyz,
     spelled,
 )
-from shardwright.vocabulary import IndexLocation, OutputFormat, ShardHash, VolumeType, names
+from shardwright.common.vocabulary import IndexLocation, OutputFormat, ShardHash, VolumeType, names
+from shardwright.errors import NAMED, OptionError
 
 GiB = 1024**3
 MiB = 1024**2

@@ -1,21 +1,20 @@
 """The Neuroglancer precomputed format (sharded v1 and `info`): bytes in, bytes out."""
 
-from shardwright.formats.morton import (
-    compressed_morton_code,
-    decode_compressed_morton_code,
-    grid_bits,
-    morton_bit_dims,
-)
-from shardwright.formats.murmurhash import murmurhash3_x86_128_low64
-from shardwright.formats.precomputed_info import (
+from shardwright.formats.precomputed.info import (
     InfoError,
     PrecomputedInfo,
     PrecomputedScale,
     check_scale_key,
 )
-from shardwright.formats.sharded_reader import ShardedReader
-from shardwright.formats.shardfile import ShardFile
-from shardwright.formats.sharding import (
+from shardwright.formats.precomputed.morton import (
+    compressed_morton_code,
+    decode_compressed_morton_code,
+    grid_bits,
+    morton_bit_dims,
+)
+from shardwright.formats.precomputed.murmurhash import murmurhash3_x86_128_low64
+from shardwright.formats.precomputed.sharded_reader import ShardedReader
+from shardwright.formats.precomputed.sharding import (
     ShardBuilder,
     ShardFormatError,
     ShardingSpec,
@@ -25,6 +24,7 @@ from shardwright.formats.sharding import (
     iter_minishard_indices,
     read_shard_index,
 )
+from shardwright.formats.shardfile import ShardFile
 
 __all__ = [
     "InfoError",

@@ -1,9 +1,9 @@
 """The Zarr v3 format (`sharding_indexed` shards and `zarr.json`): bytes in, bytes out."""
 
 from shardwright.errors import ShardFormatError, ZarrMetadataError
-from shardwright.formats.zarr3_codecs import Compressor
-from shardwright.formats.zarr3_metadata import ZarrArrayMetadata
-from shardwright.formats.zarr3_sharding import (
+from shardwright.formats.zarr3.codecs import Compressor
+from shardwright.formats.zarr3.metadata import ZarrArrayMetadata
+from shardwright.formats.zarr3.sharding import (
     MISSING,
     ShardBuilder,
     ShardReader,

@@ -20,9 +20,9 @@ import pytest
 
 from shardwright import api
 from shardwright.errors import PlanError
-from shardwright.formats.meshes import MultiLodManifest
-from shardwright.formats.sharded_reader import ShardedReader
-from shardwright.formats.sharding import ShardingSpec
+from shardwright.formats.precomputed.meshes import MultiLodManifest
+from shardwright.formats.precomputed.sharded_reader import ShardedReader
+from shardwright.formats.precomputed.sharding import ShardingSpec
 from shardwright.generation.surfaces import lod_count
 from shardwright.generation.tracing import teasar_params
 from shardwright.options import ConvertOptions

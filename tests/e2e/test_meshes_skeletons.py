@@ -19,10 +19,10 @@ from cloudvolume import CloudVolume
 from shardwright import api
 from shardwright.cli import main as cli_main
 from shardwright.errors import PlanError
-from shardwright.formats import meshes, skeletons
-from shardwright.formats.sharded_reader import ShardedReader
-from shardwright.formats.sharding import ShardBuilder, ShardingSpec
-from shardwright.manifest import MANIFEST_KEY
+from shardwright.formats.precomputed import meshes, skeletons
+from shardwright.formats.precomputed.sharded_reader import ShardedReader
+from shardwright.formats.precomputed.sharding import ShardBuilder, ShardingSpec
+from shardwright.lifecycle.manifest import MANIFEST_KEY
 from shardwright.planning.objects import ObjectPlan
 from tests.support.segment_objects import (
     segment_ids,

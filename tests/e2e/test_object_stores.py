@@ -20,7 +20,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 
 from shardwright import api
 from shardwright.errors import StoreError
-from shardwright.manifest import MANIFEST_KEY
+from shardwright.lifecycle.manifest import MANIFEST_KEY
 from shardwright.stores import open_store
 from tests.support import volumes
 from tests.support.object_store_servers import FaultyProxy, GcsServer, S3Server

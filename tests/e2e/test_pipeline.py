@@ -24,7 +24,7 @@ from shardwright import api
 from shardwright.cli import main as cli_main
 from shardwright.errors import PlanError
 from shardwright.jobs.cluster import DASHBOARD_MIN_BYTES, connect, wants_dashboard
-from shardwright.manifest import MANIFEST_KEY
+from shardwright.lifecycle.manifest import MANIFEST_KEY
 from tests.support import volumes
 
 SIZE_XYZ = (45, 38, 21)  # not a multiple of any chunk size used below
@@ -395,8 +395,8 @@ def test_png_chunks_one_voxel_wide_reach_readers(tmp_path: pathlib.Path) -> None
 def test_the_precomputed_gzip_level_is_honoured(tmp_path: pathlib.Path) -> None:
     """Each stored chunk is the gzip codec's output at the level asked for."""
     from shardwright.codecs import GzipCodec, RawEncoding
-    from shardwright.formats.precomputed_info import PrecomputedInfo
-    from shardwright.formats.sharded_reader import ShardedReader
+    from shardwright.formats.precomputed.info import PrecomputedInfo
+    from shardwright.formats.precomputed.sharded_reader import ShardedReader
 
     vol = _image(channels=2)  # compresses differently at ISA-L's levels 1 and 3
     np.save(tmp_path / "vol.npy", vol)

@@ -21,7 +21,7 @@ from shardwright import api
 from shardwright.engine import run_shard
 from shardwright.errors import PlanError
 from shardwright.lifecycle.journal import RECEIPTS
-from shardwright.manifest import MANIFEST_KEY
+from shardwright.lifecycle.manifest import MANIFEST_KEY
 from shardwright.stores import open_store
 from tests.support import volumes
 

@@ -21,8 +21,9 @@ import tensorstore as ts
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shardwright import api, downsample
+from shardwright import api
 from shardwright.cli import main as cli_main
+from shardwright.common import downsample
 from shardwright.lifecycle.fingerprint import digest
 
 tinybrain = pytest.importorskip("tinybrain")

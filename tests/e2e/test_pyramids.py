@@ -20,11 +20,12 @@ import zarr
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shardwright import api, downsample
+from shardwright import api
 from shardwright.cli import main as cli_main
+from shardwright.common import downsample
 from shardwright.engine.pyramid import run_pyramid_shard
 from shardwright.errors import PlanError
-from shardwright.manifest import MANIFEST_KEY
+from shardwright.lifecycle.manifest import MANIFEST_KEY
 from shardwright.sources import NpySource, SourceHints
 from shardwright.stores import open_store
 from tests.support import volumes

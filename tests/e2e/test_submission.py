@@ -22,7 +22,7 @@ from shardwright.jobs.progress import Progress, duration
 from shardwright.jobs.runners import ThreadRunner
 from shardwright.jobs.shard_stream import Node
 from shardwright.jobs.submission import Window
-from shardwright.manifest import Receipt, ReceiptTable
+from shardwright.lifecycle.manifest import Receipt, ReceiptTable
 from tests.support import volumes
 
 TINY = dict(chunk_size=(8, 8, 8), target_shard_bytes=512)  # one 8^3 chunk per shard

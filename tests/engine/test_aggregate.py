@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shardwright import arrays
-from shardwright.arrays import exclusive_scan, gather_segments
+from shardwright.common import arrays
+from shardwright.common.arrays import exclusive_scan, gather_segments
 from shardwright.engine.aggregate import EncodedChunks, arrange_precomputed, arrange_zarr3
-from shardwright.formats import zarr3_sharding
-from shardwright.formats.sharding import ShardingSpec
+from shardwright.formats.precomputed.sharding import ShardingSpec
+from shardwright.formats.zarr3 import sharding as zarr3_sharding
 
 
 def _packed(blobs: list[bytes], rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

@@ -249,7 +249,7 @@ def test_nvcomp_shards_decode_to_the_source_in_tensorstore(
 def test_upload_moves_a_transposed_box_in_memory_order(dtype: str) -> None:
     """A source box (a sliced, transposed view of a z, y, x file) arrives on the device equal
     to the view, as a view in the same axis order."""
-    from shardwright.arrays import upload
+    from shardwright.common.arrays import upload
 
     cupy = gpu.cupy_module()
     base = np.random.default_rng(5).integers(0, 2**8 - 1, (40, 50, 60)).astype(dtype)

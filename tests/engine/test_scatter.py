@@ -12,9 +12,9 @@ from shardwright.codecs.raw import RawEncoding
 from shardwright.engine.aggregate import EncodedChunks, arrange_precomputed, arrange_zarr3
 from shardwright.engine.blocks import block_cells, strided_cells
 from shardwright.engine.scatter import scatter_precomputed, scatter_zarr3
-from shardwright.formats import zarr3_sharding
-from shardwright.formats.morton import compressed_morton_code
-from shardwright.formats.sharding import ShardingSpec
+from shardwright.formats.precomputed.morton import compressed_morton_code
+from shardwright.formats.precomputed.sharding import ShardingSpec
+from shardwright.formats.zarr3 import sharding as zarr3_sharding
 
 dims = st.tuples(st.integers(1, 20), st.integers(1, 20), st.integers(1, 12), st.integers(1, 2))
 chunks = st.tuples(st.integers(1, 8), st.integers(1, 8), st.integers(1, 6))

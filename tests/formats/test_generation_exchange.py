@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from shardwright.errors import MeshFormatError
-from shardwright.formats.meshes import zorder
+from shardwright.formats.precomputed.meshes import zorder
 from shardwright.generation import census, exchange
 from shardwright.generation.exchange import MESH, SKELETON, BlockIndex, Exchange, Piece
 from shardwright.generation.surfaces import lod_count, weld

@@ -14,7 +14,7 @@ import pytest
 
 import shardwright
 from shardwright.errors import NAMED, Alias, PlanError
-from shardwright.run_options import flag_wording
+from shardwright.lifecycle.run_options import flag_wording
 
 
 def _cli(*words: str) -> subprocess.CompletedProcess[str]:
@@ -146,7 +146,7 @@ def test_an_error_names_options_as_data_each_front_end_words_them() -> None:
 
 ORPHAN = """
 import asyncio, gc, sys
-from shardwright import logs
+from shardwright.jobs import logs
 logs.configure(verbose=sys.argv[1] == "verbose")
 async def main():
     future = asyncio.get_running_loop().create_future()

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from shardwright.cli.parser import build_parser, options_from, run_options_from
-from shardwright.flags import command_line_fields, default_of
+from shardwright.common.flags import command_line_fields, default_of
+from shardwright.lifecycle.run_options import RunOptions
 from shardwright.options import ConvertOptions
-from shardwright.run_options import RunOptions
 from shardwright.version import __version__
 
 # Fields deliberately offered to the Python API alone (none today).

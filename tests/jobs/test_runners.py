@@ -19,7 +19,7 @@ from shardwright.jobs.progress import Progress
 from shardwright.jobs.runners import DistributedRunner, ThreadRunner, lost_workers
 from shardwright.jobs.shard_stream import Node
 from shardwright.jobs.submission import Window
-from shardwright.manifest import Receipt, ReceiptTable
+from shardwright.lifecycle.manifest import Receipt, ReceiptTable
 
 GiB = 2**30
 LAST_WORKER = cast(Any, types.SimpleNamespace(address="tcp://127.0.0.1:1"))

@@ -17,8 +17,8 @@ from shardwright.jobs.coordinator import begin_dataset
 from shardwright.lifecycle import fencing
 from shardwright.lifecycle.job import Job
 from shardwright.lifecycle.lease import Lease, heartbeat_key, lease_key
+from shardwright.lifecycle.run_options import RunOptions
 from shardwright.lifecycle.runs import FencedStore, JobRun, run_of
-from shardwright.run_options import RunOptions
 from shardwright.stores import Store, open_store
 from tests.support import volumes
 from tests.support.store_backends import BACKENDS, open_backend

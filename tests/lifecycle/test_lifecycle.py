@@ -32,9 +32,9 @@ from shardwright.errors import LeaseHeld, LeaseLost, LeaseUnrenewed, PlanError, 
 from shardwright.jobs.supervision import WATCH_S, Supervisor
 from shardwright.lifecycle import fencing
 from shardwright.lifecycle.lease import Lease, Renewer, heartbeat_key, lease_key
+from shardwright.lifecycle.manifest import MANIFEST_KEY
+from shardwright.lifecycle.run_options import flag_wording
 from shardwright.lifecycle.runs import FencedStore
-from shardwright.manifest import MANIFEST_KEY
-from shardwright.run_options import flag_wording
 from shardwright.stores import halted, open_store
 from shardwright.stores.local import LocalStore
 from tests.support import SUPPORT, volumes

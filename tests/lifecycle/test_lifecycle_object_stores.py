@@ -16,7 +16,7 @@ import tensorstore as ts
 from shardwright import api
 from shardwright.errors import LeaseHeld, PlanError
 from shardwright.lifecycle.lease import Lease
-from shardwright.manifest import MANIFEST_KEY
+from shardwright.lifecycle.manifest import MANIFEST_KEY
 from shardwright.stores import Store, open_store
 from tests.support import volumes
 from tests.support.object_store_servers import GcsServer, S3Server

@@ -10,7 +10,7 @@ import pytest
 
 from shardwright.errors import ManifestError
 from shardwright.lifecycle.journal import Journaled
-from shardwright.manifest import (
+from shardwright.lifecycle.manifest import (
     CompanionTotals,
     Manifest,
     Receipt,

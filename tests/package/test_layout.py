@@ -191,10 +191,10 @@ def test_shard_tasks_take_decisions_from_the_plan_not_the_options() -> None:
 
 def test_each_closed_set_of_names_is_written_once() -> None:
     """Formats, hashes, index locations, volume types and blosc's names are `StrEnum`s of
-    `vocabulary.py`; no module spells a whole set out again (in any order)."""
+    `common/vocabulary.py`; no module spells a whole set out again (in any order)."""
     from itertools import permutations
 
-    from shardwright import vocabulary
+    from shardwright.common import vocabulary
 
     sets = [vocabulary.OutputFormat, vocabulary.ShardHash, vocabulary.IndexLocation,
             vocabulary.VolumeType, vocabulary.BloscName, vocabulary.BloscShuffle]  # fmt: skip
@@ -206,7 +206,7 @@ def test_each_closed_set_of_names_is_written_once() -> None:
     again = [
         f"{name}: ({literal})"
         for name, path in MODULES.items()
-        if name != "shardwright.vocabulary"
+        if name != "shardwright.common.vocabulary"
         for literal in spelled
         if f"({literal})" in path.read_text()
     ]
@@ -249,7 +249,7 @@ def test_the_format_test_pattern_finds_format_tests() -> None:
 def test_the_codecs_import_nothing_of_the_formats() -> None:
     """The formats build on the codecs (a zarr3 codec chain, a precomputed `data_encoding`);
     the codecs never reach back into `formats/` (at any depth, `TYPE_CHECKING` included), so
-    the two packages cannot form a loop again. Names both share live in `vocabulary.py`."""
+    the two packages cannot form a loop again. Names both share live in `common/vocabulary.py`."""
     reaches = _imports_of("shardwright.formats", lambda name: _within(name, "shardwright.codecs"))
     assert not reaches, "\n".join(reaches)
 
@@ -282,12 +282,61 @@ def _imports_of(target: str, importers: Callable[[str], bool]) -> list[str]:
 
 
 def test_the_vocabulary_depends_on_nothing_of_the_project() -> None:
-    """`vocabulary.py` sits below the codecs, the formats and the options: it imports none of
+    """`common/vocabulary.py` sits below the codecs, the formats and the options: it imports none of
     the project's modules, so any of them may use it without a loop."""
-    assert _imports("shardwright.vocabulary", SRC / "vocabulary.py", type_checking=True) == []
+    path = SRC / "common" / "vocabulary.py"
+    assert _imports("shardwright.common.vocabulary", path, type_checking=True) == []
 
 
 def test_the_errors_module_depends_on_nothing_of_the_project() -> None:
     """Every module may raise the project's errors; `errors.py` imports none of them (at any
     depth: function-level imports count), so no error drags a module in."""
     assert _imports("shardwright.errors", SRC / "errors.py") == []
+
+
+def test_the_package_root_holds_the_public_faces_only() -> None:
+    """The root holds what a user imports (the API, the two formats, the options, the errors,
+    the version); everything else lives in the package of the layer it belongs to."""
+    root = {path.stem for path in SRC.glob("*.py")}
+    assert root == {
+        "__init__",
+        "__main__",
+        "api",
+        "errors",
+        "options",
+        "precomputed",
+        "version",
+        "zarr3",
+    }
+
+
+def test_the_shared_modules_import_nothing_above_them() -> None:
+    """`common/` is below every layer: its modules import one another and the errors only."""
+    reaches = [
+        f"{name}:{line} imports {module}"
+        for name, path in MODULES.items()
+        if _within(name, "shardwright.common")
+        for module, _, line in _imports(name, path, type_checking=True)
+        if not _within(module, "shardwright.common") and module != "shardwright.errors"
+    ]
+    assert not reaches, "\n".join(reaches)
+
+
+def test_the_formats_import_only_the_codecs_and_what_lies_below() -> None:
+    """`formats/` is pure bytes (no Dask, no I/O): it imports the codecs, `common/`, the errors
+    and the version, and neither format imports the other (each lives in its own folder)."""
+    below = ("shardwright.codecs", "shardwright.common", "shardwright.formats")
+    reaches = [
+        f"{name}:{line} imports {module}"
+        for name, path in MODULES.items()
+        if _within(name, "shardwright.formats")
+        for module, _, line in _imports(name, path, type_checking=True)
+        if not any(_within(module, b) for b in below)
+        and module not in ("shardwright.errors", "shardwright.version")
+    ]
+    for one, other in (("precomputed", "zarr3"), ("zarr3", "precomputed")):
+        reaches += _imports_of(
+            f"shardwright.formats.{other}",
+            lambda name, one=one: _within(name, f"shardwright.formats.{one}"),
+        )
+    assert not reaches, "\n".join(reaches)

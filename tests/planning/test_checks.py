@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from shardwright.errors import OptionError, PlanError
+from shardwright.lifecycle.manifest import MANIFEST_KEY
 from shardwright.lifecycle.runs import CONTROL_PREFIX
-from shardwright.manifest import MANIFEST_KEY
 from shardwright.options import ConvertOptions
 from shardwright.planning import checks
 from shardwright.sources.missing import Tally

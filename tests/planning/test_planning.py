@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from shardwright import api
 from shardwright.errors import PlanError
-from shardwright.formats.morton import compressed_morton_code
+from shardwright.formats.precomputed.morton import compressed_morton_code
 from shardwright.planning import OBJECTS, VOLUME, ConversionPlan, ObjectPlan, Plan, ShardTask
 from shardwright.planning.geometry import epoch_shape
 from shardwright.planning.layouts import PrecomputedLayout, Zarr3Layout

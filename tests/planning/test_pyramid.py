@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shardwright import downsample
+from shardwright.common import downsample
 from shardwright.errors import PlanError, PyramidError
 from shardwright.options import ConvertOptions
 from shardwright.planning import pyramid

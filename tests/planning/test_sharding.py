@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shardwright.errors import OptionError, PlanError, ShardwrightError
-from shardwright.formats.morton import grid_bits, morton_bit_dims
+from shardwright.formats.precomputed.morton import grid_bits, morton_bit_dims
 from shardwright.options import ConvertOptions
 from shardwright.planning import sharding
 from shardwright.planning.sharding import MAX_MINISHARD, MAX_PRESHIFT

@@ -19,7 +19,7 @@ import zarr
 
 from shardwright import api
 from shardwright.errors import SourceError
-from shardwright.manifest import MANIFEST_KEY
+from shardwright.lifecycle.manifest import MANIFEST_KEY
 from shardwright.sources import open_source
 from shardwright.sources.missing import MissingChunksError
 from tests.support import volumes

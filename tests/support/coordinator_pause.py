@@ -21,7 +21,7 @@ from typing import Any
 import shardwright.jobs.submission as submission
 from shardwright.cli import main
 from shardwright.lifecycle import lease
-from shardwright.manifest import ReceiptTable
+from shardwright.lifecycle.manifest import ReceiptTable
 
 STEP, FOLDER = os.environ["SW_PAUSE"], pathlib.Path(os.environ["SW_PAUSE_DIR"])
 _paused = {"done": False}

@@ -1,6 +1,6 @@
 """A straightforward per-block NumPy reference of the pyramid reductions, written from
-`shardwright.downsample`'s docstring: the unit tests (tests/test_downsample.py) and the pyramid
-jobs' (tests/e2e/test_pyramids.py) hold the module against it."""
+`shardwright.common.downsample`'s docstring: the unit tests (tests/common/test_downsample.py) and
+the pyramid jobs' (tests/e2e/test_pyramids.py) hold the module against it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from shardwright import downsample
+from shardwright.common import downsample
 
 
 def reference(vol: np.ndarray, factor: tuple[int, int, int], method: str) -> np.ndarray:

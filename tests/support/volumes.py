@@ -95,7 +95,7 @@ def layer_xyzc(dtype: str, channels: int, layer: str, size: tuple[int, int, int]
 
 def with_fill_regions(shape: tuple[int, ...], dtype: str, fill: float, seed: int = 0) -> np.ndarray:
     """Random voxels (the dtype's maximum included) with `fill` over [8:, :4, :4] and
-    [:4, 4:6, 4:6]: with tests/formats/test_zarr3.py's grids, one shard entirely fill (never
+    [:4, 4:6, 4:6]: with tests/formats/zarr3/test_zarr3.py's grids, one shard entirely fill (never
     written) and one all-fill inner chunk inside a written shard."""
     rng = np.random.default_rng(seed)
     dt = np.dtype(dtype)

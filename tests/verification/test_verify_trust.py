@@ -16,7 +16,7 @@ import pytest
 
 from shardwright import api
 from shardwright.lifecycle.lease import heartbeat_key, lease_key
-from shardwright.manifest import MANIFEST_KEY
+from shardwright.lifecycle.manifest import MANIFEST_KEY
 
 OPTIONS: dict[str, Any] = dict(chunk_size=(8, 8, 8), target_shard_bytes=2048)
 

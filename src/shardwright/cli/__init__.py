@@ -12,12 +12,11 @@ import time
 import warnings
 from collections.abc import Sequence
 
-from shardwright import logs
 from shardwright.cli import outcomes
 from shardwright.cli.parser import build_parser, options_from, run_options_from, subparser
 from shardwright.errors import ShardwrightWarning
-from shardwright.jobs import stops
-from shardwright.run_options import flag_wording
+from shardwright.jobs import logs, stops
+from shardwright.lifecycle.run_options import flag_wording
 
 
 def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int:
@@ -113,14 +112,14 @@ def _run(args: argparse.Namespace, own_process: bool = False) -> int:
     if args.command == "status":
         return _status(args)
     if args.command == "serve":
-        from shardwright.serve import serve
+        from shardwright.viewing.serve import serve
 
         serve(args.directory, args.host, args.port, log=args.log)
         return 0
     if args.command == "view":
         return _view(args)
     if args.command == "demo":
-        from shardwright.demo import run_demo
+        from shardwright.viewing.demo import run_demo
 
         if own_process:
             _freeze_startup_objects()
@@ -156,7 +155,7 @@ def _plan(args: argparse.Namespace) -> int:
 def _convert(args: argparse.Namespace) -> int:
     from shardwright import api
     from shardwright.jobs.progress import Progress
-    from shardwright.manifest import OBJECTS
+    from shardwright.lifecycle.manifest import OBJECTS
     from shardwright.planning.text import counted
     from shardwright.sources import missing
 
@@ -198,7 +197,7 @@ def _convert(args: argparse.Namespace) -> int:
 
 
 def _view(args: argparse.Namespace) -> int:
-    from shardwright.viewer import open_view
+    from shardwright.viewing.viewer import open_view
 
     view = open_view(
         args.dest,

@@ -25,7 +25,7 @@ from typing import Any
 
 from shardwright.errors import JobFailed, ShardwrightError
 from shardwright.jobs.stops import Terminated
-from shardwright.run_options import flag_wording
+from shardwright.lifecycle.run_options import flag_wording
 
 INTERRUPTED, TERMINATED, BROKEN_PIPE, BUG = 130, 143, 141, 70
 # OS errors whose message is the whole story: the user fixes a path, a permission, a disk.

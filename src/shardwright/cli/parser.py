@@ -9,8 +9,7 @@ import argparse
 import difflib
 from typing import Any, NoReturn
 
-from shardwright.errors import within
-from shardwright.flags import (
+from shardwright.common.flags import (
     command_line_fields,
     default_of,
     format_size,
@@ -19,8 +18,9 @@ from shardwright.flags import (
     parse_size,
     parse_xyz,
 )
+from shardwright.errors import within
+from shardwright.lifecycle.run_options import RunOptions
 from shardwright.options import ConvertOptions
-from shardwright.run_options import RunOptions
 from shardwright.version import __version__
 
 

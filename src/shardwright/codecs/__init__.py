@@ -13,8 +13,8 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from shardwright.codecs.base import ByteCodec, ChunkEncoding
+from shardwright.common.lazy import lazy_classes
 from shardwright.errors import EncodingError
-from shardwright.lazy import lazy_classes
 
 if TYPE_CHECKING:
     from shardwright.codecs.blosc import BloscCodec

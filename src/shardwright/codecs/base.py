@@ -13,8 +13,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import DTypeLike
 
+from shardwright.common.vocabulary import BloscName, BloscShuffle, names
 from shardwright.errors import EncodingError
-from shardwright.vocabulary import BloscName, BloscShuffle, names
 
 Buffer = bytes | bytearray | memoryview
 
@@ -75,7 +75,7 @@ def check_channels(encoding: str, num_channels: int, most: int | None = None) ->
 
 def blosc_problem(cname: Any, clevel: Any, shuffle: Any, blocksize: Any) -> str | None:
     """What is wrong with these blosc settings (None: nothing): the one check both the codec
-    and a zarr.json's blosc entry (`formats/zarr3_codecs.Compressor`) apply."""
+    and a zarr.json's blosc entry (`formats/zarr3/codecs.Compressor`) apply."""
     if cname not in names(BloscName):
         return f"blosc cname must be one of {names(BloscName)}, got {cname!r}"
     if shuffle not in names(BloscShuffle):

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.arrays import Array
+from shardwright.common.arrays import Array
 from shardwright.errors import EncodingError
 
 _BITS = (0, 1, 2, 4, 8, 16, 32)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.arrays import Array, exclusive_scan, gather_segments
+from shardwright.common.arrays import Array, exclusive_scan, gather_segments
 
 # ID1 ID2, CM=8 (deflate), FLG=0, MTIME=0, XFL=0, OS=255 (unknown): a reproducible header.
 GZIP_HEADER = bytes([0x1F, 0x8B, 8, 0, 0, 0, 0, 0, 0, 0xFF])

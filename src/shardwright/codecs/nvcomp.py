@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.arrays import Array, exclusive_scan
+from shardwright.common.arrays import Array, exclusive_scan
 from shardwright.errors import NvcompUnavailable
 from shardwright.version import install_command
 

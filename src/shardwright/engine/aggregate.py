@@ -21,12 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.arrays import Array, gather_segments, release_pinned, take_pinned, to_host
+from shardwright.common.arrays import Array, gather_segments, release_pinned, take_pinned, to_host
 from shardwright.errors import ShardFormatError
-from shardwright.formats import zarr3_sharding
+from shardwright.formats.precomputed.sharding import ShardingSpec, precomputed_layout
 from shardwright.formats.shardfile import Piece, ShardFile
-from shardwright.formats.sharding import ShardingSpec, precomputed_layout
 from shardwright.formats.spool import ChunkSpool
+from shardwright.formats.zarr3 import sharding as zarr3_sharding
 
 ShardPieces = Callable[[], Iterator[Piece]]  # a shard's bytes in order; may be called again
 

@@ -21,15 +21,15 @@ from typing import Any
 import numpy as np
 
 from shardwright.errors import FormatError
-from shardwright.formats import annotation_spatial as spatial
-from shardwright.formats.annotations import (
+from shardwright.formats.precomputed import annotation_spatial as spatial
+from shardwright.formats.precomputed.annotations import (
     AnnotationSchema,
     bounding_boxes,
     encode_multiple,
     encode_single,
 )
-from shardwright.formats.morton import compressed_morton_code
-from shardwright.formats.sharding import ShardingSpec
+from shardwright.formats.precomputed.morton import compressed_morton_code
+from shardwright.formats.precomputed.sharding import ShardingSpec
 from shardwright.sources.tables import AnnotationColumns
 
 BY_ID = 0

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from shardwright.arrays import Array, Namespace, upload
+from shardwright.common.arrays import Array, Namespace, upload
 from shardwright.engine.scatter import precomputed_regions
 from shardwright.engine.stages import Stages, timer
 from shardwright.planning import ConversionPlan, ShardTask

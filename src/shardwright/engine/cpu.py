@@ -25,10 +25,10 @@ from shardwright.engine.blocks import (
 )
 from shardwright.engine.scatter import zarr3_epoch_chunks
 from shardwright.engine.shard_task import run_task
-from shardwright.formats import zarr3_sharding
 from shardwright.formats.shardfile import ShardFile
-from shardwright.formats.zarr3_chunks import InnerChunkChain
-from shardwright.manifest import Receipt
+from shardwright.formats.zarr3 import sharding as zarr3_sharding
+from shardwright.formats.zarr3.chunks import InnerChunkChain
+from shardwright.lifecycle.manifest import Receipt
 from shardwright.planning import ConversionPlan, ShardTask, to_zarr_order
 from shardwright.planning.layouts import PrecomputedLayout, Zarr3Layout
 from shardwright.stores import Store

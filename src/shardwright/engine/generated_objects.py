@@ -21,18 +21,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shardwright.downsample import downsample
+from shardwright.common.downsample import downsample
 from shardwright.engine.shard_task import run_task
+from shardwright.formats.precomputed.sharding import ShardBuilder
 from shardwright.formats.shardfile import ShardFile
-from shardwright.formats.sharding import ShardBuilder
 from shardwright.generation import census, exchange
 from shardwright.generation.census import NO_BOX, Box
 from shardwright.generation.exchange import MESH, SKELETON, BlockIndex, Piece
 from shardwright.generation.surfaces import block_surfaces, multires_mesh
 from shardwright.generation.tracing import block_skeletons, joined_skeleton
 from shardwright.lifecycle.journal import CENSUS, EXCHANGE
+from shardwright.lifecycle.manifest import Receipt
 from shardwright.lifecycle.runs import run_of
-from shardwright.manifest import Receipt
 from shardwright.planning.generated import (
     SEGMENTATION_METHOD,
     GeneratedPlan,

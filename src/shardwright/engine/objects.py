@@ -9,7 +9,8 @@ the job resumes once the source is fixed.
 - multi-resolution meshes: the manifest is the indexed entry, the fragment data is stored
   right before it (unindexed), so a reader finds the fragments from the manifest's offset;
 - skeletons: the encoded skeleton, as is;
-- legacy meshes: re-encoded as one level of detail (formats/meshes.py), then as a mesh above.
+- legacy meshes: re-encoded as one level of detail (formats/precomputed/meshes.py), then as a
+  mesh above.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from collections.abc import Iterator
 import numpy as np
 
 from shardwright.engine.shard_task import run_task
-from shardwright.formats import meshes, skeletons
+from shardwright.formats.precomputed import meshes, skeletons
+from shardwright.formats.precomputed.sharding import ShardBuilder
 from shardwright.formats.shardfile import ShardFile
-from shardwright.formats.sharding import ShardBuilder
-from shardwright.manifest import Receipt
+from shardwright.lifecycle.manifest import Receipt
 from shardwright.planning.objects import LEGACY, MULTILOD, SKELETONS, ObjectPlan, ObjectShardTask
 from shardwright.stores import Store, open_store
 

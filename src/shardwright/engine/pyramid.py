@@ -25,13 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.downsample import downsample
+from shardwright.common.downsample import downsample
 from shardwright.engine.batched import BatchedProducer
 from shardwright.engine.blocks import Block, epoch_blocks
 from shardwright.engine.cpu import CpuProducer
 from shardwright.engine.shard_task import Producer, run_task
 from shardwright.errors import PyramidError
-from shardwright.manifest import Receipt
+from shardwright.lifecycle.manifest import Receipt
 from shardwright.planning import ConversionPlan, ShardTask, pyramid
 from shardwright.stores import Store
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.arrays import Array, to_host
-from shardwright.formats.zarr3_chunks import InnerChunkChain, pad
+from shardwright.common.arrays import Array, to_host
+from shardwright.formats.zarr3.chunks import InnerChunkChain, pad
 
 
 def _regions(extent: int, chunk: int) -> list[tuple[int, int, int]]:

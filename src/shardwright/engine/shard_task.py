@@ -20,7 +20,7 @@ from typing import Protocol
 from shardwright.engine.stages import Stages, timer
 from shardwright.formats.shardfile import ShardFile
 from shardwright.lifecycle import journal
-from shardwright.manifest import Receipt, sum_requests
+from shardwright.lifecycle.manifest import Receipt, sum_requests
 from shardwright.sources import missing
 from shardwright.stores import Store
 

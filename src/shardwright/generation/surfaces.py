@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from shardwright.formats.meshes import MultiLodManifest, draco_fragment, zorder
+from shardwright.formats.precomputed.meshes import MultiLodManifest, draco_fragment, zorder
 from shardwright.generation.exchange import Piece
 from shardwright.generation.grid import BlockGrid, three
 from shardwright.generation.welding import unique_positions

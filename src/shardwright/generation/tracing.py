@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.formats.skeletons import encode_skeleton
+from shardwright.formats.precomputed.skeletons import encode_skeleton
 from shardwright.generation.census import Box
 from shardwright.generation.exchange import Piece
 from shardwright.generation.grid import BlockGrid

@@ -21,8 +21,9 @@ from typing import Any
 
 import dask
 
-from shardwright import deadlines, logs
+from shardwright.common import deadlines
 from shardwright.errors import NAMED, JobFailed, PlanError
+from shardwright.jobs import logs
 from shardwright.jobs.runners import DistributedRunner, Runner, ThreadRunner
 from shardwright.jobs.workers import GPU_RESOURCE, GPU_TASKS_PER_DEVICE
 from shardwright.version import install_command

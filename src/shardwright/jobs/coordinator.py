@@ -16,8 +16,7 @@ from collections.abc import Sequence
 
 from shardwright.lifecycle import journal, lease
 from shardwright.lifecycle.job import Claim, begin
-from shardwright.lifecycle.runs import CONTROL_DIR, FencedStore, JobRun, run_of
-from shardwright.manifest import (
+from shardwright.lifecycle.manifest import (
     CompanionTotals,
     Manifest,
     ReceiptTable,
@@ -26,6 +25,7 @@ from shardwright.manifest import (
     metadata_text,
     write_manifest,
 )
+from shardwright.lifecycle.runs import CONTROL_DIR, FencedStore, JobRun, run_of
 from shardwright.planning import GENERATED, Plan
 from shardwright.stores import Store
 

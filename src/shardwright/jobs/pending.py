@@ -20,9 +20,9 @@ from shardwright.jobs.progress import Progress
 from shardwright.jobs.shard_stream import Node, shard_nodes
 from shardwright.jobs.submission import run_job
 from shardwright.lifecycle.job import Job
-from shardwright.manifest import Manifest
+from shardwright.lifecycle.manifest import Manifest
+from shardwright.lifecycle.run_options import RunOptions
 from shardwright.planning import GENERATED, ConversionPlan, ObjectPlan
-from shardwright.run_options import RunOptions
 from shardwright.stores import backend_for
 
 

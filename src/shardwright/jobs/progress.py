@@ -12,8 +12,8 @@ import time
 from collections.abc import Iterable
 from typing import Any, TextIO
 
+from shardwright.lifecycle.manifest import Receipt
 from shardwright.lifecycle.runs import CONTROL_PREFIX
-from shardwright.manifest import Receipt
 from shardwright.planning.text import human_bytes
 
 REDRAW_INTERVAL_S = 0.25

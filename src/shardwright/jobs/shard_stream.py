@@ -31,7 +31,7 @@ from shardwright.engine.objects import run_object_shard
 from shardwright.engine.pyramid import Handoff, Piece
 from shardwright.generation.exchange import Exchange
 from shardwright.lifecycle import journal
-from shardwright.manifest import Receipt
+from shardwright.lifecycle.manifest import Receipt
 from shardwright.planning import GENERATED, OBJECTS, VOLUME, ConversionPlan, Plan, ShardTask
 from shardwright.planning.generated import GeneratedPlan, GeneratedShardTask
 from shardwright.planning.objects import ObjectPlan, ObjectShardTask

@@ -24,13 +24,13 @@ from typing import Any
 from shardwright.errors import LeaseUnrenewed, PlanError
 from shardwright.generation.exchange import Exchange
 from shardwright.jobs.coordinator import Begun, begin_dataset, finish_dataset
+from shardwright.jobs.logs import LOG
 from shardwright.jobs.progress import Progress
 from shardwright.jobs.runners import Runner
 from shardwright.jobs.shard_stream import Barrier, Node, TaskContext, receipts_in, shard_nodes
 from shardwright.jobs.supervision import WATCH_S, Supervisor
 from shardwright.lifecycle.job import Job
-from shardwright.logs import LOG
-from shardwright.manifest import CompanionTotals, Manifest, ReceiptTable
+from shardwright.lifecycle.manifest import CompanionTotals, Manifest, ReceiptTable
 
 WINDOW_PER_THREAD = 4  # tasks on the cluster per worker thread: enough to never idle
 MIN_WINDOW = 8

@@ -14,9 +14,9 @@ import sys
 import time
 from typing import Any
 
+from shardwright.common.urls import local_path, scheme_of
 from shardwright.errors import NAMED, JobFailed, PlanError, ShardwrightError
 from shardwright.planning.text import human_bytes
-from shardwright.urls import local_path, scheme_of
 
 GPU_RESOURCE = "GPU"  # what GPU workers declare (dask-cuda-worker ... --resources GPU=1)
 # Shard tasks one GPU runs at once, in as many worker threads (each task on its thread's own

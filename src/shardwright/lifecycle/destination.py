@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
+from shardwright.common.urls import local_path, scheme_of
 from shardwright.errors import DestinationError, ManifestError
 from shardwright.lifecycle import fingerprint as fingerprints
 from shardwright.lifecycle.journal import JOB_KEY, read_job
 from shardwright.lifecycle.lease import LEASE_NAME
+from shardwright.lifecycle.manifest import MANIFEST_KEY, Manifest, read_manifest
 from shardwright.lifecycle.runs import CONTROL_PREFIX
-from shardwright.manifest import MANIFEST_KEY, Manifest, read_manifest
 from shardwright.stores import Store
-from shardwright.urls import local_path, scheme_of
 
 LOOKS = 5  # at a destination whose only entries are in `.shardwright/`: about 1.5 s in all
 

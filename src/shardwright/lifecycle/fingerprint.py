@@ -16,9 +16,9 @@ import json
 import os
 from typing import Any
 
-from shardwright import downsample
+from shardwright.common import downsample
+from shardwright.common.urls import scheme_of, split_hdf5
 from shardwright.sources import Source
-from shardwright.urls import scheme_of, split_hdf5
 
 Fingerprint = dict[str, Any]
 

@@ -41,9 +41,9 @@ from shardwright.lifecycle.lease import (
     check_free,
     release_run,
 )
+from shardwright.lifecycle.run_options import DEFAULT_LEASE_TIMEOUT, RunOptions
 from shardwright.lifecycle.runs import FencedStore, JobRun
 from shardwright.planning import GENERATED, OBJECTS, Plan
-from shardwright.run_options import DEFAULT_LEASE_TIMEOUT, RunOptions
 from shardwright.stores import Store, open_store
 
 LEASE_POLL_SECONDS = 5.0  # how often a job waiting for a lease looks again

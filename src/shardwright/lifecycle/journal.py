@@ -24,8 +24,8 @@ import crc32c
 
 from shardwright.errors import ManifestError
 from shardwright.lifecycle.fingerprint import Fingerprint
+from shardwright.lifecycle.manifest import MANIFEST_KEY, Manifest, Receipt, owned_keys
 from shardwright.lifecycle.runs import CONTROL_DIR, CONTROL_PREFIX, run_of
-from shardwright.manifest import MANIFEST_KEY, Manifest, Receipt, owned_keys
 from shardwright.stores import Store
 from shardwright.version import __version__
 

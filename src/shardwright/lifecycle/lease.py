@@ -31,8 +31,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from shardwright.errors import LeaseHeld, LeaseUnrenewed, ManifestError, PlanError, StoreError
+from shardwright.lifecycle.run_options import DEFAULT_LEASE_TIMEOUT
 from shardwright.lifecycle.runs import CONTROL_PREFIX, FencedStore, JobRun, run_of
-from shardwright.run_options import DEFAULT_LEASE_TIMEOUT
 from shardwright.stores import Store, halt, halted
 from shardwright.version import __version__
 

@@ -17,8 +17,8 @@ from shardwright.errors import DestinationError, ManifestError
 from shardwright.lifecycle.destination import readable_manifest
 from shardwright.lifecycle.journal import EXCHANGE, RECEIPTS, read_job, receipt_key
 from shardwright.lifecycle.lease import current_lease, lease_key
+from shardwright.lifecycle.manifest import MANIFEST_KEY, read_manifest
 from shardwright.lifecycle.runs import CONTROL_PREFIX
-from shardwright.manifest import MANIFEST_KEY, read_manifest
 from shardwright.planning.text import human_bytes
 from shardwright.stores import Store, open_store
 

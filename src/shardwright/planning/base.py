@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from shardwright.manifest import GENERATED, OBJECTS, VOLUME
+from shardwright.lifecycle.manifest import GENERATED, OBJECTS, VOLUME
 from shardwright.options import ConvertOptions
 
 __all__ = ["GENERATED", "OBJECTS", "VOLUME", "Plan", "ShardOfPlan"]

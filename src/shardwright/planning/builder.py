@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from shardwright.common.vocabulary import VolumeType, names
 from shardwright.errors import NAMED, PlanError, ShardwrightWarning
 from shardwright.options import ConvertOptions
 from shardwright.planning import capabilities, checks, geometry, pyramid
@@ -17,7 +18,6 @@ from shardwright.planning.layouts import PLANNERS
 from shardwright.planning.levels import add_levels
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source, open_source
-from shardwright.vocabulary import VolumeType, names
 
 
 def make_plan(

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from shardwright.errors import NAMED, Alias, OptionError, PlanError
+from shardwright.lifecycle.manifest import MANIFEST_KEY
 from shardwright.lifecycle.runs import CONTROL_PREFIX
-from shardwright.manifest import MANIFEST_KEY
 from shardwright.options import ConvertOptions
 from shardwright.planning.text import xyz
 from shardwright.sources import missing

@@ -8,7 +8,8 @@ import dataclasses
 import json
 from typing import Any
 
-from shardwright import deadlines
+from shardwright.common import deadlines
+from shardwright.common.urls import absolute
 from shardwright.errors import NAMED, PlanError
 from shardwright.options import ConvertOptions
 from shardwright.planning.builder import make_plan
@@ -17,7 +18,6 @@ from shardwright.planning.objects import ObjectPlan, make_object_plan, object_so
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source
 from shardwright.stores import open_store
-from shardwright.urls import absolute
 
 
 def plan_conversion(

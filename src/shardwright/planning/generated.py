@@ -21,9 +21,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from shardwright.errors import NAMED, PlanError
-from shardwright.formats.meshes import IDENTITY_TRANSFORM, MULTILOD_TYPE
-from shardwright.formats.sharding import ShardingSpec
-from shardwright.formats.skeletons import SKELETON_TYPE
+from shardwright.formats.precomputed.meshes import IDENTITY_TRANSFORM, MULTILOD_TYPE
+from shardwright.formats.precomputed.sharding import ShardingSpec
+from shardwright.formats.precomputed.skeletons import SKELETON_TYPE
 from shardwright.generation.exchange import MESH, SKELETON
 from shardwright.generation.grid import BlockGrid, three
 from shardwright.generation.surfaces import QUANTIZATION_BITS

@@ -22,16 +22,16 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from shardwright.common.urls import HDF5_SUFFIXES, split_hdf5
 from shardwright.errors import NAMED, PlanError, within
-from shardwright.formats import meshes, skeletons
-from shardwright.formats.sharding import ShardingSpec
+from shardwright.formats.precomputed import meshes, skeletons
+from shardwright.formats.precomputed.sharding import ShardingSpec
 from shardwright.options import ConvertOptions
 from shardwright.planning.base import OBJECTS
 from shardwright.planning.sharding import sharding_spec
 from shardwright.planning.text import human_bytes
 from shardwright.sources.kinds import TIFF_SUFFIXES
 from shardwright.stores import open_store
-from shardwright.urls import HDF5_SUFFIXES, split_hdf5
 from shardwright.version import install_command
 
 MULTILOD, SKELETONS, LEGACY = "multilod_mesh", "skeletons", "legacy_mesh"

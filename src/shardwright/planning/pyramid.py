@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from shardwright import downsample
-from shardwright.downsample import Factor, reduced_shape
+from shardwright.common import downsample
+from shardwright.common.downsample import Factor, reduced_shape
 from shardwright.errors import NAMED, Alias, PlanError, PyramidError, within
 from shardwright.options import ConvertOptions
 from shardwright.planning.text import xyz

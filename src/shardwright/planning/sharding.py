@@ -16,9 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from shardwright.errors import NAMED, OptionError, within
-from shardwright.formats.morton import grid_bits, morton_bit_dims
-from shardwright.formats.sharding import ShardingSpec
-from shardwright.formats.zarr3_codecs import Compressor
+from shardwright.formats.precomputed.morton import grid_bits, morton_bit_dims
+from shardwright.formats.precomputed.sharding import ShardingSpec
+from shardwright.formats.zarr3.codecs import Compressor
 from shardwright.options import ConvertOptions
 from shardwright.planning import checks, pyramid
 from shardwright.planning.pyramid import Triple

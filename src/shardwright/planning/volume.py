@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from shardwright import downsample
+from shardwright.common import downsample
 from shardwright.planning import pyramid, report
 from shardwright.planning.base import VOLUME, Plan
 from shardwright.planning.geometry import Geometry

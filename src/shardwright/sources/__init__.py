@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from shardwright.common.lazy import lazy_classes
 from shardwright.errors import SourceError
-from shardwright.lazy import lazy_classes
 from shardwright.sources.base import ArraySource, Source, SourceHints
 from shardwright.sources.location import look
 from shardwright.sources.npy import NpySource

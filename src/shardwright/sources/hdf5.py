@@ -8,6 +8,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from shardwright.common.urls import split_hdf5
 from shardwright.errors import SourceError
 from shardwright.sources.base import (
     ArraySource,
@@ -16,7 +17,6 @@ from shardwright.sources.base import (
     file_identity,
     resolution_in_array_order,
 )
-from shardwright.urls import split_hdf5
 
 
 class Hdf5Source(ArraySource):

@@ -15,11 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from shardwright.common.urls import HDF5_SUFFIXES, scheme_of, split_hdf5
 from shardwright.errors import SourceError
 from shardwright.sources.base import json_object
 from shardwright.sources.kinds import REMOTE_SCHEMES, TIFF_SUFFIXES
 from shardwright.sources.request import SourceRequest
-from shardwright.urls import HDF5_SUFFIXES, scheme_of, split_hdf5
 
 FORMATS = (
     "expected a .npy file, a .tif/.tiff stack, a directory or glob of TIFF slices, "

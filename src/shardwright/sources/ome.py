@@ -11,7 +11,7 @@ coarser dataset k the same way relative to it: its voxel 0, centred at `translat
 from `translation_k - (scale_k - scale_0) / 2` in the finest dataset's convention, so
 `offset_k = translation_k / scale_k - centring_k` with `centring_k = (scale_k - scale_0) / 2 /
 scale_k` voxels. That gives back exactly the offsets of the pyramids shardwright, ome-zarr-py
-and Igneous write (`formats/ome_zarr.py`); the centring travels as `subvoxel_offset`, so that
+and Igneous write (`formats/zarr3/ome_zarr.py`); the centring travels as `subvoxel_offset`, so that
 OME-Zarr output of dataset k keeps its translation exactly (precomputed has no place for it).
 A translation that is not a whole number of voxels, or a transform other than scale and
 translation, cannot be carried: the plan refuses it unless `--voxel-offset` (and, for other

@@ -21,16 +21,16 @@ from typing import Any
 import numpy as np
 
 from shardwright.codecs.base import ChunkEncoding
+from shardwright.common.vocabulary import VolumeType, names
 from shardwright.errors import NAMED, FormatError, SourceError
-from shardwright.formats.precomputed_info import PrecomputedScale
-from shardwright.formats.sharded_reader import ShardedReader
+from shardwright.formats.precomputed.info import PrecomputedScale
+from shardwright.formats.precomputed.sharded_reader import ShardedReader
 from shardwright.sources import missing
 from shardwright.sources.base import ArraySource, SourceHints, json_object
 from shardwright.sources.location import Location
 from shardwright.sources.request import SourceRequest
 from shardwright.sources.stored_forms import NotDecodable, StoredObjects, plain_bytes
 from shardwright.stores import open_store
-from shardwright.vocabulary import VolumeType, names
 
 # The leading bytes by which a chunk's own encoding is told from a compressed form of it.
 JPEG_START = b"\xff\xd8\xff"

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from shardwright.common.urls import HDF5_MAGIC
 from shardwright.errors import SourceError
 from shardwright.sources.base import Source
 from shardwright.sources.kinds import TIFF_SUFFIXES, is_tiff_name
 from shardwright.sources.location import FORMATS, N5_MARKER, ZARR_MARKERS, Location
 from shardwright.sources.request import SourceRequest
-from shardwright.urls import HDF5_MAGIC
 
 # Leading bytes of the file formats read here, for files whose name does not say.
 MAGIC = {b"\x93NUMPY": "npy", b"II*\x00": "tiff", b"MM\x00*": "tiff", b"II+\x00": "tiff",

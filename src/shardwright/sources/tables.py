@@ -19,7 +19,12 @@ from typing import Any
 import numpy as np
 
 from shardwright.errors import SourceError
-from shardwright.formats.annotations import KINDS, PROPERTY_ID, AnnotationProperty, bounding_boxes
+from shardwright.formats.precomputed.annotations import (
+    KINDS,
+    PROPERTY_ID,
+    AnnotationProperty,
+    bounding_boxes,
+)
 from shardwright.version import install_command
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")

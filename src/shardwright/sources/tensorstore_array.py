@@ -2,7 +2,7 @@
 
 Shared by the zarr, N5 and spec sources: the kvstore spec built from a URL, small JSON
 metadata reads, and the picklable TensorStore-backed source. Every TensorStore request has
-a deadline (deadlines.py): bounded retries in the context, curl's connect and stall timeouts
+a deadline (common/deadlines.py): bounded retries in the context, curl's connect and stall timeouts
 in the environment, and a wait bound on the metadata reads that first reach a store.
 
 A chunk these formats do not store is the fill value by their own rule; where a read is
@@ -21,11 +21,11 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from shardwright import deadlines
+from shardwright.common import deadlines
+from shardwright.common.urls import scheme_of
 from shardwright.errors import SourceError
 from shardwright.sources import missing
 from shardwright.sources.base import ArraySource, SourceHints, axes_from_names
-from shardwright.urls import scheme_of
 
 deadlines.configure_tensorstore()  # before the first request of this process
 import tensorstore as ts  # noqa: E402 - curl reads its timeouts from the environment once

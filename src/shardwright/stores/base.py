@@ -27,10 +27,10 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, Self, TypeVar
 
-from shardwright import deadlines
+from shardwright.common import deadlines
 from shardwright.errors import StoreError
 from shardwright.formats.shardfile import Piece
-from shardwright.retry import (
+from shardwright.stores.retry import (
     DEFAULT_POLICY,
     GaveUp,
     RequestCounter,

@@ -24,7 +24,7 @@ import fsspec
 from fsspec.asyn import AsyncFileSystem
 from fsspec.spec import AbstractBufferedFile
 
-from shardwright import deadlines
+from shardwright.common import deadlines
 from shardwright.errors import StoreError
 from shardwright.formats.shardfile import Piece, write_pieces
 from shardwright.stores.base import TMP_MARKER, Expected, Store

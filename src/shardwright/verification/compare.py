@@ -9,12 +9,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from shardwright.downsample import RULES, downsample
-from shardwright.formats import zarr3_metadata, zarr3_sharding
-from shardwright.formats.precomputed_info import PrecomputedInfo
-from shardwright.formats.sharded_reader import ShardedReader
-from shardwright.formats.zarr3_chunks import InnerChunkChain
-from shardwright.manifest import Manifest
+from shardwright.common.downsample import RULES, downsample
+from shardwright.formats.precomputed.info import PrecomputedInfo
+from shardwright.formats.precomputed.sharded_reader import ShardedReader
+from shardwright.formats.zarr3 import metadata as zarr3_metadata
+from shardwright.formats.zarr3 import sharding as zarr3_sharding
+from shardwright.formats.zarr3.chunks import InnerChunkChain
+from shardwright.lifecycle.manifest import Manifest
 from shardwright.planning import pyramid, to_zarr_order
 from shardwright.planning.geometry import to_axes
 from shardwright.planning.text import xyz

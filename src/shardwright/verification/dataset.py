@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from shardwright import deadlines
-from shardwright.manifest import GENERATED, OBJECTS
+from shardwright.common import deadlines
+from shardwright.lifecycle.manifest import GENERATED, OBJECTS
 from shardwright.sources import Source, missing, open_source
 from shardwright.stores import open_store
 from shardwright.verification.compare import compare_levels, judge_absent, same_size

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from shardwright.formats import ome_zarr
+from shardwright.formats.zarr3 import ome_zarr
 from shardwright.sources import Source
 from shardwright.stores import Store
 from shardwright.verification.compare import compare_chunks, decode_chunks, same_size

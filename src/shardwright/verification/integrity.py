@@ -11,13 +11,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shardwright.formats import zarr3_metadata, zarr3_sharding
-from shardwright.formats.sharding import (
+from shardwright.formats.precomputed.sharding import (
     ShardFormatError,
     ShardingSpec,
     decode_minishard_index,
     read_shard_index,
 )
+from shardwright.formats.zarr3 import metadata as zarr3_metadata
+from shardwright.formats.zarr3 import sharding as zarr3_sharding
 from shardwright.stores import Store
 
 

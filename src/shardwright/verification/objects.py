@@ -28,14 +28,14 @@ from typing import Any
 import numpy as np
 
 from shardwright.errors import ShardwrightError
-from shardwright.formats import meshes
-from shardwright.formats.sharded_reader import ShardedReader
-from shardwright.formats.sharding import ShardingSpec
-from shardwright.formats.skeletons import check_skeleton, vertex_attributes
+from shardwright.formats.precomputed import meshes
+from shardwright.formats.precomputed.sharded_reader import ShardedReader
+from shardwright.formats.precomputed.sharding import ShardingSpec
+from shardwright.formats.precomputed.skeletons import check_skeleton, vertex_attributes
 from shardwright.generation import census
 from shardwright.generation.grid import three
 from shardwright.lifecycle.journal import CENSUS
-from shardwright.manifest import GENERATED, Manifest
+from shardwright.lifecycle.manifest import GENERATED, Manifest
 from shardwright.planning.objects import LEGACY, MULTILOD, OBJECT_TYPES, SKELETONS, segment_id_of
 from shardwright.sources import open_source
 from shardwright.stores import Store, open_store

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shardwright.formats.precomputed_info import PrecomputedInfo
+from shardwright.formats.precomputed.info import PrecomputedInfo
 from shardwright.planning.geometry import DEFAULT, OPTION, Placed, output_axes
 from shardwright.planning.text import xyz
 from shardwright.sources import Source

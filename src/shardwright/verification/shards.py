@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from shardwright.errors import ShardFormatError, ZarrMetadataError
-from shardwright.formats import ome_zarr, zarr3_metadata
-from shardwright.formats.precomputed_info import PrecomputedInfo
+from shardwright.formats.precomputed.info import PrecomputedInfo
+from shardwright.formats.zarr3 import metadata as zarr3_metadata
+from shardwright.formats.zarr3 import ome_zarr
 from shardwright.lifecycle.journal import stream_crc32c
-from shardwright.manifest import Manifest
+from shardwright.lifecycle.manifest import Manifest
 from shardwright.stores import Store
 from shardwright.verification.compare import ChunkComparer, PrecomputedComparer, ZarrComparer
 from shardwright.verification.integrity import check_precomputed_shard, check_zarr3_shard

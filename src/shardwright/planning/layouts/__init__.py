@@ -1,17 +1,19 @@
 """A volume's output formats, each one module: `precomputed`, `zarr3` (`base`: what each
-provides). `PLANNERS` makes a format's plan from the decided geometry."""
+provides). `PLANNERS` makes a format's plan from the decided geometry. Each format's bytes
+are its folder of `formats/` (`shardwright.formats.precomputed`, `shardwright.formats.zarr3`),
+which sits below the planner and so cannot hold these modules."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from shardwright.common.vocabulary import OutputFormat
 from shardwright.planning.geometry import Geometry
 from shardwright.planning.layouts import precomputed, zarr3
 from shardwright.planning.layouts.base import ByteStage, LayoutVisitor, LevelGeometry, VolumeLayout
 from shardwright.planning.layouts.precomputed import PrecomputedLayout
 from shardwright.planning.layouts.zarr3 import Zarr3Layout
 from shardwright.planning.volume import ConversionPlan
-from shardwright.vocabulary import OutputFormat
 
 PLANNERS: dict[str, Callable[[Geometry], ConversionPlan]] = {
     OutputFormat.PRECOMPUTED: precomputed.plan_volume,

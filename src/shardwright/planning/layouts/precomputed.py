@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from shardwright.codecs import ChunkEncoding, byte_codec
+from shardwright.common.vocabulary import OutputFormat
 from shardwright.errors import NAMED, OptionError, PlanError, ShardwrightWarning, within
-from shardwright.formats.morton import compressed_morton_code
-from shardwright.formats.precomputed_info import DATA_TYPES, PrecomputedInfo, PrecomputedScale
-from shardwright.formats.sharding import ShardingSpec
+from shardwright.formats.precomputed.info import DATA_TYPES, PrecomputedInfo, PrecomputedScale
+from shardwright.formats.precomputed.morton import compressed_morton_code
+from shardwright.formats.precomputed.sharding import ShardingSpec
 from shardwright.planning import checks, geometry, pyramid, sharding
 from shardwright.planning.layouts.base import (
     ByteStage,
@@ -29,7 +30,6 @@ from shardwright.planning.layouts.base import (
 from shardwright.planning.pyramid import Triple
 from shardwright.planning.text import xyz
 from shardwright.planning.volume import ConversionPlan
-from shardwright.vocabulary import OutputFormat
 
 if TYPE_CHECKING:
     from shardwright.options import ConvertOptions

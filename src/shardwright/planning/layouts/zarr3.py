@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from shardwright.common.vocabulary import OutputFormat
 from shardwright.errors import NAMED, OptionError, PlanError, ShardwrightWarning, within
-from shardwright.formats import ome_zarr
-from shardwright.formats.precomputed_info import DATA_TYPES as NEUROGLANCER_DATA_TYPES
-from shardwright.formats.zarr3_chunks import InnerChunkChain
-from shardwright.formats.zarr3_metadata import ZarrArrayMetadata
+from shardwright.formats.precomputed.info import DATA_TYPES as NEUROGLANCER_DATA_TYPES
+from shardwright.formats.zarr3 import ome_zarr
+from shardwright.formats.zarr3.chunks import InnerChunkChain
+from shardwright.formats.zarr3.metadata import ZarrArrayMetadata
 from shardwright.planning import checks, geometry, pyramid, sharding
 from shardwright.planning.geometry import output_axes, to_axes, to_zarr_order
 from shardwright.planning.layouts.base import (
@@ -30,7 +31,6 @@ from shardwright.planning.pyramid import Triple
 from shardwright.planning.text import xyz
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources.units import nm_per
-from shardwright.vocabulary import OutputFormat
 
 if TYPE_CHECKING:
     from shardwright.options import ConvertOptions

@@ -13,7 +13,7 @@ import zarr
 
 from shardwright import zarr3
 from shardwright.engine.scatter import zarr3_epoch_chunks
-from shardwright.formats.zarr3_chunks import InnerChunkChain, pad
+from shardwright.formats.zarr3.chunks import InnerChunkChain, pad
 
 
 def _stored(chain: InnerChunkChain, block: np.ndarray) -> bytes | None:

@@ -52,12 +52,12 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.arrays import Array
+from shardwright.common.arrays import Array
 from shardwright.errors import NAMED, PyramidError
 
 _reduce: ModuleType | None
 try:  # C kernels for the common cases (built at install when a compiler is present)
-    from shardwright import _reduce
+    from shardwright.common import _reduce
 except ImportError:  # pragma: no cover - exercised by installs without a C compiler
     _reduce = None
 

@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from shardwright import serve
-from shardwright.serve import make_server
+from shardwright.viewing import serve
+from shardwright.viewing.serve import make_server
 
 DATA = bytes(range(256)) * 40  # 10240 bytes
 

@@ -14,8 +14,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from shardwright.common.flags import cli, command_line_fields, parse_positive_int, spelled
 from shardwright.errors import NAMED, OptionError, as_parameter
-from shardwright.flags import cli, command_line_fields, parse_positive_int, spelled
 from shardwright.options import ConvertOptions
 
 DEFAULT_LEASE_TIMEOUT = 120.0  # seconds without a heartbeat before a lease may be taken over

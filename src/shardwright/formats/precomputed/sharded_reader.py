@@ -15,7 +15,7 @@ import numpy as np
 
 from shardwright.codecs import byte_codec
 from shardwright.errors import ShardFormatError
-from shardwright.formats.sharding import ShardingSpec, decode_minishard_index
+from shardwright.formats.precomputed.sharding import ShardingSpec, decode_minishard_index
 
 _U64 = np.dtype("<u8")
 

@@ -25,7 +25,7 @@ import tensorstore as ts
 
 from shardwright import api
 from shardwright.cli import main as cli_main
-from shardwright.serve import make_server
+from shardwright.viewing.serve import make_server
 
 
 @pytest.fixture()

@@ -19,7 +19,7 @@ Inner chunks are whatever the caller encoded. Zarr's inner chunks are always ful
 `chunk_shape` arrays in C order, padded with the fill value at the array's edges (never
 truncated), passed through the inner codec chain ``bytes`` -> optional compressor -> optional
 ``crc32c``; producing them is the codecs' and engine's job, not this module's. The array's
-`zarr.json` is `zarr3_metadata`'s.
+`zarr.json` is `metadata`'s.
 
 Pure bytes in, bytes out: no I/O beyond the local spool a builder may spill to.
 """
@@ -35,10 +35,10 @@ import crc32c
 import numpy as np
 import numpy.typing as npt
 
+from shardwright.common.vocabulary import IndexLocation, names
 from shardwright.errors import ShardFormatError
 from shardwright.formats.shardfile import ShardFile
 from shardwright.formats.spool import DEFAULT_MEMORY_BUDGET, ChunkSpool
-from shardwright.vocabulary import IndexLocation, names
 
 MISSING = 2**64 - 1
 """Index sentinel: an inner chunk whose offset and nbytes are both this is absent."""

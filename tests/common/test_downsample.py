@@ -1,4 +1,4 @@
-"""The pyramid reductions (`shardwright.downsample`) on their own: every method against a
+"""The pyramid reductions (`shardwright.common.downsample`) on their own: every method against a
 straightforward per-block NumPy reference written from the module's docstring (any voxel type,
 odd sizes, partial edge blocks, slab by slab), the mode rules and the exact average by hand,
 the C kernels against the NumPy path, and CuPy's bytes against NumPy's. The pyramid jobs that
@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from shardwright import downsample
+from shardwright.common import downsample
 from tests.support.downsampling_reference import reference
 
 # -- reductions vs the reference -------------------------------------------------------------------

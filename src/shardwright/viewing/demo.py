@@ -77,7 +77,7 @@ def write_demo_volumes(
 def _screenshots(datasets: list[str]) -> None:
     """A picture of each dataset beside it (`<dataset>.png`), where a headless Chromium and
     the `view` extra are at hand; otherwise a line saying why not."""
-    from shardwright.viewer import ViewError, write_screenshots
+    from shardwright.viewing.viewer import ViewError, write_screenshots
 
     shots = [(dataset, f"{dataset}.png") for dataset in datasets]
     try:

@@ -22,10 +22,11 @@ import numpy as np
 import pytest
 import tensorstore as ts
 
-from shardwright import api, viewer
+from shardwright import api
 from shardwright.errors import ShardwrightWarning
 from shardwright.version import install_command
-from shardwright.viewer import ViewError, open_view
+from shardwright.viewing import viewer
+from shardwright.viewing.viewer import ViewError, open_view
 from tests.support.segment_objects import write_multilod_meshes, write_segmentation
 
 pytest.importorskip("neuroglancer", reason="the view extra: pip install -e '.[view]'")
@@ -340,7 +341,7 @@ def test_a_bare_array_is_placed_as_its_conversion_read_it(tmp_path: pathlib.Path
 def test_a_remote_dataset_is_read_where_it_is(datasets: dict[str, Any]) -> None:
     """A dataset behind an http(s) URL (here another data server on loopback) is a layer whose
     source is that URL: nothing of it goes through the view's own data server."""
-    from shardwright.serve import make_server
+    from shardwright.viewing.serve import make_server
 
     remote = make_server(routes={"/lab/em": str(datasets["root"] / "em")})
     threading.Thread(target=remote.serve_forever, daemon=True).start()
@@ -405,7 +406,7 @@ def test_a_remote_zarr_v2_group_is_checked_by_the_metadata_it_has(tmp_path: path
     is there, so a readable group draws no warning."""
     import zarr
 
-    from shardwright.serve import make_server
+    from shardwright.viewing.serve import make_server
 
     group = zarr.open_group(str(tmp_path / "g.zarr"), mode="w", zarr_format=2)
     group.create_array("0", shape=(8, 32, 32), chunks=(8, 32, 32), dtype="uint8")[...] = 3

@@ -26,14 +26,14 @@ from typing import Any
 
 import numpy as np
 
-from shardwright import deadlines
+from shardwright.common import deadlines
+from shardwright.common.vocabulary import VolumeType, names
 from shardwright.errors import ShardwrightError, ShardwrightWarning
-from shardwright.manifest import read_manifest
+from shardwright.lifecycle.manifest import read_manifest
 from shardwright.planning.builder import LABEL_DTYPES
 from shardwright.sources import open_source
 from shardwright.sources.tensorstore_array import endpoint_url
 from shardwright.stores import Store, open_store
-from shardwright.vocabulary import VolumeType, names
 
 # What sits at a dataset's root, and the Neuroglancer data source scheme that reads it.
 DATA_SCHEMES = (

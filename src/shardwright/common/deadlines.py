@@ -7,7 +7,7 @@ inherit) and set from the options: how long an endpoint may take to accept a con
 to send the next bytes of an answer, and how long a store that has not answered yet (the
 first contact: a plan's metadata reads, a destination's checks) is retried before the command
 gives up with one error naming the URL, the endpoint and where credentials came from. Once a
-store has answered, a hiccup is retried for longer (retry.py's budget).
+store has answered, a hiccup is retried for longer (`stores/retry.py`'s budget).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from shardwright.common.urls import scheme_of
 from shardwright.errors import NAMED, OptionError, StoreError
-from shardwright.urls import scheme_of
 
 DEFAULT_TIMEOUT = 25.0  # with a command's start, an unreachable store is reported within 30 s
 ENV = "SHARDWRIGHT_TIMEOUT"

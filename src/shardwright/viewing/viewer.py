@@ -24,9 +24,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shardwright.serve import DatasetServer, make_server, run_until_stopped
 from shardwright.version import install_command
-from shardwright.view_state import (
+from shardwright.viewing.serve import DatasetServer, make_server, run_until_stopped
+from shardwright.viewing.state import (
     DatasetLayer,
     ViewError,
     bucket_url,

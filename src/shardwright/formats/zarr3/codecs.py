@@ -4,7 +4,7 @@ Inner chunks pass ``bytes`` (little endian) -> at most one compressor (`Compress
 or blosc) -> optionally ``crc32c``; the shard index passes ``bytes`` (little endian) ->
 ``crc32c``. This module writes those lists and parses them back, refusing anything shardwright
 cannot reproduce exactly; `Compressor.codec` is the byte codec that produces what an entry
-describes. The rest of the document is `zarr3_metadata`'s. Pure JSON: no I/O.
+describes. The rest of the document is `metadata`'s. Pure JSON: no I/O.
 """
 
 from __future__ import annotations

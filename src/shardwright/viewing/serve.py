@@ -7,7 +7,7 @@ a zarr3 index at the end) from another origin, so the server speaks HTTP/1.1 wit
 CORS headers, listens on loopback unless told otherwise, and stops cleanly (`shutdown` from
 any thread, Ctrl-C or SIGTERM in `serve`).
 
-What it refuses to be (each a test in tests/frontends/test_serve_abuse.py):
+What it refuses to be (each a test in tests/viewing/test_serve_abuse.py):
 - a queue of 5: the listen backlog holds `BACKLOG` connections, so 200 readers at once are
   accepted at once rather than retried after a second;
 - a thread per connection without limit: connections are served by a pool of at most

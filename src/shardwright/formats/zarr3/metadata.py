@@ -4,7 +4,7 @@ the chunk grids and key encoding, and the `sharding_indexed` codec that wraps th
 `ZarrArrayMetadata` is the document as shardwright writes it, with the geometry derived from it
 (shard grid, inner chunks per shard, shard keys); `from_json` reads what shardwright, zarr-python
 3 or TensorStore write and refuses what shardwright cannot reproduce exactly. The codec lists
-inside are `zarr3_codecs`'s, the shard objects `zarr3_sharding`'s. Pure JSON: no I/O.
+inside are `codecs`'s, the shard objects `sharding`'s. Pure JSON: no I/O.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from shardwright.errors import ZarrMetadataError
-from shardwright.formats.zarr3_codecs import (
+from shardwright.formats.zarr3.codecs import (
     Compressor,
     check_keys,
     index_codecs_json,
@@ -26,7 +26,7 @@ from shardwright.formats.zarr3_codecs import (
     parse_inner_codecs,
     parse_named,
 )
-from shardwright.formats.zarr3_sharding import INDEX_LOCATIONS, index_nbytes
+from shardwright.formats.zarr3.sharding import INDEX_LOCATIONS, index_nbytes
 
 # The Zarr v3 core data types that have a NumPy type (all but the raw bits `r*`).
 DATA_TYPES = (

@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.arrays import Array, Namespace
 from shardwright.codecs import ByteCodec
-from shardwright.formats.zarr3_metadata import ZarrArrayMetadata
-from shardwright.formats.zarr3_sharding import append_crc32c, strip_crc32c
+from shardwright.common.arrays import Array, Namespace
+from shardwright.formats.zarr3.metadata import ZarrArrayMetadata
+from shardwright.formats.zarr3.sharding import append_crc32c, strip_crc32c
 
 Buffer = bytes | bytearray | memoryview
 

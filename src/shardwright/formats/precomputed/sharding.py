@@ -21,11 +21,11 @@ import numpy as np
 import numpy.typing as npt
 
 from shardwright.codecs import byte_codec
+from shardwright.common.vocabulary import ShardHash, names
 from shardwright.errors import ShardFormatError, ShardingSpecError
-from shardwright.formats.murmurhash import murmurhash3_x86_128_low64
+from shardwright.formats.precomputed.murmurhash import murmurhash3_x86_128_low64
 from shardwright.formats.shardfile import Piece, ShardFile
 from shardwright.formats.spool import DEFAULT_MEMORY_BUDGET, ChunkSpool
-from shardwright.vocabulary import ShardHash, names
 
 SHARDING_TYPE = "neuroglancer_uint64_sharded_v1"
 HASHES = names(ShardHash)

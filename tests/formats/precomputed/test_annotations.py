@@ -20,14 +20,14 @@ from neuroglancer.read_precomputed_annotations import AnnotationReader
 
 from shardwright.engine.annotation_rows import AnnotationLayout, partition_sections, shard_entries
 from shardwright.errors import FormatError
-from shardwright.formats import annotation_spatial as spatial
-from shardwright.formats.annotations import (
+from shardwright.formats.precomputed import annotation_spatial as spatial
+from shardwright.formats.precomputed.annotations import (
     KINDS,
     AnnotationProperty,
     AnnotationSchema,
     bounding_boxes,
 )
-from shardwright.formats.sharding import ShardingSpec
+from shardwright.formats.precomputed.sharding import ShardingSpec
 from shardwright.sources.tables import annotation_columns
 
 SHARDING = ShardingSpec(

@@ -17,10 +17,10 @@ import numpy as np
 import numpy.typing as npt
 
 from shardwright.codecs import ChunkEncoding, chunk_encoding
+from shardwright.common.vocabulary import VolumeType, names
 from shardwright.errors import InfoError
-from shardwright.formats.morton import compressed_morton_code
-from shardwright.formats.sharding import ShardingSpec
-from shardwright.vocabulary import VolumeType, names
+from shardwright.formats.precomputed.morton import compressed_morton_code
+from shardwright.formats.precomputed.sharding import ShardingSpec
 
 VOLUME_TYPE = "neuroglancer_multiscale_volume"
 LAYER_TYPES = names(VolumeType)

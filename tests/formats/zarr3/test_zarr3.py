@@ -29,9 +29,9 @@ from hypothesis import strategies as st
 from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
 
 from shardwright.errors import ShardFormatError, ZarrMetadataError
-from shardwright.formats.zarr3_codecs import Compressor
-from shardwright.formats.zarr3_metadata import ZarrArrayMetadata
-from shardwright.formats.zarr3_sharding import (
+from shardwright.formats.zarr3.codecs import Compressor
+from shardwright.formats.zarr3.metadata import ZarrArrayMetadata
+from shardwright.formats.zarr3.sharding import (
     MISSING,
     ShardBuilder,
     ShardReader,

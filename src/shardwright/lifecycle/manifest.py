@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from shardwright.common.vocabulary import OutputFormat, names
 from shardwright.errors import ManifestError
 from shardwright.stores import Store
 from shardwright.version import __version__
-from shardwright.vocabulary import OutputFormat, names
 
 VOLUME, OBJECTS = "volume", "objects"  # the kinds of dataset a job writes (`Plan.dataset`)
 GENERATED = "generated"  # meshes or skeletons made from the volume by the same job
