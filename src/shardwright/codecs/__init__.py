@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from shardwright.codecs.base import ByteCodec, ChunkEncoding
 from shardwright.errors import EncodingError
-from shardwright.lazy import lazy_classes
+from shardwright.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from shardwright.codecs.blosc import BloscCodec
@@ -44,7 +44,7 @@ CHUNK_ENCODINGS: dict[str, str] = {
 }
 
 
-__getattr__ = lazy_classes(__name__, _CLASSES)
+__getattr__ = lazy_attributes(__name__, _CLASSES)
 
 
 def _build(kind: str, name: str, cls: type, options: dict[str, Any]) -> Any:

@@ -11,7 +11,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from shardwright.errors import SourceError
-from shardwright.lazy import lazy_classes
+from shardwright.lazy import lazy_attributes
 from shardwright.sources.base import ArraySource, Source, SourceHints
 from shardwright.sources.kinds import REMOTE_SCHEMES, TIFF_SUFFIXES, is_tiff_name
 from shardwright.sources.npy import NpySource
@@ -31,7 +31,7 @@ _LAZY = {
 }
 
 
-__getattr__ = lazy_classes(__name__, _LAZY)
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 __all__ = [
