@@ -126,9 +126,8 @@ def main() -> None:
     workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="sw-startup-"))
     workdir.mkdir(parents=True, exist_ok=True)
     checkout = _checkout(args.commit) if args.commit and not args.before else None
-    versions = {"after": str(ROOT / "src")}
-    if args.before or checkout:
-        versions = {"before": args.before or str(checkout / "src"), **versions}
+    before = args.before or (str(checkout / "src") if checkout else None)
+    versions = {**({"before": before} if before else {}), "after": str(ROOT / "src")}
     try:
         for src in versions.values():
             compileall.compile_dir(src, quiet=1)
