@@ -11,10 +11,16 @@ The API a notebook uses, the same the command line calls:
 - `ConvertOptions`: every option of a conversion; `errors`: what shardwright raises.
 """
 
-from shardwright import errors, precomputed, zarr3
-from shardwright.api import ConvertOptions, Manifest, convert, plan, verify, view
-from shardwright.sources import open_source
+from typing import TYPE_CHECKING
+
+from shardwright import errors
+from shardwright.common.lazy import lazy_attributes
 from shardwright.version import __version__
+
+if TYPE_CHECKING:
+    from shardwright import precomputed, zarr3
+    from shardwright.api import ConvertOptions, Manifest, convert, plan, verify, view
+    from shardwright.sources import open_source
 
 __all__ = [
     "ConvertOptions",
@@ -29,3 +35,15 @@ __all__ = [
     "view",
     "zarr3",
 ]
+
+# The API imports NumPy and Dask: loaded on first use, so `import shardwright` (and a CLI
+# start that needs none of it, `--help`) stays quick. Name -> the submodule defining it.
+__getattr__ = lazy_attributes(__name__, {
+    "ConvertOptions": "api", "Manifest": "api", "convert": "api", "plan": "api",
+    "verify": "api", "view": "api", "open_source": "sources", "precomputed": "precomputed",
+    "zarr3": "zarr3",
+})  # fmt: skip
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import concurrent.futures
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardwright.errors import LeaseHeld, PlanError
-from shardwright.jobs import pending as jobs
-from shardwright.jobs.progress import Progress
-from shardwright.jobs.shard_stream import Node
-from shardwright.jobs.submission import check_window
-from shardwright.lifecycle.job import Job
 from shardwright.lifecycle.manifest import Manifest
 from shardwright.lifecycle.run_options import RunOptions, split_keywords
 from shardwright.options import ConvertOptions
 from shardwright.planning import ConversionPlan, ObjectPlan, plan_conversion
 from shardwright.sources import Source
 from shardwright.verification import verify
-from shardwright.viewing.viewer import View, open_view
+
+# What runs a job (Dask, the engines) is imported when a conversion is checked or run, the
+# viewer when one is shown: `plan` and `verify` (and the command line's) import neither.
+if TYPE_CHECKING:
+    from shardwright.jobs.progress import Progress
+    from shardwright.jobs.shard_stream import Node
+    from shardwright.lifecycle.job import Job
+    from shardwright.viewing.viewer import View
 
 __all__ = [
     "ConvertOptions",
@@ -75,6 +77,8 @@ def convert(
     shard tasks on the cluster at once (default: a few per worker thread) and writes the
     manifest last.
     """
+    from shardwright.jobs import pending as jobs
+
     conversion, run_values = split_keywords(values)
     settings = (run or RunOptions()).updated(run_values)
     the_plan: ConversionPlan | ObjectPlan
@@ -103,6 +107,8 @@ class PendingConversion:
     """
 
     def __init__(self, job: Job, *, window: int | None = None) -> None:
+        from shardwright.jobs.submission import check_window
+
         check_window(window)  # before anything is written
         self.job = job
         self.window = window
@@ -123,11 +129,15 @@ class PendingConversion:
         """Every shard task this job would submit, in order, as far as the plan knows them
         (for inspection: a big job's list is big). Generated meshes and skeletons list their
         block tasks: their shard tasks follow from what the blocks find."""
+        from shardwright.jobs import pending as jobs
+
         return jobs.job_nodes(self.job)
 
     def compute(self, **overrides: Any) -> Manifest:
         """Run the job and return its manifest; the run options given override convert's
         (where the job runs and what it shows; not what it does to DEST, checked already)."""
+        from shardwright.jobs import pending as jobs
+
         settings = self._settings(overrides)
         return self._run(settings, jobs.shown(settings.progress))
 
@@ -135,6 +145,8 @@ class PendingConversion:
         """Start the job in a background thread of this process (which coordinates it);
         returns a future of its manifest. In a notebook the progress bar shows in the cell
         that called this."""
+        from shardwright.jobs import pending as jobs
+
         settings = self._settings(overrides)
         shown = jobs.shown(settings.progress)  # made here: the widget shows in this cell
         runs = concurrent.futures.ThreadPoolExecutor(1, "shardwright-job")
@@ -152,6 +164,8 @@ class PendingConversion:
         return self.run.updated(overrides)
 
     def _run(self, settings: RunOptions, progress: Progress) -> Manifest:
+        from shardwright.jobs import pending as jobs
+
         return jobs.run_checked(
             self.job, self.plan, settings, progress, self.window, self.preflight_requests
         )
@@ -174,6 +188,8 @@ def check(
     """Every refusal that needs no write: where each destination lies, whether another job
     is writing it, what it holds and whether this job may resume it (`run`, or run options by
     name). `convert` calls it first, once; the CLI prints the plan only after it passed."""
+    from shardwright.jobs import pending as jobs
+
     return jobs.check_job(the_plan, (run or RunOptions()).updated(values))
 
 
@@ -194,4 +210,6 @@ def view(
     with the Neuroglancer client and return the running view: `.url` opens them all (in
     Jupyter the view shows as a link), `.app_link` in any Neuroglancer; `.close()` stops
     serving. Needs the `view` extra (the `neuroglancer` package's client)."""
+    from shardwright.viewing.viewer import open_view
+
     return open_view(destinations, host, port, storage_options=storage_options).start()

@@ -151,15 +151,23 @@ def test_no_module_imports_another_modules_private_names() -> None:
 
 
 def test_import_shardwright_is_a_plain_package_with_its_api() -> None:
-    """`import shardwright` shows the API in dir(), each with a docstring, and importing any
-    submodule (even one named like an API function once was) leaves the API in place."""
+    """`import shardwright` shows the whole API in dir() and __all__ before any of it is used
+    (the heavy parts load on first use: `shardwright.api` is not imported yet), each name
+    with a docstring, and importing any submodule (even one named like an API function once
+    was) leaves the API in place; a name it does not have is an AttributeError."""
     script = (
-        "import shardwright, types, json\n"
-        "names = ['plan', 'convert', 'verify', 'open_source', 'precomputed', 'zarr3']\n"
+        "import shardwright, sys, types, json\n"
+        "names = ['plan', 'convert', 'verify', 'view', 'open_source', 'ConvertOptions',\n"
+        "         'Manifest', 'errors', 'precomputed', 'zarr3']\n"
+        "listed = {n: n in dir(shardwright) and n in shardwright.__all__ for n in names}\n"
+        "loaded = 'shardwright.api' in sys.modules\n"
         "import shardwright.planning, shardwright.verification, shardwright.engine.cpu\n"
-        "out = {n: (n in dir(shardwright), bool(getattr(shardwright, n).__doc__),\n"
+        "out = {n: (listed[n], bool(getattr(shardwright, n).__doc__),\n"
         "           isinstance(getattr(shardwright, n), types.ModuleType)) for n in names}\n"
         "out['class'] = type(shardwright) is types.ModuleType\n"
+        "out['api loaded at import'] = loaded\n"
+        "out['version'] = shardwright.__version__\n"
+        "out['unknown'] = not hasattr(shardwright, 'no_such_name')\n"
         "print(json.dumps(out))\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
@@ -168,8 +176,12 @@ def test_import_shardwright_is_a_plain_package_with_its_api() -> None:
 
     out = json.loads(done.stdout)
     assert out.pop("class") is True
-    functions = {"plan", "convert", "verify", "open_source"}
-    assert out == {n: [True, True, n not in functions] for n in out}
+    assert out.pop("api loaded at import") is False
+    assert out.pop("version") == shardwright.__version__
+    assert out.pop("unknown") is True
+    modules = {"errors", "precomputed", "zarr3"}
+    assert out == {n: [True, True, n in modules] for n in out}
+    assert set(out) | {"__version__"} == set(shardwright.__all__)
 
 
 def test_shard_tasks_take_decisions_from_the_plan_not_the_options() -> None:

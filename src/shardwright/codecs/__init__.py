@@ -13,7 +13,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from shardwright.codecs.base import ByteCodec, ChunkEncoding
-from shardwright.common.lazy import lazy_classes
+from shardwright.common.lazy import lazy_attributes
 from shardwright.errors import EncodingError
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ CHUNK_ENCODINGS: dict[str, str] = {
 }
 
 
-__getattr__ = lazy_classes(__name__, _CLASSES)
+__getattr__ = lazy_attributes(__name__, _CLASSES)
 
 
 def _build(kind: str, name: str, cls: type, options: dict[str, Any]) -> Any:

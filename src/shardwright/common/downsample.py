@@ -48,12 +48,16 @@ import itertools
 import math
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from shardwright.common.arrays import Array
 from shardwright.errors import NAMED, PyramidError
+
+# NumPy is imported by the functions that use it: the command line's parser reads METHODS and
+# METHOD_HELP (options.py), and `--help` imports no NumPy.
+if TYPE_CHECKING:
+    import numpy as np
+
+    from shardwright.common.arrays import Array
 
 _reduce: ModuleType | None
 try:  # C kernels for the common cases (built at install when a compiler is present)
@@ -87,12 +91,16 @@ WHY = {"b": "booleans have no average", "c": "complex numbers have no order and 
 def default_method(layer_type: str, dtype: np.dtype | None = None) -> str:
     """Images are averaged; segmentations and masks (bool) take the plain mode, the field's
     default (averaging would invent labels; booleans have no average)."""
+    import numpy as np
+
     is_mask = dtype is not None and np.dtype(dtype).kind == "b"
     return "mode" if layer_type == "segmentation" or is_mask else "average"
 
 
 def check_method(method: str, dtype: np.dtype, layer_type: str) -> None:
     """Refuse a method the data cannot take, with the reason."""
+    import numpy as np
+
     if method not in METHODS:
         raise PyramidError(f"unknown downsampling method {method!r}; choose one of {METHODS}")
     kind = np.dtype(dtype).kind
@@ -146,6 +154,8 @@ def downsample(
     Reductions run over z-slabs of whole downsampling blocks holding at most `max_slab_bytes`
     of input, so temporaries (mode copies its input) stay bounded for any block size.
     """
+    import numpy as np
+
     block = xp.asarray(block)
     if block.ndim != 4:
         raise PyramidError(f"expected a [x, y, z, c] block, got shape {block.shape}")
@@ -160,6 +170,8 @@ def downsample(
 def _reduced(
     xp: Any, block: Array, factor: Factor, method: str, max_slab_bytes: int | None
 ) -> Array:
+    import numpy as np
+
     fx, fy, fz = factor
     nx, ny, nz, channels = block.shape
     # The output takes the input's layout (x fastest for sources read z, y, x): accumulators
@@ -222,6 +234,8 @@ def _positions(lifted: Array, x_fastest: bool = False) -> list[Array]:
 
 
 def _average(xp: Any, lifted: Array) -> Array:
+    import numpy as np
+
     dtype = lifted.dtype
     views = _positions(lifted)
     n = len(views)
@@ -258,6 +272,8 @@ def _average(xp: Any, lifted: Array) -> Array:
 
 def _accumulator(dtype: np.dtype, n: int) -> np.dtype | None:
     """The narrowest integer type holding n * max + n // 2 of `dtype` (same signedness)."""
+    import numpy as np
+
     needed = dtype.itemsize * 8 + n.bit_length()
     for bits in (16, 32, 64):
         if bits >= needed:
@@ -323,6 +339,8 @@ def _mode_by_counts(xp: Any, values: Array, skip_zero: bool) -> Array:
     """Each row's value counted from that row on: at a value's first row the count is its
     whole count, at later rows less. The strictly greatest count wins, so of equally frequent
     values the one met first does (tinybrain's counting kernel); zero where none counts."""
+    import numpy as np
+
     n = values.shape[0]
     best = xp.zeros(values.shape[1:], dtype=np.uint8)  # n <= MAX_COUNTED
     best_value = xp.zeros_like(values[0])
@@ -349,6 +367,8 @@ def _mode_by_sorting(xp: Any, values: Array, skip_zero: bool) -> Array:
     """The same rule where counting would cost more than sorting: each block's values sorted
     stably, so a run of equal values starts at the value's first row; the longest run wins,
     of equally long runs the one whose value was met first."""
+    import numpy as np
+
     n = values.shape[0]
     blocks = xp.ascontiguousarray(values.T)  # each block's values contiguous: the sort's axis
     order = xp.argsort(blocks, axis=1, kind="stable")

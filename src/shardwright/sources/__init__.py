@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from shardwright.common.lazy import lazy_classes
+from shardwright.common.lazy import lazy_attributes
 from shardwright.errors import SourceError
 from shardwright.sources.base import ArraySource, Source, SourceHints
 from shardwright.sources.location import look
@@ -31,7 +31,7 @@ _LAZY = {
 }
 
 
-__getattr__ = lazy_classes(__name__, _LAZY)
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 __all__ = [
