@@ -166,10 +166,12 @@ def test_the_view_command_prints_the_url_and_stops_on_sigterm(datasets: dict[str
 def test_open_hands_the_url_to_the_users_browser(
     datasets: dict[str, Any], tmp_path: pathlib.Path
 ) -> None:
-    """--open starts the browser named by $BROWSER (Python's webbrowser) on the printed URL."""
+    """--open starts the browser named by $BROWSER (Python's webbrowser) on the printed URL;
+    SIGTERM while that browser's command still runs (webbrowser waits for it: here it lingers
+    two seconds) ends the view as a stop while serving does, status 0."""
     opened = tmp_path / "opened.txt"
     browser = tmp_path / "browser.sh"
-    browser.write_text(f'#!/bin/sh\necho "$1" > {opened}\n')
+    browser.write_text(f'#!/bin/sh\necho "$1" > {opened}\nsleep 2\n')
     browser.chmod(0o755)
     process = subprocess.Popen(
         [sys.executable, "-m", "shardwright.cli", "view", "--open", str(datasets["root"] / "em")],
@@ -183,7 +185,7 @@ def test_open_hands_the_url_to_the_users_browser(
         while not (opened.exists() and opened.read_text()) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert opened.read_text().strip() == url
-        assert process.poll() is None, "the view keeps serving after opening the browser"
+        assert process.poll() is None, "the view keeps running after opening the browser"
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0
     finally:

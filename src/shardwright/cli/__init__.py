@@ -221,17 +221,25 @@ def _view(args: argparse.Namespace) -> int:
     print(f"in any Neuroglancer: {view.app_link}", file=sys.stderr)
     print(f"serving {len(view.layers)} dataset(s) from {view.data_server.url} (Ctrl-C to stop)",
           file=sys.stderr)  # fmt: skip
-    if args.open:
-        import webbrowser
-
-        if not webbrowser.open(view.url):
-            print(
-                "view: --open found no browser to start here (no display?): open the URL "
-                "above in a browser that reaches this machine",
-                file=sys.stderr,
-            )
+    try:  # a stop while the browser starts (webbrowser waits for its command) ends the view
+        if args.open:
+            _open_browser(view.url)
+    except (KeyboardInterrupt, stops.Terminated):
+        view.close()
+        return 0
     view.serve()
     return 0
+
+
+def _open_browser(url: str) -> None:
+    import webbrowser
+
+    if not webbrowser.open(url):
+        print(
+            "view: --open found no browser to start here (no display?): open the URL above in "
+            "a browser that reaches this machine",
+            file=sys.stderr,
+        )
 
 
 def _verify(args: argparse.Namespace) -> int:
