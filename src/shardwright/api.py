@@ -9,7 +9,7 @@ from shardwright.errors import LeaseHeld, PlanError
 from shardwright.lifecycle.manifest import Manifest
 from shardwright.lifecycle.run_options import RunOptions, split_keywords
 from shardwright.options import ConvertOptions
-from shardwright.planning import ConversionPlan, ObjectPlan, plan_conversion
+from shardwright.planning import TopPlan, plan_conversion
 from shardwright.sources import Source
 from shardwright.verification import verify
 
@@ -37,7 +37,7 @@ __all__ = [
 
 def plan(
     source: str | Source, dest: str, options: ConvertOptions | None = None, **option_values: Any
-) -> ConversionPlan | ObjectPlan:
+) -> TopPlan:
     """Decide everything about a conversion and write nothing; `print(plan.report())`.
 
     A mesh or skeleton directory (its `info` says which) gets an ObjectPlan; a volume a
@@ -48,7 +48,7 @@ def plan(
 
 
 def convert(
-    source: str | Source | ConversionPlan | ObjectPlan,
+    source: str | Source | TopPlan,
     dest: str | None = None,
     options: ConvertOptions | None = None,
     *,
@@ -81,8 +81,8 @@ def convert(
 
     conversion, run_values = split_keywords(values)
     settings = (run or RunOptions()).updated(run_values)
-    the_plan: ConversionPlan | ObjectPlan
-    if isinstance(source, ConversionPlan | ObjectPlan):
+    the_plan: TopPlan
+    if isinstance(source, TopPlan):
         if conversion or options is not None:
             raise TypeError("convert(plan, ...) takes run options only: the plan is decided")
         the_plan = source
@@ -120,9 +120,9 @@ class PendingConversion:
         return self.job.run
 
     @property
-    def plan(self) -> ConversionPlan | ObjectPlan:
+    def plan(self) -> TopPlan:
         the_plan = self.job.plan
-        assert isinstance(the_plan, ConversionPlan | ObjectPlan)
+        assert isinstance(the_plan, TopPlan)
         return the_plan
 
     def nodes(self) -> list[Node]:
@@ -182,9 +182,7 @@ class PendingConversion:
         return f"<PendingConversion {source} -> {self.plan.dest}: call .compute()>"
 
 
-def check(
-    the_plan: ConversionPlan | ObjectPlan, run: RunOptions | None = None, **values: Any
-) -> Job:
+def check(the_plan: TopPlan, run: RunOptions | None = None, **values: Any) -> Job:
     """Every refusal that needs no write: where each destination lies, whether another job
     is writing it, what it holds and whether this job may resume it (`run`, or run options by
     name). `convert` calls it first, once; the CLI prints the plan only after it passed."""

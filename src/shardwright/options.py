@@ -20,9 +20,16 @@ from shardwright.common.flags import (
     parse_ids,
     parse_json_object,
     parse_mips,
+    parse_pair,
     parse_size,
     parse_xyz,
     spelled,
+)
+from shardwright.common.option_checks import (
+    check_annotations,
+    check_generation,
+    check_numbers,
+    whole,
 )
 from shardwright.common.vocabulary import IndexLocation, OutputFormat, ShardHash, VolumeType, names
 from shardwright.errors import NAMED, OptionError
@@ -38,14 +45,14 @@ HASHES = names(ShardHash)
 INDEX_LOCATIONS = names(IndexLocation)
 ZARR_LAYOUTS = ("ome", "array")
 ENGINES = ("cpu", "gpu")
+ANNOTATION_TYPES = ("point", "line", "axis_aligned_bounding_box", "ellipsoid")
+DEFAULT_ANNOTATION_LIMIT = 10_000
 
 
 DEFAULT_BLOCK_SIZE = (8, 8, 8)
 DEFAULT_JPEG_QUALITY = 85
 DEFAULT_INDEX_LOCATION = "end"
 DEFAULT_ZARR_LAYOUT = "ome"
-
-MAX_MINISHARD_BITS = 20  # a 16 MiB shard index, which readers fetch whole
 
 
 XYZ = "X,Y,Z"
@@ -323,6 +330,47 @@ class ConvertOptions:
             metavar="ID,ID,...",
         ),
     )
+    annotation_type: str | None = field(
+        default=None,
+        metadata=cli(
+            "--annotation-type",
+            "a table (.csv, .parquet) becomes precomputed annotations of this type; columns "
+            "x,y,z (ax..bz for lines and boxes; x,y,z,rx,ry,rz for ellipsoids) in voxels of "
+            "--resolution",
+            choices=ANNOTATION_TYPES,
+        ),
+    )
+    relationships: tuple[tuple[str, str], ...] = field(
+        default=(),
+        metadata=cli(
+            "--relationship",
+            "a relationship NAME whose COLUMN holds each row's segment id (0: none); repeat "
+            "for several",
+            parse=parse_pair,
+            metavar="NAME=COLUMN",
+            repeat=True,
+        ),
+    )
+    properties: tuple[str, ...] | None = field(
+        default=None,
+        metadata=cli(
+            "--property",
+            "a table column kept as a property (repeat for several; default: every other "
+            "numeric column)",
+            metavar="COLUMN",
+            repeat=True,
+        ),
+    )
+    annotation_limit: int = field(
+        default=DEFAULT_ANNOTATION_LIMIT,
+        metadata=cli(
+            "--annotation-limit",
+            "annotations per cell of each spatial index level (Neuroglancer shows a sample "
+            "of about this many per cell when zoomed out)",
+            parse=int,
+            metavar="N",
+        ),
+    )
     engine: str = field(  # "gpu": shard tasks run the batched pipeline on CUDA workers
         default="cpu",
         metadata=cli(
@@ -430,7 +478,7 @@ class ConvertOptions:
                 f"{{engine}} is not an engine; choose one of {ENGINES}", engine=self.engine
             )
         for name, least in (("memory_budget", 16 * MiB), ("target_shard_bytes", 1)):
-            if not _whole(value := getattr(self, name), least):
+            if not whole(value := getattr(self, name), least):
                 raise OptionError(f"{{{name}}} must be bytes or a size such as 512M, at least "
                                   f"{format_size(least)}", **{name: value})  # fmt: skip
         for name in ("storage_options", "source_storage_options"):
@@ -440,57 +488,11 @@ class ConvertOptions:
                     f"{type(getattr(self, name)).__name__}",
                     **{name: NAMED},
                 )
-        for name, most in (("preshift_bits", 64), ("minishard_bits", MAX_MINISHARD_BITS),
-                           ("shard_bits", 64)):  # fmt: skip
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not 0 <= value <= most):
-                raise OptionError(
-                    f"{{{name}}} must be in 0..{most}, got {value}"
-                    + (" (each shard's index holds 16 bytes per minishard: 2^20 of them "
-                       "make 16 MiB)" if name == "minishard_bits" else ""),
-                    **{name: NAMED},
-                )  # fmt: skip
-        if not self.timeout > 0:
-            raise OptionError(
-                "{timeout} must be a positive number of seconds", timeout=self.timeout
-            )
-        if (
-            self.mips is not None
-            and self.mips != "auto"
-            and (isinstance(self.mips, bool) or not isinstance(self.mips, int) or self.mips < 0)
-        ):
-            raise OptionError(
-                f"{{mips}} must be a non-negative integer or 'auto', got {self.mips!r}",
-                mips=NAMED,
-            )
-        _check_generation(self)
+        check_numbers(self)
+        check_generation(self)
+        check_annotations(self)
         if self.downsample is not None and self.downsample not in DOWNSAMPLE_METHODS:
             raise OptionError(
                 f"{{downsample}} is not a downsampling method; choose one of {DOWNSAMPLE_METHODS}",
                 downsample=self.downsample,
             )
-
-
-def _whole(value: Any, least: int) -> bool:
-    return not isinstance(value, bool) and isinstance(value, int) and value >= least
-
-
-def _check_generation(options: ConvertOptions) -> None:
-    """The values the mesh and skeleton generation options can take."""
-    error, lods, block, ids = (
-        options.mesh_max_error, options.mesh_lods, options.mesh_block, options.object_ids
-    )  # fmt: skip
-    if error is not None and not (isinstance(error, int | float) and 0 <= error < float("inf")):
-        raise OptionError("{mesh_max_error} must be a distance in nm, 0 or more",
-                          mesh_max_error=error)  # fmt: skip
-    if lods != "auto" and not _whole(lods, 1):
-        raise OptionError("{mesh_lods} must be a number of levels (1 or more) or 'auto'",
-                          mesh_lods=lods)  # fmt: skip
-    for name in ("mesh_level", "dust_threshold"):
-        if not _whole(getattr(options, name), 0):
-            raise OptionError(f"{{{name}}} must be a whole number, 0 or more",
-                              **{name: getattr(options, name)})  # fmt: skip
-    if block is not None and (len(block) != 3 or not all(_whole(n, 2) for n in block)):
-        raise OptionError("{mesh_block} must be three whole numbers of 2 or more", mesh_block=block)
-    if ids is not None and (not ids or not all(_whole(i, 1) and i < 2**64 for i in ids)):
-        raise OptionError("{object_ids} must be segment ids from 1 to 2**64 - 1", object_ids=ids)

@@ -120,9 +120,10 @@ def _add_flags(p: argparse.ArgumentParser, cls: type) -> None:
                 type=flag.parse or str,
                 choices=flag.choices,
                 metavar=flag.metavar,
-                default=default,
+                default=None if flag.repeat else default,  # appended to: the field's default
                 dest=f.name,
                 help=text,
+                action="append" if flag.repeat else "store",
             )
 
 

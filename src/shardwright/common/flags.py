@@ -56,6 +56,14 @@ def parse_ids(text: str) -> tuple[int, ...]:
     return ids
 
 
+def parse_pair(text: str) -> tuple[str, str]:
+    """NAME=VALUE, both non-empty: 'pre=pre_segment_id'."""
+    name, equals, value = text.partition("=")
+    if not equals or not name.strip() or not value.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=COLUMN, got {text!r}")
+    return name.strip(), value.strip()
+
+
 def format_size(size: int) -> str:
     """The shortest exact form `parse_size` reads back: 1G, 512M, 1000."""
     for suffix, scale in sorted(SIZE_SUFFIXES.items(), key=lambda item: -item[1]):
@@ -127,6 +135,7 @@ class Flag:
     choices: tuple[str, ...] | None = None
     metavar: str | None = None
     switch: Any = None  # None: the flag takes a value
+    repeat: bool = False  # given once per value (`--property a --property b`): a tuple
 
 
 def cli(name: str, help: str | None = None, **how: Any) -> dict[str, Flag]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,52 +22,12 @@ import numpy as np
 from shardwright.errors import FormatError
 from shardwright.formats.precomputed import annotation_spatial as spatial
 from shardwright.formats.precomputed.annotations import (
-    AnnotationSchema,
     bounding_boxes,
     encode_multiple,
     encode_single,
 )
 from shardwright.formats.precomputed.morton import compressed_morton_code
-from shardwright.formats.precomputed.sharding import ShardingSpec
-from shardwright.sources.tables import AnnotationColumns
-
-BY_ID = 0
-
-
-@dataclass(frozen=True)
-class AnnotationLayout:
-    """What the plan decided that every partition and shard task needs: the schema and the
-    table's columns, the spatial grid origin, the levels stored and their chances, and each
-    output's sharding."""
-
-    schema: AnnotationSchema
-    columns: AnnotationColumns
-    lower: tuple[float, ...]
-    levels: tuple[spatial.SpatialLevel, ...]
-    chances: tuple[float, ...]
-    shardings: tuple[ShardingSpec, ...]  # by_id, each relationship, each spatial level
-
-    @property
-    def first_spatial(self) -> int:
-        return 1 + len(self.schema.relationships)
-
-    def key(self, output: int) -> str:
-        """The output's folder, as the info names it."""
-        if output == BY_ID:
-            return "by_id"
-        if output < self.first_spatial:
-            return f"rel_{self.schema.relationships[output - 1]}"
-        return f"spatial{output - self.first_spatial}"
-
-    def row_dtype(self, output: int) -> np.dtype:
-        """One row as it travels to `output`'s shard tasks."""
-        record = self.schema.record_dtype
-        if output == BY_ID:
-            related = len(self.schema.relationships)
-            return np.dtype([("key", "<u8"), ("record", record), ("related", "<u8", (related,))])
-        if output < self.first_spatial:
-            return np.dtype([("key", "<u8"), ("id", "<u8"), ("record", record)])
-        return np.dtype([("key", "<u8"), ("order", "<f8"), ("id", "<u8"), ("record", record)])
+from shardwright.planning.annotations import BY_ID, AnnotationLayout
 
 
 def partition_sections(

@@ -26,7 +26,7 @@ from shardwright.lifecycle.manifest import (
     write_manifest,
 )
 from shardwright.lifecycle.runs import CONTROL_DIR, FencedStore, JobRun, run_of
-from shardwright.planning import GENERATED, Plan
+from shardwright.planning import ANNOTATIONS, GENERATED, Plan
 from shardwright.stores import Store
 
 
@@ -98,7 +98,7 @@ def finish_dataset(
         stored = {shard.key for shard in manifest.shards} | set(metadata)
         found = journal.replaced(store, stored, set(receipts.keys()))
     write_manifest(store, manifest)
-    if begun.plan.dataset == GENERATED:  # every output shard is stored: the spools are done
+    if begun.plan.dataset in (GENERATED, ANNOTATIONS):  # every shard stored: spools done
         for key in store.list_keys(journal.EXCHANGE.rstrip("/")):
             store.delete(key)
         ours = f"{journal.CENSUS}{run.job}/" if run is not None else None

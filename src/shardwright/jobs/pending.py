@@ -22,11 +22,11 @@ from shardwright.jobs.submission import run_job
 from shardwright.lifecycle.job import Job
 from shardwright.lifecycle.manifest import Manifest
 from shardwright.lifecycle.run_options import RunOptions
-from shardwright.planning import GENERATED, ConversionPlan, ObjectPlan
+from shardwright.planning import GENERATED, ConversionPlan, TopPlan
 from shardwright.stores import backend_for
 
 
-def check_job(the_plan: ConversionPlan | ObjectPlan, settings: RunOptions) -> Job:
+def check_job(the_plan: TopPlan, settings: RunOptions) -> Job:
     """Every refusal that needs no write (`api.check`): a destination in this process's
     memory that workers elsewhere could not write, then the job's own checks (its
     destinations, their leases, resume or overwrite)."""
@@ -43,7 +43,7 @@ def check_job(the_plan: ConversionPlan | ObjectPlan, settings: RunOptions) -> Jo
     return job
 
 
-def require_local_gpu(the_plan: ConversionPlan | ObjectPlan, settings: RunOptions) -> None:
+def require_local_gpu(the_plan: TopPlan, settings: RunOptions) -> None:
     """A GPU job whose cluster starts here runs its workers on this machine: it must have a
     GPU (refused before anything is checked or written)."""
     here = chosen_client(settings.scheduler, settings.client) is None
@@ -51,7 +51,7 @@ def require_local_gpu(the_plan: ConversionPlan | ObjectPlan, settings: RunOption
         cupy_module()
 
 
-def uses_gpu(the_plan: ConversionPlan | ObjectPlan) -> bool:
+def uses_gpu(the_plan: TopPlan) -> bool:
     """Whether the job's shard tasks run on GPUs (a volume the GPU engine converts)."""
     return isinstance(the_plan, ConversionPlan) and engine_for(the_plan).gpu
 
@@ -69,7 +69,7 @@ def job_nodes(job: Job) -> list[Node]:
 
 def run_checked(
     job: Job,
-    the_plan: ConversionPlan | ObjectPlan,
+    the_plan: TopPlan,
     settings: RunOptions,
     progress: Progress,
     window: int | None = None,

@@ -25,6 +25,7 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from shardwright.engine.annotations import run_annotation_shard, run_partition
 from shardwright.engine.engines import Engine, engine_for
 from shardwright.engine.generated_objects import BlockDone, run_block, run_generated_shard
 from shardwright.engine.objects import run_object_shard
@@ -32,7 +33,16 @@ from shardwright.engine.pyramid import Handoff, Piece
 from shardwright.generation.exchange import Exchange
 from shardwright.lifecycle import journal
 from shardwright.lifecycle.manifest import Receipt
-from shardwright.planning import GENERATED, OBJECTS, VOLUME, ConversionPlan, Plan, ShardTask
+from shardwright.planning import (
+    ANNOTATIONS,
+    GENERATED,
+    OBJECTS,
+    VOLUME,
+    ConversionPlan,
+    Plan,
+    ShardTask,
+)
+from shardwright.planning.annotations import AnnotationPlan, AnnotationShardTask, TablePartition
 from shardwright.planning.generated import GeneratedPlan, GeneratedShardTask
 from shardwright.planning.objects import ObjectPlan, ObjectShardTask
 from shardwright.stores import Store
@@ -92,7 +102,16 @@ class LevelResult:
 # What a node takes besides its context (a volume's or pyramid's shard, a mesh or skeleton
 # shard, a generated output's shard or block position, the key of the task a piece is for,
 # or nothing), and what it returns.
-NodeShard = ShardTask | ObjectShardTask | GeneratedShardTask | tuple[int, int, int] | str | None
+NodeShard = (
+    ShardTask
+    | ObjectShardTask
+    | GeneratedShardTask
+    | AnnotationShardTask
+    | TablePartition
+    | tuple[int, int, int]
+    | str
+    | None
+)
 NodeResult = Receipt | LevelResult | Piece | list[Receipt] | BlockDone
 
 
@@ -238,6 +257,41 @@ def _generated_nodes(
         yield Node(f"shard-{task.key}-{token}", _generated_shard, task)
 
 
+def _partition(context: TaskContext, part: TablePartition) -> BlockDone:
+    plan = context.plan
+    assert isinstance(plan, AnnotationPlan)
+    done = run_partition(plan, part, context.store, resume=context.resume)
+    return dataclasses.replace(done, receipt=journal.record(context.store, done.receipt))
+
+
+def _annotation_shard(context: TaskContext, task: AnnotationShardTask) -> Receipt:
+    plan = context.plan
+    assert isinstance(plan, AnnotationPlan)
+    receipt = run_annotation_shard(plan, task, context.store, resume=context.resume)
+    return journal.record(context.store, receipt)
+
+
+def _annotation_nodes(
+    plan: AnnotationPlan, token: str, exchanges: dict[str, Exchange]
+) -> Iterator[Node | Barrier]:
+    """A task per partition of the table, a barrier, then a task per shard of each output
+    that any partition sent rows to, with the ranges it reads."""
+    table = exchanges.setdefault(f"{plan.dest}#annotations", Exchange())
+
+    def collect(result: BlockDone) -> list[Receipt]:
+        table.add(result.block)
+        return [result.receipt]
+
+    for part in plan.partitions():
+        yield Node(f"{part.key}-{token}", _partition, part, collect=collect)
+    yield Barrier()
+    for output, spec in enumerate(plan.layout.shardings):
+        for number in table.shards(output):
+            key = f"{plan.layout.key(output)}/{spec.shard_filename(number)}"
+            task = AnnotationShardTask(key, output, number, tuple(table.ranges(output, number)))
+            yield Node(f"shard-{key}-{token}", _annotation_shard, task)
+
+
 def shard_nodes(
     plan: Plan, token: str, exchanges: dict[str, Exchange] | None = None
 ) -> Iterator[Node | Barrier]:
@@ -251,5 +305,8 @@ def shard_nodes(
     if plan.dataset == OBJECTS:
         assert isinstance(plan, ObjectPlan)
         return _object_nodes(plan, token)
+    if plan.dataset == ANNOTATIONS:
+        assert isinstance(plan, AnnotationPlan)
+        return _annotation_nodes(plan, token, {} if exchanges is None else exchanges)
     assert plan.dataset == GENERATED and isinstance(plan, GeneratedPlan)
     return _generated_nodes(plan, token, {} if exchanges is None else exchanges)

@@ -19,6 +19,7 @@ from typing import Any
 from shardwright.common import downsample
 from shardwright.common.urls import scheme_of, split_hdf5
 from shardwright.sources import Source
+from shardwright.sources.base import file_identity
 
 Fingerprint = dict[str, Any]
 
@@ -89,6 +90,26 @@ def generated_fingerprint(plan: Any) -> Fingerprint:
         "source": source_fingerprint(plan.source),
         "output": _json(dict(plan.metadata_documents())),
         "generation": _json(plan.describe()),
+    }
+
+
+def annotations_fingerprint(plan: Any) -> Fingerprint:
+    """Of an AnnotationPlan: the table (its file as it is now, or a DataFrame's token),
+    its rows, and everything that shapes the indexes."""
+    source: dict[str, Any] = {"kind": "table", "rows": plan.facts.rows,
+                              "partitions": list(plan.facts.partition_rows)}  # fmt: skip
+    if plan.source is not None:
+        source["url"] = normalized_url(plan.source)
+        if os.path.isfile(plan.source):
+            source["identity"] = file_identity(plan.source)
+    elif plan.table is not None:
+        from dask.base import tokenize
+
+        source["identity"] = tokenize(plan.table)
+    return {
+        "source": source,
+        "output": _json(dict(plan.metadata_documents())),
+        "annotations": _json(plan.describe()),
     }
 
 

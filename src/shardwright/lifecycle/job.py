@@ -43,7 +43,7 @@ from shardwright.lifecycle.lease import (
 )
 from shardwright.lifecycle.run_options import DEFAULT_LEASE_TIMEOUT, RunOptions
 from shardwright.lifecycle.runs import FencedStore, JobRun
-from shardwright.planning import GENERATED, OBJECTS, Plan
+from shardwright.planning import ANNOTATIONS, GENERATED, OBJECTS, Plan
 from shardwright.stores import Store, open_store
 
 LEASE_POLL_SECONDS = 5.0  # how often a job waiting for a lease looks again
@@ -199,4 +199,6 @@ def _fingerprint(plan: Plan) -> fingerprints.Fingerprint:
         return fingerprints.objects_fingerprint(plan)
     if plan.dataset == GENERATED:
         return fingerprints.generated_fingerprint(plan)
+    if plan.dataset == ANNOTATIONS:
+        return fingerprints.annotations_fingerprint(plan)
     return fingerprints.volume_fingerprint(plan)

@@ -30,6 +30,8 @@ from shardwright.version import __version__
 
 VOLUME, OBJECTS = "volume", "objects"  # the kinds of dataset a job writes (`Plan.dataset`)
 GENERATED = "generated"  # meshes or skeletons made from the volume by the same job
+ANNOTATIONS = "annotations"  # precomputed annotations from a table
+DATASETS = (VOLUME, OBJECTS, GENERATED, ANNOTATIONS)
 
 MANIFEST_KEY = "shardwright-manifest.json"
 MISSING_EXAMPLES = 5  # absent source chunks a manifest names
@@ -282,10 +284,8 @@ class Manifest:
             raise ManifestError(f"{where}: 'job' is not a string")
         # Manifests before the `dataset` member: an objects plan names its object type.
         dataset = manifest.get("dataset", OBJECTS if "object_type" in manifest["plan"] else VOLUME)
-        if dataset not in (VOLUME, OBJECTS, GENERATED):
-            raise ManifestError(
-                f"{where}: dataset {dataset!r} is not {VOLUME!r}, {OBJECTS!r} or {GENERATED!r}"
-            )
+        if dataset not in DATASETS:
+            raise ManifestError(f"{where}: dataset {dataset!r} is not one of {DATASETS}")
         companions = manifest.get("companions") or {}
         if not isinstance(companions, dict):
             raise ManifestError(f"{where}: 'companions' is not an object")

@@ -15,7 +15,8 @@
 
 from __future__ import annotations
 
-from shardwright.planning.base import GENERATED, OBJECTS, VOLUME, Plan
+from shardwright.planning.annotations import AnnotationPlan
+from shardwright.planning.base import ANNOTATIONS, GENERATED, OBJECTS, VOLUME, Plan
 from shardwright.planning.builder import make_plan
 from shardwright.planning.conversion import plan_conversion, with_companions
 from shardwright.planning.geometry import to_zarr_order
@@ -23,7 +24,12 @@ from shardwright.planning.objects import ObjectPlan, ObjectShardTask, make_objec
 from shardwright.planning.pyramid import Box
 from shardwright.planning.volume import ConversionPlan, ShardTask
 
+# What `plan_conversion` returns: a volume's plan, a mesh or skeleton directory's, a table's.
+TopPlan = ConversionPlan | ObjectPlan | AnnotationPlan
+
 __all__ = [
+    "ANNOTATIONS",
+    "AnnotationPlan",
     "GENERATED",
     "OBJECTS",
     "VOLUME",
@@ -33,6 +39,7 @@ __all__ = [
     "ObjectShardTask",
     "Plan",
     "ShardTask",
+    "TopPlan",
     "make_object_plan",
     "make_plan",
     "plan_conversion",

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from shardwright.lifecycle.manifest import GENERATED, OBJECTS, VOLUME
+from shardwright.lifecycle.manifest import ANNOTATIONS, GENERATED, OBJECTS, VOLUME
 from shardwright.options import ConvertOptions
 
-__all__ = ["GENERATED", "OBJECTS", "VOLUME", "Plan", "ShardOfPlan"]
+__all__ = ["ANNOTATIONS", "GENERATED", "OBJECTS", "VOLUME", "Plan", "ShardOfPlan"]
 
 
 class ShardOfPlan(Protocol):

@@ -12,23 +12,28 @@ from shardwright.common import deadlines
 from shardwright.common.urls import absolute
 from shardwright.errors import NAMED, PlanError
 from shardwright.options import ConvertOptions
+from shardwright.planning.annotations import AnnotationPlan, make_annotation_plan
 from shardwright.planning.builder import make_plan
 from shardwright.planning.generated import with_generated
 from shardwright.planning.objects import ObjectPlan, make_object_plan, object_source_info
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source
+from shardwright.sources.tables import is_table
 from shardwright.stores import open_store
 
 
 def plan_conversion(
-    source: str | Source, dest: str, options: ConvertOptions
-) -> ConversionPlan | ObjectPlan:
-    """A mesh or skeleton directory (its `info` says which) gets an ObjectPlan; a volume a
-    ConversionPlan, with its meshes / skeletons alongside when the options ask for them."""
+    source: str | Source | Any, dest: str, options: ConvertOptions
+) -> ConversionPlan | ObjectPlan | AnnotationPlan:
+    """A table (CSV, Parquet, a DataFrame) gets an AnnotationPlan; a mesh or skeleton
+    directory (its `info` says which) an ObjectPlan; a volume a ConversionPlan, with its
+    meshes / skeletons alongside when the options ask for them."""
     deadlines.set_timeout(options.timeout)  # this process's, and its workers'
     # Local paths absolute: workers on a cluster resolve them in folders of their own.
     dest = absolute(dest)
     source = absolute(source) if isinstance(source, str) else source
+    if is_table(source):
+        return make_annotation_plan(source, dest, options)
     info = object_source_info(source, options.source_storage_options)
     if info is not None:
         if (

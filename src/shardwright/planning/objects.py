@@ -382,7 +382,9 @@ def choose_sharding(
     if compression == "none":
         compression = "raw"
     if compression not in ("raw", "gzip"):
-        raise PlanError(f"sharded meshes and skeletons store data raw or gzip, not {compression}")
+        raise PlanError(
+            f"sharded meshes, skeletons and annotations store data raw or gzip, not {compression}"
+        )
     return sharding_spec(
         options.preshift_bits or 0,
         options.hash or "murmurhash3_x86_128",

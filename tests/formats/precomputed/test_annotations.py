@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 from neuroglancer.read_precomputed_annotations import AnnotationReader
 
-from shardwright.engine.annotation_rows import AnnotationLayout, partition_sections, shard_entries
+from shardwright.engine.annotation_rows import partition_sections, shard_entries
 from shardwright.errors import FormatError
 from shardwright.formats.precomputed import annotation_spatial as spatial
 from shardwright.formats.precomputed.annotations import (
@@ -28,6 +28,7 @@ from shardwright.formats.precomputed.annotations import (
     bounding_boxes,
 )
 from shardwright.formats.precomputed.sharding import ShardingSpec
+from shardwright.planning.annotations import AnnotationLayout
 from shardwright.sources.tables import annotation_columns
 
 SHARDING = ShardingSpec(

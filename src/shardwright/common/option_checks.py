@@ -1,0 +1,85 @@
+"""The values options can take that depend on one another (the options' own module holds
+their flags and single checks): mesh generation's, and annotations from tables'."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shardwright.errors import NAMED, OptionError
+
+MAX_MINISHARD_BITS = 20  # a 16 MiB shard index, which readers fetch whole
+
+
+def whole(value: Any, least: int) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and value >= least
+
+
+def check_generation(options: Any) -> None:
+    """The values the mesh and skeleton generation options can take."""
+    error, lods, block, ids = (
+        options.mesh_max_error, options.mesh_lods, options.mesh_block, options.object_ids
+    )  # fmt: skip
+    if error is not None and not (isinstance(error, int | float) and 0 <= error < float("inf")):
+        raise OptionError("{mesh_max_error} must be a distance in nm, 0 or more",
+                          mesh_max_error=error)  # fmt: skip
+    if lods != "auto" and not whole(lods, 1):
+        raise OptionError("{mesh_lods} must be a number of levels (1 or more) or 'auto'",
+                          mesh_lods=lods)  # fmt: skip
+    for name in ("mesh_level", "dust_threshold"):
+        if not whole(getattr(options, name), 0):
+            raise OptionError(f"{{{name}}} must be a whole number, 0 or more",
+                              **{name: getattr(options, name)})  # fmt: skip
+    if block is not None and (len(block) != 3 or not all(whole(n, 2) for n in block)):
+        raise OptionError("{mesh_block} must be three whole numbers of 2 or more", mesh_block=block)
+    if ids is not None and (not ids or not all(whole(i, 1) and i < 2**64 for i in ids)):
+        raise OptionError("{object_ids} must be segment ids from 1 to 2**64 - 1", object_ids=ids)
+
+
+def check_annotations(options: Any) -> None:
+    """The annotation options: a relationship name once each, a positive limit, and no
+    annotation option without --annotation-type."""
+    pairs = options.relationships or ()  # None: the command line gave no --relationship
+    object.__setattr__(options, "relationships", tuple(tuple(p) for p in pairs))
+    if options.properties is not None:
+        object.__setattr__(options, "properties", tuple(options.properties))
+    names = [name for name, _ in options.relationships]
+    if len(set(names)) != len(names):
+        raise OptionError("{relationships}: each relationship is named once",
+                          relationships=options.relationships)  # fmt: skip
+    if not whole(options.annotation_limit, 1):
+        raise OptionError("{annotation_limit} must be a whole number, 1 or more",
+                          annotation_limit=options.annotation_limit)  # fmt: skip
+    if options.annotation_type is None and (options.relationships or options.properties):
+        raise OptionError(
+            "{relationships} and {properties} describe a table's annotations: give "
+            "{annotation_type} too",
+            relationships=options.relationships or None, properties=options.properties,
+            annotation_type="point",
+        )  # fmt: skip
+
+
+def check_numbers(options: Any) -> None:
+    """Sharding bits, the timeout and the pyramid's levels within their ranges."""
+    for name, most in (("preshift_bits", 64), ("minishard_bits", MAX_MINISHARD_BITS),
+                       ("shard_bits", 64)):  # fmt: skip
+        value = getattr(options, name)
+        if value is not None and (isinstance(value, bool) or not 0 <= value <= most):
+            raise OptionError(
+                f"{{{name}}} must be in 0..{most}, got {value}"
+                + (" (each shard's index holds 16 bytes per minishard: 2^20 of them "
+                   "make 16 MiB)" if name == "minishard_bits" else ""),
+                **{name: NAMED},
+            )  # fmt: skip
+    if not options.timeout > 0:
+        raise OptionError("{timeout} must be a positive number of seconds", timeout=options.timeout)
+    if (
+        options.mips is not None
+        and options.mips != "auto"
+        and (
+            isinstance(options.mips, bool) or not isinstance(options.mips, int) or options.mips < 0
+        )
+    ):
+        raise OptionError(
+            f"{{mips}} must be a non-negative integer or 'auto', got {options.mips!r}",
+            mips=NAMED,
+        )

@@ -1,0 +1,319 @@
+"""Precomputed annotations from a table, planned before any byte is written.
+
+The table is checked (sources/tables.py: columns by name and type, then one pass over its
+rows); its bounds and `--resolution` make the coordinate space; the spatial index's levels
+and each level's chance come from one pass per level over the id and geometry columns, on
+the Dask scheduler in use (each partition's counts per cell, merged in buckets of cells, so
+no process holds every cell); each output (by_id, each relationship, each spatial level)
+gets a hashed sharding sized from its rows. The job then runs one task per partition of the
+table, which sends its rows to the outputs' shards through one spool object under
+DEST/.shardwright/exchange/ (engine/annotation_rows.py), and after a barrier one task per
+output shard (engine/annotations.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from shardwright.errors import NAMED, PlanError
+from shardwright.formats.precomputed import annotation_spatial as spatial
+from shardwright.formats.precomputed.annotations import AnnotationSchema, bounding_boxes
+from shardwright.formats.precomputed.sharding import ShardingSpec
+from shardwright.options import ConvertOptions
+from shardwright.planning.base import ANNOTATIONS
+from shardwright.planning.objects import choose_sharding
+from shardwright.planning.text import human_bytes, xyz
+from shardwright.sources.tables import AnnotationColumns, TableFacts, inspect_table, open_table
+
+BUCKETS = 16  # groups of cells the per-level counts are merged in
+
+BY_ID = 0
+
+
+@dataclass(frozen=True)
+class AnnotationLayout:
+    """What the plan decided that every partition and shard task needs: the schema and the
+    table's columns, the spatial grid origin, the levels stored and their chances, and each
+    output's sharding."""
+
+    schema: AnnotationSchema
+    columns: AnnotationColumns
+    lower: tuple[float, ...]
+    levels: tuple[spatial.SpatialLevel, ...]
+    chances: tuple[float, ...]
+    shardings: tuple[ShardingSpec, ...]  # by_id, each relationship, each spatial level
+
+    @property
+    def first_spatial(self) -> int:
+        return 1 + len(self.schema.relationships)
+
+    def key(self, output: int) -> str:
+        """The output's folder, as the info names it."""
+        if output == BY_ID:
+            return "by_id"
+        if output < self.first_spatial:
+            return f"rel_{self.schema.relationships[output - 1]}"
+        return f"spatial{output - self.first_spatial}"
+
+    def row_dtype(self, output: int) -> np.dtype:
+        """One row as it travels to `output`'s shard tasks."""
+        record = self.schema.record_dtype
+        if output == BY_ID:
+            related = len(self.schema.relationships)
+            return np.dtype([("key", "<u8"), ("record", record), ("related", "<u8", (related,))])
+        if output < self.first_spatial:
+            return np.dtype([("key", "<u8"), ("id", "<u8"), ("record", record)])
+        return np.dtype([("key", "<u8"), ("order", "<f8"), ("id", "<u8"), ("record", record)])
+
+
+@dataclass(frozen=True)
+class TablePartition:
+    """What one partition task reads: its number, its first row in the table, and the rows
+    (a pandas DataFrame, or one partition of a Dask DataFrame, computed by the task)."""
+
+    number: int
+    first_row: int
+    rows: Any = field(repr=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        return f"part-{self.number:06d}"
+
+
+@dataclass(frozen=True)
+class AnnotationShardTask:
+    """One output shard: its key below DEST, which output and shard, and the byte ranges of
+    the partitions' spools it reads (known once every partition task has returned)."""
+
+    key: str
+    output: int
+    shard_number: int
+    ranges: tuple[tuple[str, int, int], ...]
+
+    @property
+    def chunk_count(self) -> int:
+        return len(self.ranges)
+
+
+@dataclass(frozen=True)
+class AnnotationPlan:
+    """Everything decided about writing a table's annotations: a `base.Plan`."""
+
+    source: str | None  # None: a DataFrame handed over in Python
+    dest: str
+    options: ConvertOptions
+    facts: TableFacts
+    layout: AnnotationLayout
+    resolution: tuple[float, float, float]
+    upper: tuple[float, ...]
+    table: Any = field(default=None, repr=False, compare=False)  # the Dask DataFrame
+
+    dataset: ClassVar[str] = ANNOTATIONS
+    companions: ClassVar[tuple[()]] = ()
+
+    @property
+    def source_url(self) -> str | None:
+        return self.source
+
+    @property
+    def source_bytes(self) -> int:
+        """The rows as the partition tasks send them (records and ids)."""
+        return self.facts.rows * (self.layout.schema.record_dtype.itemsize + 8)
+
+    @property
+    def outputs(self) -> int:
+        return len(self.layout.shardings)
+
+    @property
+    def shard_count(self) -> int:
+        """Shards expected: each output's, at most one per key it holds."""
+        return sum(min(spec.num_shards, max(1, self.facts.rows)) for spec in self.layout.shardings)
+
+    @property
+    def shard_total(self) -> int:
+        """Tasks as progress counts them: the partitions and the shards."""
+        return len(self.facts.partition_rows) + self.shard_count
+
+    @property
+    def spool_budget(self) -> int:
+        return self.options.memory_budget // 2
+
+    @property
+    def compression_level(self) -> int | None:
+        return self.options.compression_level
+
+    @property
+    def exchange_storage_options(self) -> dict[str, Any]:
+        """How shard tasks reach the partitions' spools (they lie below DEST)."""
+        return dict(self.options.storage_options)
+
+    def partitions(self) -> Iterator[TablePartition]:
+        first = 0
+        pieces = self.table.to_delayed() if self.table is not None else []
+        for number, (rows, piece) in enumerate(zip(self.facts.partition_rows, pieces,
+                                                   strict=True)):  # fmt: skip
+            yield TablePartition(number, first, piece)
+            first += rows
+
+    def shards(self) -> Iterator[AnnotationShardTask]:
+        """Known only from the partitions' spools: the job asks its exchange (jobs/)."""
+        return iter(())
+
+    def for_shard_tasks(self) -> AnnotationPlan:
+        return dataclasses.replace(self, table=None)
+
+    @property
+    def info(self) -> dict[str, Any]:
+        layout = self.layout
+        entries = [{"key": layout.key(o), "sharding": s.to_json()}
+                   for o, s in enumerate(layout.shardings)]  # fmt: skip
+        spatial_entries = [
+            {**entries[layout.first_spatial + n], "grid_shape": list(level.grid_shape),
+             "chunk_size": list(level.chunk_size), "limit": self.options.annotation_limit}
+            for n, level in enumerate(layout.levels)
+        ]  # fmt: skip
+        return layout.schema.info(self.resolution, layout.lower, self.upper, entries[BY_ID],
+                                  entries[1 : layout.first_spatial], spatial_entries)  # fmt: skip
+
+    def metadata_documents(self) -> list[tuple[str, dict[str, Any]]]:
+        return [("info", self.info)]
+
+    def describe(self) -> dict[str, Any]:
+        layout = self.layout
+        return {
+            "source": self.source,
+            "destination": self.dest,
+            "format": "precomputed",
+            "object_type": "neuroglancer_annotations_v1",
+            "annotation_type": layout.schema.kind,
+            "rows": self.facts.rows,
+            "partitions": len(self.facts.partition_rows),
+            "resolution_nm": list(self.resolution),
+            "lower_bound": list(layout.lower),
+            "upper_bound": list(self.upper),
+            "properties": [p.to_json() for p in layout.schema.properties],
+            "relationships": dict(layout.columns.relationships),
+            "spatial_levels": len(layout.levels),
+            "chances": list(layout.chances),
+            "limit": self.options.annotation_limit,
+            "sharding": {layout.key(o): s.to_json() for o, s in enumerate(layout.shardings)},
+            "memory_budget": self.options.memory_budget,
+        }
+
+    def report(self) -> str:
+        layout, facts = self.layout, self.facts
+        schema = layout.schema
+        props = ", ".join(f"{p.id} ({p.type})" for p in schema.properties) or "none"
+        related = ", ".join(f"{n} <- {c}" for n, c in layout.columns.relationships) or "none"
+        shards = ", ".join(f"{layout.key(o)} {s.num_shards}" for o, s in
+                           enumerate(layout.shardings))  # fmt: skip
+        return "\n".join([
+            f"source       {self.source or 'a DataFrame'} ({facts.rows:,} rows, "
+            f"{len(facts.partition_rows)} partitions)",
+            f"destination  {self.dest} (neuroglancer_annotations_v1, {schema.kind}, sharded)",
+            f"space        {xyz(self.resolution)} nm per unit; bounds {xyz(layout.lower, ',')} .. "
+            f"{xyz(self.upper, ',')}",
+            f"properties   {props}",
+            f"related      {related}",
+            f"spatial      {len(layout.levels)} levels, ~{self.options.annotation_limit:,} per "
+            "cell; each annotation stored at one level, in every cell it meets",
+            f"shards       {shards} (at most); rows ~{human_bytes(self.source_bytes)} through "
+            f"{self.dest}/.shardwright/exchange/",
+        ])  # fmt: skip
+
+
+def make_annotation_plan(table: Any, dest: str, options: ConvertOptions) -> AnnotationPlan:
+    """Check the table, decide the coordinate space, the levels and the shardings."""
+    where = table if isinstance(table, str) else "the table"
+    if options.annotation_type is None:
+        raise PlanError(
+            f"{where} is a table: name the annotations it holds with {{annotation_type}}",
+            annotation_type=NAMED,
+        )
+    if options.resolution is None:
+        raise PlanError(
+            f"{where}: give the size of one unit of its coordinates with {{resolution}} "
+            "(x,y,z in nanometres)",
+            resolution=NAMED,
+        )
+    if options.format != "precomputed":
+        raise PlanError("annotations are precomputed only (drop {format})", format=options.format)
+    frame = open_table(table, options.source_storage_options)
+    facts = inspect_table(frame, options.annotation_type, where, dict(options.relationships),
+                          options.properties)  # fmt: skip
+    lower = tuple(math.floor(v) for v in facts.low)
+    upper = tuple(math.floor(v) + 1 for v in facts.high)
+    columns = facts.columns
+    schema = AnnotationSchema(columns.kind, tuple(p for _, p in columns.properties),
+                              tuple(name for name, _ in columns.relationships))  # fmt: skip
+    levels = spatial.spatial_levels(lower, upper)
+    chances = _chances(frame, facts, lower, levels, options.annotation_limit)
+    shardings = _shardings(options, facts, schema, chances)
+    layout = AnnotationLayout(schema, columns, lower, tuple(levels[: len(chances)]),
+                              tuple(chances), shardings)  # fmt: skip
+    rx, ry, rz = (float(r) for r in options.resolution)
+    return AnnotationPlan(table if isinstance(table, str) else None, dest, options, facts,
+                          layout, (rx, ry, rz), upper, frame)  # fmt: skip
+
+
+def _shardings(
+    options: ConvertOptions, facts: TableFacts, schema: AnnotationSchema, chances: list[float]
+) -> tuple[ShardingSpec, ...]:
+    """Each output's hashed sharding, sized from the rows it will hold (gzip by default:
+    records of floats and ids compress)."""
+    gzip = dataclasses.replace(options, compression=options.compression or "gzip")
+    record = schema.record_dtype.itemsize
+    rows = facts.rows
+    related = len(schema.relationships)
+    specs = [choose_sharding(gzip, "annotations", rows, rows * (record + 12 * related))]
+    specs += [choose_sharding(gzip, "annotations", rows, rows * (record + 8))] * related
+    left = float(rows)
+    for chance in chances:
+        stored = max(1, math.ceil(left * chance))
+        specs.append(choose_sharding(gzip, "annotations", stored, stored * (record + 8)))
+        left -= left * chance
+    return tuple(specs)
+
+
+def _chances(
+    frame: Any, facts: TableFacts, lower: tuple[int, ...], levels: list[spatial.SpatialLevel],
+    limit: int,
+) -> list[float]:  # fmt: skip
+    """Each level's chance, from one pass over the table per level."""
+    import dask
+
+    columns = facts.columns
+    wanted = [*columns.geometry, *([columns.id] if columns.id else [])]
+    pieces = frame[wanted].to_delayed()
+    firsts = np.concatenate([[0], np.cumsum(facts.partition_rows)[:-1]]).tolist()
+    buckets = min(BUCKETS, len(pieces))
+
+    def most(index: int, decided: list[float]) -> int:
+        counted = [dask.delayed(_bucketed_counts, nout=buckets)(
+            piece, first, columns.kind, columns.geometry, columns.id, lower, levels[index],
+            decided, buckets) for piece, first in zip(pieces, firsts, strict=True)]  # fmt: skip
+        per_bucket = [dask.delayed(spatial.most_in_a_cell)([c[b] for c in counted])
+                      for b in range(buckets)]  # fmt: skip
+        return max(dask.compute(*per_bucket))
+
+    return spatial.decide_chances(levels, limit, most)
+
+
+def _bucketed_counts(
+    piece: Any, first_row: int, kind: str, geometry: tuple[str, ...], id_column: str | None,
+    lower: tuple[int, ...], level: spatial.SpatialLevel, decided: list[float], buckets: int,
+) -> list[tuple[np.ndarray, np.ndarray]]:  # fmt: skip
+    """One partition's counts of remaining annotations per cell, split by cell % buckets."""
+    rows = len(piece)
+    ids = (np.asarray(piece[id_column]).astype(np.uint64) if id_column is not None
+           else np.arange(first_row + 1, first_row + 1 + rows, dtype=np.uint64))  # fmt: skip
+    low, high = bounding_boxes(kind, np.asarray(piece[list(geometry)], np.float64))
+    cells, counts = spatial.remaining_counts(ids, low, high, lower, level, decided)
+    bucket = (cells % np.uint64(buckets)).astype(np.int64)
+    return [(cells[bucket == b], counts[bucket == b]) for b in range(buckets)]

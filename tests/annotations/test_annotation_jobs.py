@@ -1,0 +1,111 @@
+"""Tables converted to precomputed annotations by the job, read back by neuroglancer's own
+reader (`AnnotationReader`): every row in by_id, each relationship's rows per segment, the
+spatial index whole and in sub-boxes; from CSV, Parquet, pandas and Dask inputs; refusals
+before anything is written; a killed job resumed exactly."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+from neuroglancer.read_precomputed_annotations import AnnotationReader
+
+from shardwright import api
+from shardwright.errors import PlanError, SourceError
+from shardwright.lifecycle.manifest import MANIFEST_KEY
+
+RUN: dict[str, Any] = dict(scheduler="sync", progress=False)
+OPTIONS: dict[str, Any] = dict(
+    annotation_type="point", resolution=(8, 8, 40), annotation_limit=50,
+    relationships=[("pre", "pre"), ("post", "post")],
+)  # fmt: skip
+
+
+def _synapses(rows: int, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({
+        "id": rng.permutation(np.arange(1, rows + 1, dtype=np.uint64) * np.uint64(7919)),
+        "x": rng.uniform(0, 300, rows).astype(np.float32),
+        "y": rng.uniform(0, 200, rows).astype(np.float32),
+        "z": rng.uniform(0, 40, rows).astype(np.float32),
+        "pre": rng.integers(1, 30, rows).astype(np.uint64),
+        "post": rng.integers(0, 30, rows).astype(np.uint64),
+        "score": rng.random(rows).astype(np.float32),
+        "kind": rng.integers(0, 3, rows),
+    })  # fmt: skip
+
+
+def _as(form: str, frame: pd.DataFrame, tmp_path: pathlib.Path) -> Any:
+    if form == "csv":
+        frame.to_csv(tmp_path / "synapses.csv", index=False)
+        return str(tmp_path / "synapses.csv")
+    if form == "parquet":
+        frame.to_parquet(tmp_path / "synapses.parquet", index=False)
+        return str(tmp_path / "synapses.parquet")
+    if form == "dask":
+        return dd.from_pandas(frame, npartitions=4)
+    return frame
+
+
+def _check(dest: pathlib.Path, frame: pd.DataFrame) -> None:
+    reader = AnnotationReader(f"file://{dest}/")
+    ids = frame["id"].to_numpy(np.uint64)
+    xyz = frame[["x", "y", "z"]].to_numpy(np.float32)
+    for n in range(len(frame)):
+        got = reader.by_id[int(ids[n])].to_json()
+        np.testing.assert_array_equal(got["point"], xyz[n])
+        post = int(frame["post"].iloc[n])
+        assert got["segments"] == [[int(frame["pre"].iloc[n])], [post] if post else []]
+        assert [float(v) for v in got["props"]] == pytest.approx(
+            [float(frame["score"].iloc[n]), float(frame["kind"].iloc[n])])  # fmt: skip
+    for segment in range(1, 30):
+        for name in ("pre", "post"):
+            rows = ids[frame[name].to_numpy() == segment]
+            index = reader.relationships[name]
+            found = sorted(int(a.id) for a in (index[segment] if segment in index else []))
+            assert found == sorted(rows.tolist())
+    everything = [int(a.id) for a in reader.get_within_spatial_bounds()]
+    assert sorted(everything) == sorted(ids.tolist())  # every row once
+    low, high = np.array([50, 20, 5]), np.array([170, 150, 30])
+    inside = ((xyz >= low) & (xyz < high)).all(axis=1)
+    found = [int(a.id) for a in reader.get_within_spatial_bounds(lower_bound=low,
+                                                                   upper_bound=high)]  # fmt: skip
+    assert sorted(found) == sorted(ids[inside].tolist())
+    info = json.loads((dest / "info").read_text())
+    assert info["dimensions"] == {"x": [8e-9, "m"], "y": [8e-9, "m"], "z": [4e-8, "m"]}
+    assert len(info["spatial"]) > 1 and info["spatial"][0]["grid_shape"] == [1, 1, 1]
+
+
+@pytest.mark.parametrize("form", ["csv", "parquet", "pandas", "dask"])
+def test_a_table_of_synapses_becomes_annotations_every_reader_query_exact(
+    tmp_path: pathlib.Path, form: str
+) -> None:
+    frame = _synapses(1500, seed=len(form))
+    dest = tmp_path / "synapses"
+    manifest = api.convert(_as(form, frame, tmp_path), str(dest), **OPTIONS, **RUN)
+    assert manifest.dataset == "annotations"
+    _check(dest, frame)
+    assert not (dest / ".shardwright" / "exchange").exists() or not any(
+        (dest / ".shardwright" / "exchange").iterdir())  # fmt: skip
+    assert (dest / MANIFEST_KEY).exists()
+
+
+def test_bad_tables_and_options_are_refused_before_anything_is_written(
+    tmp_path: pathlib.Path,
+) -> None:
+    frame = _synapses(20)
+    dest = tmp_path / "out"
+    with pytest.raises(PlanError, match="annotation_type|annotation-type"):
+        api.convert(frame, str(dest), resolution=(8, 8, 40), **RUN)
+    with pytest.raises(PlanError, match="resolution"):
+        api.convert(frame, str(dest), annotation_type="point", **RUN)
+    nan = frame.copy()
+    nan.loc[4, "x"] = np.nan
+    with pytest.raises(SourceError, match="row 5: column 'x' holds nan"):
+        api.convert(nan, str(dest), **OPTIONS, **RUN)
+    assert not dest.exists()
