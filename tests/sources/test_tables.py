@@ -53,7 +53,8 @@ def test_a_table_of_synapses_is_read_with_its_properties_typed(
     frame = _synapses()
     source = _as(form, frame, tmp_path)
     assert is_table(source)
-    facts = inspect_table(open_table(source), "point", "t", RELATED)
+    table = open_table(source)
+    facts = inspect_table(table, table.to_delayed(), "point", "t", RELATED)
     assert facts.rows == 50 and facts.columns.id == "id"
     assert dict(facts.columns.relationships) == RELATED
     types = {column: p.type for column, p in facts.columns.properties}
@@ -64,7 +65,8 @@ def test_a_table_of_synapses_is_read_with_its_properties_typed(
 
 def _refused(tmp_path: pathlib.Path, form: str, frame: pd.DataFrame, **kw: Any) -> str:
     with pytest.raises(SourceError) as caught:
-        inspect_table(open_table(_as(form, frame, tmp_path)), kw.pop("kind", "point"), "t",
+        table = open_table(_as(form, frame, tmp_path))
+        inspect_table(table, table.to_delayed(), kw.pop("kind", "point"), "t",
                       kw.pop("relationships", RELATED), **kw)  # fmt: skip
     message = str(caught.value)
     assert "\n" not in message
@@ -108,9 +110,11 @@ def test_hostile_tables_are_refused_in_one_line_naming_column_and_row(
 def test_an_id_beyond_64_bits_in_a_csv_is_named(tmp_path: pathlib.Path) -> None:
     (tmp_path / "t.csv").write_text("id,x,y,z\n1,0,0,0\n18446744073709551616,1,1,1\n3,2,2,2\n")
     with pytest.raises(SourceError, match=r"row 2: .id. holds .18446744073709551616., not a"):
-        inspect_table(open_table(str(tmp_path / "t.csv")), "point", "t")
+        table = open_table(str(tmp_path / "t.csv"))
+        inspect_table(table, table.to_delayed(), "point", "t")
 
 
 def test_a_missing_table_is_one_line(tmp_path: pathlib.Path) -> None:
     with pytest.raises(SourceError, match="source does not exist|cannot read the table"):
-        inspect_table(open_table(str(tmp_path / "none.csv")), "point", "t")
+        table = open_table(str(tmp_path / "none.csv"))
+        inspect_table(table, table.to_delayed(), "point", "t")

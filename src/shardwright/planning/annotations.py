@@ -113,6 +113,7 @@ class AnnotationPlan:
     resolution: tuple[float, float, float]
     upper: tuple[float, ...]
     table: Any = field(default=None, repr=False, compare=False)  # the Dask DataFrame
+    pieces: tuple[Any, ...] = field(default=(), repr=False, compare=False)  # its partitions
 
     dataset: ClassVar[str] = ANNOTATIONS
     companions: ClassVar[tuple[()]] = ()
@@ -155,8 +156,7 @@ class AnnotationPlan:
 
     def partitions(self) -> Iterator[TablePartition]:
         first = 0
-        pieces = self.table.to_delayed() if self.table is not None else []
-        for number, (rows, piece) in enumerate(zip(self.facts.partition_rows, pieces,
+        for number, (rows, piece) in enumerate(zip(self.facts.partition_rows, self.pieces,
                                                    strict=True)):  # fmt: skip
             yield TablePartition(number, first, piece)
             first += rows
@@ -166,7 +166,7 @@ class AnnotationPlan:
         return iter(())
 
     def for_shard_tasks(self) -> AnnotationPlan:
-        return dataclasses.replace(self, table=None)
+        return dataclasses.replace(self, table=None, pieces=())
 
     @property
     def info(self) -> dict[str, Any]:
@@ -245,21 +245,22 @@ def make_annotation_plan(table: Any, dest: str, options: ConvertOptions) -> Anno
     if options.format != "precomputed":
         raise PlanError("annotations are precomputed only (drop {format})", format=options.format)
     frame = open_table(table, options.source_storage_options)
-    facts = inspect_table(frame, options.annotation_type, where, dict(options.relationships),
-                          options.properties)  # fmt: skip
+    pieces = tuple(frame.to_delayed())
+    facts = inspect_table(frame, pieces, options.annotation_type, where,
+                          dict(options.relationships), options.properties)  # fmt: skip
     lower = tuple(math.floor(v) for v in facts.low)
     upper = tuple(math.floor(v) + 1 for v in facts.high)
     columns = facts.columns
     schema = AnnotationSchema(columns.kind, tuple(p for _, p in columns.properties),
                               tuple(name for name, _ in columns.relationships))  # fmt: skip
     levels = spatial.spatial_levels(lower, upper)
-    chances = _chances(frame, facts, lower, levels, options.annotation_limit)
+    chances = _chances(pieces, facts, lower, levels, options.annotation_limit)
     shardings = _shardings(options, facts, schema, chances)
     layout = AnnotationLayout(schema, columns, lower, tuple(levels[: len(chances)]),
                               tuple(chances), shardings)  # fmt: skip
     rx, ry, rz = (float(r) for r in options.resolution)
     return AnnotationPlan(table if isinstance(table, str) else None, dest, options, facts,
-                          layout, (rx, ry, rz), upper, frame)  # fmt: skip
+                          layout, (rx, ry, rz), upper, frame, pieces)  # fmt: skip
 
 
 def _shardings(
@@ -282,15 +283,13 @@ def _shardings(
 
 
 def _chances(
-    frame: Any, facts: TableFacts, lower: tuple[int, ...], levels: list[spatial.SpatialLevel],
-    limit: int,
+    pieces: tuple[Any, ...], facts: TableFacts, lower: tuple[int, ...],
+    levels: list[spatial.SpatialLevel], limit: int,
 ) -> list[float]:  # fmt: skip
     """Each level's chance, from one pass over the table per level."""
     import dask
 
     columns = facts.columns
-    wanted = [*columns.geometry, *([columns.id] if columns.id else [])]
-    pieces = frame[wanted].to_delayed()
     firsts = np.concatenate([[0], np.cumsum(facts.partition_rows)[:-1]]).tolist()
     buckets = min(BUCKETS, len(pieces))
 

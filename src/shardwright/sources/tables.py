@@ -299,18 +299,22 @@ class TableFacts:
 
 def inspect_table(
     frame: Any,
+    pieces: Sequence[Any],
     kind: str,
     where: str,
     relationships: Mapping[str, str] | None = None,
     properties: Sequence[str] | None = None,
 ) -> TableFacts:
     """The table checked by its schema, then by one pass over its rows (on the Dask
-    scheduler in use), then for repeated ids; the first problem is one SourceError."""
+    scheduler in use), then for repeated ids; the first problem is one SourceError.
+    `pieces`: the table's partitions as every later pass reads them (`frame.to_delayed()`,
+    taken once: Dask may group a Parquet dataset's files differently for another
+    projection of its columns)."""
     import dask
 
     columns = annotation_columns(dict(frame.dtypes.items()), kind, where, relationships,
                                  properties)  # fmt: skip
-    parts = dask.compute(*[dask.delayed(check_rows)(p, columns) for p in frame.to_delayed()])
+    parts = dask.compute(*[dask.delayed(check_rows)(p, columns) for p in pieces])
     offset = 0
     for facts in parts:
         if facts.problem is not None:
@@ -320,7 +324,7 @@ def inspect_table(
     if not offset:
         raise SourceError(f"{where}: the table has no rows")
     if columns.id is not None:
-        _refuse_repeated_ids(frame, columns.id, where)
+        _refuse_repeated_ids(frame, pieces, columns.id, where)
     props = []
     for column, prop in columns.properties:
         spans = [facts.ranges[column] for facts in parts if column in facts.ranges]
@@ -336,7 +340,7 @@ def inspect_table(
     )
 
 
-def _refuse_repeated_ids(frame: Any, column: str, where: str) -> None:
+def _refuse_repeated_ids(frame: Any, pieces: Sequence[Any], column: str, where: str) -> None:
     """One line naming an id that two rows share, and those rows (a distributed count:
     no process holds every id)."""
     counts = frame[column].value_counts(split_out=max(1, frame.npartitions // 4))
@@ -346,7 +350,7 @@ def _refuse_repeated_ids(frame: Any, column: str, where: str) -> None:
     value = repeated.index[0]
     rows = []
     offset = 0
-    for part in frame.to_delayed():
+    for part in pieces:
         piece = part.compute()
         hits = np.flatnonzero(np.asarray(piece[column] == value))
         rows.extend((offset + hits + 1).tolist())

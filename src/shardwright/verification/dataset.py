@@ -29,9 +29,10 @@ from __future__ import annotations
 from typing import Any
 
 from shardwright.common import deadlines
-from shardwright.lifecycle.manifest import GENERATED, OBJECTS
+from shardwright.lifecycle.manifest import ANNOTATIONS, GENERATED, OBJECTS
 from shardwright.sources import Source, missing, open_source
 from shardwright.stores import open_store
+from shardwright.verification.annotations import verify_annotations
 from shardwright.verification.compare import compare_levels, judge_absent, same_size
 from shardwright.verification.foreign import verify_foreign
 from shardwright.verification.objects import verify_companions, verify_objects
@@ -85,6 +86,10 @@ def verify(
     check_state(report, store)
     documents = check_metadata(report, store, manifest)
     verify_companions(report, store, manifest, full=full, sample=sample)  # generated objects
+    if manifest.dataset == ANNOTATIONS:
+        if documents is not None and "info" in documents:
+            verify_annotations(report, store, manifest, documents["info"])
+        return report
     if manifest.dataset == GENERATED:  # made from a volume: its shards, as a reader reads them
         verify_objects(report, store, manifest, None, full=full, sample=sample,
                        source_storage_options=None)  # fmt: skip

@@ -177,6 +177,57 @@ class AnnotationSchema:
         }
 
 
+def schema_of_info(info: Mapping[str, Any]) -> AnnotationSchema:
+    """The schema an annotation `info` declares (FormatError where it is not one)."""
+    kinds = {name: kind for kind, (name, _) in KINDS.items()}
+    kind = kinds.get(str(info.get("annotation_type", "")).upper())
+    if info.get("@type") != ANNOTATIONS_TYPE or kind is None:
+        raise FormatError(f"not a {ANNOTATIONS_TYPE} info of a known annotation type")
+    try:
+        properties = tuple(
+            AnnotationProperty(p["id"], p["type"], p.get("description"),
+                               tuple(p["enum_values"]) if "enum_values" in p else None,
+                               tuple(p["enum_labels"]) if "enum_labels" in p else None)
+            for p in info.get("properties", [])
+        )  # fmt: skip
+        relationships = tuple(str(r["id"]) for r in info.get("relationships", []))
+    except (KeyError, TypeError) as exc:
+        raise FormatError(f"an annotation info's property or relationship lacks {exc}") from None
+    return AnnotationSchema(kind, properties, relationships, rank=len(info.get("dimensions", {})))
+
+
+def decode_multiple(schema: AnnotationSchema, data: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """(records, ids) of a list as the relationship and spatial indexes store it."""
+    record = schema.record_dtype
+    if len(data) < 8:
+        raise FormatError("an annotation list shorter than its count")
+    count = int(np.frombuffer(data, "<u8", 1)[0])
+    if len(data) != 8 + count * (record.itemsize + 8):
+        raise FormatError(f"an annotation list of {count} holds {len(data)} bytes")
+    records = np.frombuffer(data, record, count, 8)
+    ids = np.frombuffer(data, "<u8", count, 8 + count * record.itemsize)
+    return records, ids
+
+
+def decode_single(schema: AnnotationSchema, data: bytes) -> tuple[np.void, list[np.ndarray]]:
+    """(record, each relationship's segment ids) of one by_id entry."""
+    record = schema.record_dtype
+    if len(data) < record.itemsize:
+        raise FormatError("an annotation shorter than its record")
+    offset, related = record.itemsize, []
+    for _ in schema.relationships:
+        if len(data) < offset + 4:
+            raise FormatError("an annotation's relationship list is cut short")
+        count = int(np.frombuffer(data, "<u4", 1, offset)[0])
+        if len(data) < offset + 4 + 8 * count:
+            raise FormatError("an annotation's relationship list is cut short")
+        related.append(np.frombuffer(data, "<u8", count, offset + 4))
+        offset += 4 + 8 * count
+    if offset != len(data):
+        raise FormatError(f"an annotation of {len(data)} bytes, {offset} expected")
+    return np.frombuffer(data, record, 1)[0], related
+
+
 def bounding_boxes(kind: str, geometry: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """Each annotation's bounding box (low, high) from its geometry [N, columns]: a point's
     position twice, a line's or box's corners ordered, an ellipsoid's centre -/+ radii."""
