@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import urllib.error
 import urllib.parse
@@ -29,6 +30,7 @@ import numpy as np
 from shardwright.common import deadlines
 from shardwright.common.vocabulary import VolumeType, names
 from shardwright.errors import ShardwrightError, ShardwrightWarning
+from shardwright.formats.precomputed.annotations import ANNOTATIONS_TYPE
 from shardwright.lifecycle.manifest import read_manifest
 from shardwright.planning.builder import LABEL_DTYPES
 from shardwright.sources import open_source
@@ -78,6 +80,7 @@ class DatasetLayer:
     array_axes: str | None = None
     array_dimensions: tuple[str, ...] = ()
     converted_from: str | None = None  # ours: the location of the source it was converted from
+    relationships: tuple[str, ...] = ()  # an annotation layer's, linked to a segmentation
 
     @property
     def centre(self) -> list[float]:
@@ -119,6 +122,9 @@ def describe(
     order its dimensions hold x, y, z (default: its metadata's, else zyx)."""
     store = open_store(dest, storage_options)
     metadata_key, scheme = data_scheme(store, dest)
+    annotations = _annotation_layer(store, dest, source_url, scheme)
+    if annotations is not None:
+        return annotations
     source = open_source(
         dest, axes=axes if scheme in ZARR_SCHEMES else None, storage_options=storage_options
     )
@@ -147,6 +153,35 @@ def describe(
         array_axes=source.axes if bare else None,
         array_dimensions=dimension_names(store, scheme, len(source.axes)) if bare else (),
         converted_from=_same_place(converted_from) if isinstance(converted_from, str) else None,
+    )
+
+
+def _annotation_layer(store: Store, dest: str, source_url: str, scheme: str) -> DatasetLayer | None:
+    """The layer of a precomputed annotation collection (None for anything else): placed
+    by its info's dimensions and bounds."""
+    if scheme != "precomputed":
+        return None
+    try:
+        info = json.loads(store.read("info", small=True))
+    except (FileNotFoundError, ValueError):
+        return None
+    if not isinstance(info, dict) or info.get("@type") != ANNOTATIONS_TYPE:
+        return None
+    scales = [float(scale) * 1e9 for scale, _ in info["dimensions"].values()]
+    lower = [math.floor(v) for v in info["lower_bound"]]
+    upper = [math.ceil(v) for v in info["upper_bound"]]
+    return DatasetLayer(
+        name=os.path.basename(os.path.normpath(dest.rstrip("/"))) or dest,
+        location=dest,
+        source=f"precomputed://{source_url.rstrip('/')}/",
+        metadata_key="info",
+        layer_type="annotation",
+        resolution_nm=(scales[0], scales[1], scales[2]),
+        voxel_offset=(lower[0], lower[1], lower[2]),
+        size=(upper[0] - lower[0], upper[1] - lower[1], upper[2] - lower[2]),
+        contrast=None,
+        segments=(),
+        relationships=tuple(str(r["id"]) for r in info.get("relationships", [])),
     )
 
 
@@ -312,6 +347,10 @@ def viewer_state(layers: Sequence[DatasetLayer]) -> dict[str, Any]:
             entry["shaderControls"] = {"normalized": {"range": list(layer.contrast)}}
         if layer.segments:
             entry["segments"] = [str(s) for s in layer.segments]
+        segmentation = next((o.name for o in layers if o.layer_type == "segmentation"), None)
+        if layer.relationships and segmentation is not None:  # select a segment: its rows
+            entry["linkedSegmentationLayer"] = {r: segmentation for r in layer.relationships}
+            entry["filterBySegmentation"] = list(layer.relationships)
         state_layers.append(entry)
     return {
         "dimensions": {a: [r * 1e-9, "m"] for a, r in zip("xyz", first.resolution_nm, strict=True)},
