@@ -27,6 +27,7 @@ from shardwright.common.flags import (
 )
 from shardwright.common.option_checks import (
     check_annotations,
+    check_choice,
     check_generation,
     check_numbers,
     whole,
@@ -371,6 +372,15 @@ class ConvertOptions:
             metavar="N",
         ),
     )
+    segment_properties: str | None = field(
+        default=None,
+        metadata=cli(
+            "--segment-properties",
+            "a table (.csv, .parquet: id, then label, description, tags, numbers) written as "
+            "the segmentation's segment properties",
+            metavar="TABLE",
+        ),
+    )
     engine: str = field(  # "gpu": shard tasks run the batched pipeline on CUDA workers
         default="cpu",
         metadata=cli(
@@ -455,28 +465,11 @@ class ConvertOptions:
 
     def __post_init__(self) -> None:
         spelled(self)  # "2G", "4,4,40": the API takes the command line's spellings
-        if self.format not in FORMATS:
-            raise OptionError(
-                f"{{format}} is not an output format; choose one of {FORMATS}", format=self.format
-            )
-        if self.compression is not None and self.compression not in COMPRESSIONS:
-            raise OptionError(
-                f"{{compression}} is not a compression; choose one of {COMPRESSIONS}",
-                compression=self.compression,
-            )
-        if self.index_location not in (None, *INDEX_LOCATIONS):
-            raise OptionError(
-                "{index_location}: the index location is start or end",
-                index_location=self.index_location,
-            )
-        if self.zarr_layout not in (None, *ZARR_LAYOUTS):
-            raise OptionError(
-                "{zarr_layout}: the zarr layout is ome or array", zarr_layout=self.zarr_layout
-            )
-        if self.engine not in ENGINES:
-            raise OptionError(
-                f"{{engine}} is not an engine; choose one of {ENGINES}", engine=self.engine
-            )
+        check_choice(self, "format", FORMATS, "an output format")
+        check_choice(self, "compression", COMPRESSIONS, "a compression", optional=True)
+        check_choice(self, "index_location", INDEX_LOCATIONS, "an index location", optional=True)
+        check_choice(self, "zarr_layout", ZARR_LAYOUTS, "a zarr layout", optional=True)
+        check_choice(self, "engine", ENGINES, "an engine")
         for name, least in (("memory_budget", 16 * MiB), ("target_shard_bytes", 1)):
             if not whole(value := getattr(self, name), least):
                 raise OptionError(f"{{{name}}} must be bytes or a size such as 512M, at least "

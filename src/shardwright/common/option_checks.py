@@ -83,3 +83,12 @@ def check_numbers(options: Any) -> None:
             f"{{mips}} must be a non-negative integer or 'auto', got {options.mips!r}",
             mips=NAMED,
         )
+
+
+def check_choice(
+    options: Any, name: str, choices: tuple[str, ...], what: str, optional: bool = False
+) -> None:
+    """An option whose value is one of `choices` (or None, where `optional`)."""
+    value = getattr(options, name)
+    if not (value is None and optional) and value not in choices:
+        raise OptionError(f"{{{name}}} is not {what}; choose one of {choices}", **{name: value})

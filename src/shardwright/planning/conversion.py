@@ -18,7 +18,7 @@ from shardwright.planning.generated import with_generated
 from shardwright.planning.objects import ObjectPlan, make_object_plan, object_source_info
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source
-from shardwright.sources.tables import is_table
+from shardwright.sources.tables import is_table, segment_properties_of
 from shardwright.stores import open_store
 
 
@@ -60,6 +60,8 @@ def plan_conversion(
             generate_skeletons=NAMED,
         )  # fmt: skip
     volume = make_plan(source, dest, options)
+    if options.segment_properties is not None:
+        volume = _with_segment_properties(volume, options)
     if options.with_meshes or options.with_skeletons:
         volume = with_companions(volume, source, dest, options)
     if options.generate_meshes or options.generate_skeletons:
@@ -106,3 +108,15 @@ def with_companions(
         layout=volume.layout.naming(names),
         companions=tuple(companions),
     )
+
+
+def _with_segment_properties(volume: ConversionPlan, options: ConvertOptions) -> ConversionPlan:
+    """The volume whose info names the segment properties the job writes beside it."""
+    if volume.layer_type != "segmentation":
+        raise PlanError(
+            "{segment_properties} describe the segments of a precomputed segmentation",
+            segment_properties=NAMED,
+        )
+    table = str(options.segment_properties)
+    document = segment_properties_of(table, options.source_storage_options, table)
+    return dataclasses.replace(volume, layout=volume.layout.with_segment_properties(document))

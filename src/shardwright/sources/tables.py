@@ -25,6 +25,7 @@ from shardwright.formats.precomputed.annotations import (
     AnnotationProperty,
     bounding_boxes,
 )
+from shardwright.formats.precomputed.segment_properties import segment_properties_info
 from shardwright.version import install_command
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
@@ -361,3 +362,49 @@ def _refuse_repeated_ids(frame: Any, pieces: Sequence[Any], column: str, where: 
         f"{where}: rows {rows[0]} and {rows[1]} share the id {value} (column {column!r}); "
         "each annotation needs its own"
     )
+
+
+def segment_properties_of(source: Any, storage_options: Mapping[str, Any] | None,
+                          where: str) -> dict[str, Any]:  # fmt: skip
+    """A segment properties table (`id`, then any of `label`, `description`, `tags`
+    (comma-separated), and numeric columns) as its `neuroglancer_segment_properties` info;
+    read whole (Neuroglancer reads the inline form, one document)."""
+    frame = open_table(source, storage_options).compute()
+    if "id" not in frame.columns:
+        raise SourceError(f"{where}: no column 'id' (segment properties need each row's id)")
+    problems = _id_problems(frame["id"], "'id'", allow_zero=True)
+    if problems:
+        row, message = problems[0]
+        raise SourceError(f"{where}: row {row + 1}: {message}")
+    ids = np.asarray(frame["id"]).astype(np.uint64)
+    order = np.argsort(ids, kind="stable")
+    repeated = np.flatnonzero(ids[order][1:] == ids[order][:-1])
+    if repeated.size:
+        first, second = sorted(order[repeated[0] : repeated[0] + 2].tolist())
+        raise SourceError(f"{where}: rows {first + 1} and {second + 1} share the id {ids[first]}")
+
+    def text(name: str) -> list[str] | None:
+        import pandas as pd
+
+        return None if name not in frame else [
+            "" if pd.isna(value) else str(value) for value in frame[name]
+        ]  # fmt: skip
+
+    tags = text("tags")
+    numbers = {}
+    for name in frame.columns:
+        if name in ("id", "label", "description", "tags") or not _numeric(frame[name].dtype):
+            continue
+        values = _as_float(frame[name])
+        if not np.isfinite(values).all():
+            row = int(np.argmax(~np.isfinite(values)))
+            raise SourceError(f"{where}: row {row + 1}: column {name!r} is not a finite number")
+        prop = narrowed(AnnotationProperty("n", _property_type(frame[name].dtype)),
+                        float(values.min()), float(values.max()), where)  # fmt: skip
+        numbers[str(name)] = values.astype(prop.type)
+    return segment_properties_info(
+        ids, text("label"), text("description"),
+        None if tags is None else [[t.strip() for t in row.split(",") if t.strip()]
+                                   for row in tags],
+        numbers,
+    )  # fmt: skip

@@ -124,6 +124,11 @@ class VolumeLayout(Protocol):
         """This layout with its metadata naming companion directories (`mesh`, `skeletons`)."""
         ...
 
+    def with_segment_properties(self, document: dict[str, Any]) -> VolumeLayout:
+        """This layout with its metadata naming segment properties (`document`), written
+        beside it; PlanError where the format has none."""
+        ...
+
     def describe(self, plan: ConversionPlan) -> dict[str, Any]:
         """The format's rows of the plan report."""
         ...

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from shardwright.options import ConvertOptions
     from shardwright.planning.geometry import Geometry
 
+SEGMENT_PROPERTIES = "segment_properties"  # the folder the info names
 # Chunk encodings the GPU engine encodes on the device.
 GPU_ENCODINGS = ("raw", "compressed_segmentation")
 
@@ -47,6 +48,7 @@ class PrecomputedLayout:
     info: PrecomputedInfo
     level: int = 0
     jpeg_quality: int | None = None
+    segment_properties: dict[str, Any] | None = None  # its document, where the job writes one
 
     format: ClassVar[str] = OutputFormat.PRECOMPUTED
     names_companions: ClassVar[bool] = True
@@ -124,7 +126,16 @@ class PrecomputedLayout:
         return np.concatenate(found).astype(np.int64)
 
     def metadata_documents(self, plan: ConversionPlan) -> list[Document]:
-        return [("info", self.info.to_json())]
+        if self.segment_properties is None:
+            return [("info", self.info.to_json())]
+        return [(f"{SEGMENT_PROPERTIES}/info", self.segment_properties),
+                ("info", self.info.to_json())]  # fmt: skip
+
+    def with_segment_properties(self, document: dict[str, Any]) -> PrecomputedLayout:
+        """The layout whose info names a segment properties folder holding `document`."""
+        extra = {**self.info.extra, "segment_properties": SEGMENT_PROPERTIES}
+        info = dataclasses.replace(self.info, extra=extra)
+        return dataclasses.replace(self, info=info, segment_properties=document)
 
     def plan_level(self, options: ConvertOptions, geometry: LevelGeometry) -> tuple[Triple, Any]:
         self._warn_misplaced(geometry)

@@ -151,6 +151,12 @@ class Zarr3Layout:
             dataclasses.replace(self, meta=meta, level=k) for k, meta in enumerate(parts, 1)
         ]
 
+    def with_segment_properties(self, document: dict[str, Any]) -> Zarr3Layout:
+        raise PlanError(
+            "{segment_properties} are written for precomputed segmentations (drop {format})",
+            segment_properties=NAMED, format="zarr3",
+        )  # fmt: skip
+
     def naming(self, names: dict[str, Any]) -> Zarr3Layout:
         raise PlanError(
             "{with_meshes} / {with_skeletons} need a precomputed volume source",

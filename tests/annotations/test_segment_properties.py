@@ -1,0 +1,75 @@
+"""Segment properties from a table, written beside a segmentation by its job: the info names
+the folder, the inline document holds each id once with its label, description, tags and
+numbers in id order as the table gave them, and bad tables are refused in one line."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from shardwright import api
+from shardwright.errors import PlanError, SourceError
+
+RUN = dict(scheduler="sync", progress=False, resolution=(8, 8, 40))
+
+
+def _segmentation(tmp_path: pathlib.Path) -> str:
+    labels = np.random.default_rng(0).integers(1, 6, (8, 16, 16), dtype=np.uint64)
+    np.save(tmp_path / "seg.npy", labels)
+    return str(tmp_path / "seg.npy")
+
+
+def test_a_table_of_cell_labels_becomes_the_segmentations_segment_properties(
+    tmp_path: pathlib.Path,
+) -> None:
+    table = pd.DataFrame({
+        "id": np.array([5, 1, 2**63 + 7], np.uint64), "label": ["pyramidal", "basket", None],
+        "description": ["L2/3", "", "glia?"], "tags": ["excitatory,cortex", "inhibitory", ""],
+        "volume_um3": [1200.5, 340.25, 99.0], "synapses": [4000, 120, 0],
+    })  # fmt: skip
+    table.to_csv(tmp_path / "cells.csv", index=False)
+    dest = tmp_path / "seg"
+    api.convert(_segmentation(tmp_path), str(dest), segment_properties=str(tmp_path / "cells.csv"),
+                **RUN)  # fmt: skip
+    info = json.loads((dest / "info").read_text())
+    assert info["segment_properties"] == "segment_properties"
+    document = json.loads((dest / "segment_properties" / "info").read_text())
+    assert document["@type"] == "neuroglancer_segment_properties"
+    inline = document["inline"]
+    assert inline["ids"] == ["5", "1", str(2**63 + 7)]
+    by_id = {p["id"]: p for p in inline["properties"]}
+    assert by_id["label"] == {"id": "label", "type": "label",
+                              "values": ["pyramidal", "basket", ""]}  # fmt: skip
+    assert by_id["description"]["values"] == ["L2/3", "", "glia?"]
+    tags = by_id["tags"]
+    assert tags["tags"] == ["cortex", "excitatory", "inhibitory"]
+    assert tags["values"] == [[0, 1], [2], []]
+    assert by_id["volume_um3"] == {"id": "volume_um3", "type": "number", "data_type": "float32",
+                                   "values": [1200.5, 340.25, 99.0]}  # fmt: skip
+    assert by_id["synapses"]["data_type"] == "uint16"
+    assert api.verify(str(dest)).ok  # the document is one of the metadata the manifest proves
+
+
+def test_segment_properties_tables_that_cannot_be_written_are_refused(
+    tmp_path: pathlib.Path,
+) -> None:
+    source = _segmentation(tmp_path)
+    pd.DataFrame({"label": ["a"]}).to_csv(tmp_path / "noid.csv", index=False)
+    with pytest.raises(SourceError, match="no column 'id'"):
+        api.convert(source, str(tmp_path / "a"), segment_properties=str(tmp_path / "noid.csv"),
+                    **RUN)  # fmt: skip
+    pd.DataFrame({"id": [3, 4, 3]}).to_csv(tmp_path / "twice.csv", index=False)
+    with pytest.raises(SourceError, match="rows 1 and 3 share the id 3"):
+        api.convert(source, str(tmp_path / "b"), segment_properties=str(tmp_path / "twice.csv"),
+                    **RUN)  # fmt: skip
+    image = np.zeros((8, 8, 8), np.uint8)
+    np.save(tmp_path / "image.npy", image)
+    pd.DataFrame({"id": [3]}).to_csv(tmp_path / "one.csv", index=False)
+    with pytest.raises(PlanError, match="segments of a precomputed segmentation"):
+        api.convert(str(tmp_path / "image.npy"), str(tmp_path / "c"),
+                    segment_properties=str(tmp_path / "one.csv"), **RUN)  # fmt: skip
+    assert not any((tmp_path / name).exists() for name in "abc")
