@@ -113,6 +113,10 @@ def test_bad_tables_and_options_are_refused_before_anything_is_written(
         api.convert(frame, str(dest), resolution=(8, 8, 40), **RUN)
     with pytest.raises(PlanError, match="resolution"):
         api.convert(frame, str(dest), annotation_type="point", **RUN)
+    np.save(tmp_path / "volume.npy", np.zeros((4, 4, 4), np.uint8))
+    with pytest.raises(PlanError, match="describe a table's annotations"):
+        api.convert(str(tmp_path / "volume.npy"), str(dest), relationships=[("pre", "pre")],
+                    **RUN)  # fmt: skip
     nan = frame.copy()
     nan.loc[4, "x"] = np.nan
     with pytest.raises(SourceError, match="row 5: column 'x' holds nan"):

@@ -151,7 +151,7 @@ def test_a_manifest_of_an_earlier_version_reads_with_its_dataset_inferred() -> N
     [
         ({"totals": {"shards": 1}}, "'totals' is not what this project writes"),
         ({"totals": {"shards": "x", "bytes": 1, "chunks": 1}}, "'totals' is not what"),
-        ({"dataset": "tables"}, "dataset 'tables' is not one of ('volume', 'objects'"),
+        ({"dataset": "tables"}, r"dataset 'tables' is not one of \('volume', 'objects'"),
         ({"companions": [1]}, "'companions' is not an object"),
     ],
 )

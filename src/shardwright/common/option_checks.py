@@ -36,8 +36,8 @@ def check_generation(options: Any) -> None:
 
 
 def check_annotations(options: Any) -> None:
-    """The annotation options: a relationship name once each, a positive limit, and no
-    annotation option without --annotation-type."""
+    """The annotation options: a relationship name once each, a positive limit (whether a
+    source takes them is the planner's to say)."""
     pairs = options.relationships or ()  # None: the command line gave no --relationship
     object.__setattr__(options, "relationships", tuple(tuple(p) for p in pairs))
     if options.properties is not None:
@@ -49,13 +49,6 @@ def check_annotations(options: Any) -> None:
     if not whole(options.annotation_limit, 1):
         raise OptionError("{annotation_limit} must be a whole number, 1 or more",
                           annotation_limit=options.annotation_limit)  # fmt: skip
-    if options.annotation_type is None and (options.relationships or options.properties):
-        raise OptionError(
-            "{relationships} and {properties} describe a table's annotations: give "
-            "{annotation_type} too",
-            relationships=options.relationships or None, properties=options.properties,
-            annotation_type="point",
-        )  # fmt: skip
 
 
 def check_numbers(options: Any) -> None:

@@ -34,6 +34,12 @@ def plan_conversion(
     source = absolute(source) if isinstance(source, str) else source
     if is_table(source):
         return make_annotation_plan(source, dest, options)
+    if options.annotation_type or options.relationships or options.properties:
+        raise PlanError(
+            "{annotation_type}, {relationships} and {properties} describe a table's annotations "
+            f"(.csv, .parquet or a DataFrame); {source} is no table",
+            annotation_type=NAMED, relationships=NAMED, properties=NAMED,
+        )  # fmt: skip
     info = object_source_info(source, options.source_storage_options)
     if info is not None:
         if (
