@@ -23,6 +23,7 @@ from neuroglancer.read_precomputed_annotations import AnnotationReader
 from shardwright import api
 from shardwright.errors import PlanError, SourceError
 from shardwright.lifecycle.manifest import MANIFEST_KEY
+from tests.support.tables import FORMS, table_as
 
 DRIVER = pathlib.Path(__file__).parents[1] / "support" / "lifecycle_driver.py"
 RUN: dict[str, Any] = dict(scheduler="sync", progress=False)
@@ -44,18 +45,6 @@ def _synapses(rows: int, seed: int = 0) -> pd.DataFrame:
         "score": rng.random(rows).astype(np.float32),
         "kind": rng.integers(0, 3, rows),
     })  # fmt: skip
-
-
-def _as(form: str, frame: pd.DataFrame, tmp_path: pathlib.Path) -> Any:
-    if form == "csv":
-        frame.to_csv(tmp_path / "synapses.csv", index=False)
-        return str(tmp_path / "synapses.csv")
-    if form == "parquet":
-        frame.to_parquet(tmp_path / "synapses.parquet", index=False)
-        return str(tmp_path / "synapses.parquet")
-    if form == "dask":
-        return dd.from_pandas(frame, npartitions=4)
-    return frame
 
 
 def _check(dest: pathlib.Path | dict[str, Any], frame: pd.DataFrame, every: int = 1) -> None:
@@ -90,13 +79,13 @@ def _check(dest: pathlib.Path | dict[str, Any], frame: pd.DataFrame, every: int 
     assert len(info["spatial"]) > 1 and info["spatial"][0]["grid_shape"] == [1, 1, 1]
 
 
-@pytest.mark.parametrize("form", ["csv", "parquet", "pandas", "dask"])
+@pytest.mark.parametrize("form", FORMS)
 def test_a_table_of_synapses_becomes_annotations_every_reader_query_exact(
     tmp_path: pathlib.Path, form: str
 ) -> None:
     frame = _synapses(1500, seed=len(form))
     dest = tmp_path / "synapses"
-    manifest = api.convert(_as(form, frame, tmp_path), str(dest), **OPTIONS, **RUN)
+    manifest = api.convert(table_as(form, frame, tmp_path, "synapses"), str(dest), **OPTIONS, **RUN)
     assert manifest.dataset == "annotations"
     _check(dest, frame)
     assert not (dest / ".shardwright" / "exchange").exists() or not any(

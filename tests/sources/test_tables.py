@@ -7,13 +7,13 @@ from __future__ import annotations
 import pathlib
 from typing import Any
 
-import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
 
 from shardwright.errors import SourceError
 from shardwright.sources.tables import inspect_table, is_table, open_table
+from tests.support.tables import FORMS, table_as
 
 RELATED = {"pre": "pre_segment", "post": "post_segment"}
 
@@ -31,27 +31,12 @@ def _synapses(rows: int = 50) -> pd.DataFrame:
     })  # fmt: skip
 
 
-def _as(form: str, frame: pd.DataFrame, tmp_path: pathlib.Path) -> Any:
-    if form == "csv":
-        frame.to_csv(tmp_path / "t.csv", index=False)
-        return str(tmp_path / "t.csv")
-    if form == "parquet":
-        frame.to_parquet(tmp_path / "t.parquet", index=False)
-        return str(tmp_path / "t.parquet")
-    if form == "dask":
-        return dd.from_pandas(frame, npartitions=3)
-    return frame
-
-
-FORMS = ["csv", "parquet", "pandas", "dask"]
-
-
 @pytest.mark.parametrize("form", FORMS)
 def test_a_table_of_synapses_is_read_with_its_properties_typed(
     tmp_path: pathlib.Path, form: str
 ) -> None:
     frame = _synapses()
-    source = _as(form, frame, tmp_path)
+    source = table_as(form, frame, tmp_path, "t")
     assert is_table(source)
     table = open_table(source)
     facts = inspect_table(table, table.to_delayed(), "point", "t", RELATED)
@@ -65,7 +50,7 @@ def test_a_table_of_synapses_is_read_with_its_properties_typed(
 
 def _refused(tmp_path: pathlib.Path, form: str, frame: pd.DataFrame, **kw: Any) -> str:
     with pytest.raises(SourceError) as caught:
-        table = open_table(_as(form, frame, tmp_path))
+        table = open_table(table_as(form, frame, tmp_path, "t"))
         inspect_table(table, table.to_delayed(), kw.pop("kind", "point"), "t",
                       kw.pop("relationships", RELATED), **kw)  # fmt: skip
     message = str(caught.value)

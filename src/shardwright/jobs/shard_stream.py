@@ -220,11 +220,26 @@ def _object_nodes(plan: ObjectPlan, token: str) -> Iterator[Node]:
         yield Node(f"shard-{task.key}-{token}", _object_shard, task)
 
 
+def _spooled(context: TaskContext, done: BlockDone) -> BlockDone:
+    """A spool task's result with its receipt journaled (a resumed job keeps the spool)."""
+    return dataclasses.replace(done, receipt=journal.record(context.store, done.receipt))
+
+
+def _collector(table: Exchange) -> Callable[[BlockDone], list[Receipt]]:
+    """What the window does with a spool task's result: its index goes into the job's
+    exchange, its receipt to progress (no manifest lists a spool)."""
+
+    def collect(result: BlockDone) -> list[Receipt]:
+        table.add(result.block)
+        return [result.receipt]
+
+    return collect
+
+
 def _block(context: TaskContext, position: tuple[int, int, int]) -> BlockDone:
     plan = context.plan
     assert isinstance(plan, GeneratedPlan)
-    done = run_block(plan, position, context.store, resume=context.resume)
-    return dataclasses.replace(done, receipt=journal.record(context.store, done.receipt))
+    return _spooled(context, run_block(plan, position, context.store, resume=context.resume))
 
 
 def _generated_shard(context: TaskContext, task: GeneratedShardTask) -> Receipt:
@@ -240,11 +255,7 @@ def _generated_nodes(
     """The block tasks (run by the first output's stream), a barrier, then a task per output
     shard that any block sent a piece to, with the ranges it reads."""
     table = exchanges.setdefault(plan.generation.exchange, Exchange())
-
-    def collect(result: BlockDone) -> list[Receipt]:
-        table.add(result.block)
-        return [result.receipt]
-
+    collect = _collector(table)
     if plan.runs_blocks:
         for position in plan.generation.grid.positions():
             key = f"block-{plan.generation.grid.key(position)}-{token}"
@@ -260,8 +271,7 @@ def _generated_nodes(
 def _partition(context: TaskContext, part: TablePartition) -> BlockDone:
     plan = context.plan
     assert isinstance(plan, AnnotationPlan)
-    done = run_partition(plan, part, context.store, resume=context.resume)
-    return dataclasses.replace(done, receipt=journal.record(context.store, done.receipt))
+    return _spooled(context, run_partition(plan, part, context.store, resume=context.resume))
 
 
 def _annotation_shard(context: TaskContext, task: AnnotationShardTask) -> Receipt:
@@ -277,11 +287,7 @@ def _annotation_nodes(
     """A task per partition of the table, a barrier, then a task per shard of each output
     that any partition sent rows to, with the ranges it reads."""
     table = exchanges.setdefault(f"{plan.dest}#annotations", Exchange())
-
-    def collect(result: BlockDone) -> list[Receipt]:
-        table.add(result.block)
-        return [result.receipt]
-
+    collect = _collector(table)
     for part in plan.partitions():
         yield Node(f"{part.key}-{token}", _partition, part, collect=collect)
     yield Barrier()

@@ -128,10 +128,6 @@ class AnnotationPlan:
         return self.facts.rows * (self.layout.schema.record_dtype.itemsize + 8)
 
     @property
-    def outputs(self) -> int:
-        return len(self.layout.shardings)
-
-    @property
     def shard_count(self) -> int:
         """Shards expected: each output's, at most one per key it holds."""
         return sum(min(spec.num_shards, max(1, self.facts.rows)) for spec in self.layout.shardings)
