@@ -18,10 +18,10 @@ from shardwright.engine.shard_task import run_task
 from shardwright.formats.precomputed.sharding import ShardBuilder
 from shardwright.formats.shardfile import ShardFile
 from shardwright.generation import exchange
-from shardwright.generation.exchange import BlockIndex
+from shardwright.generation.exchange import BlockIndex, SpooledShardTask
 from shardwright.lifecycle.journal import EXCHANGE
 from shardwright.lifecycle.manifest import Receipt
-from shardwright.planning.annotations import AnnotationPlan, AnnotationShardTask, TablePartition
+from shardwright.planning.annotations import AnnotationPlan, TablePartition
 from shardwright.stores import Store, open_store
 
 
@@ -53,7 +53,7 @@ class PartitionProducer:
 
 
 def run_annotation_shard(
-    plan: AnnotationPlan, task: AnnotationShardTask, store: Store, *, resume: bool
+    plan: AnnotationPlan, task: SpooledShardTask, store: Store, *, resume: bool
 ) -> Receipt:
     """Produce one shard of one output (or keep a proven one)."""
     spools = open_store(plan.dest, plan.exchange_storage_options)
@@ -64,7 +64,7 @@ def run_annotation_shard(
 class AnnotationShardProducer:
     """The entries of one output shard, from its sections of every partition's spool."""
 
-    def __init__(self, plan: AnnotationPlan, task: AnnotationShardTask, spools: Store) -> None:
+    def __init__(self, plan: AnnotationPlan, task: SpooledShardTask, spools: Store) -> None:
         self.plan, self.task, self.spools = plan, task, spools
 
     def produce(self) -> ShardFile:

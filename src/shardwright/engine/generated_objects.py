@@ -27,7 +27,7 @@ from shardwright.formats.precomputed.sharding import ShardBuilder
 from shardwright.formats.shardfile import ShardFile
 from shardwright.generation import census, exchange
 from shardwright.generation.census import NO_BOX, Box
-from shardwright.generation.exchange import MESH, SKELETON, BlockIndex, Piece
+from shardwright.generation.exchange import MESH, SKELETON, BlockIndex, Piece, SpooledShardTask
 from shardwright.generation.surfaces import block_surfaces, multires_mesh
 from shardwright.generation.tracing import block_skeletons, joined_skeleton
 from shardwright.lifecycle.journal import CENSUS, EXCHANGE
@@ -36,7 +36,6 @@ from shardwright.lifecycle.runs import run_of
 from shardwright.planning.generated import (
     SEGMENTATION_METHOD,
     GeneratedPlan,
-    GeneratedShardTask,
 )
 from shardwright.stores import Store, open_store
 
@@ -135,7 +134,7 @@ def _shards(plan: GeneratedPlan, output: int, segments: Iterable[int]) -> list[t
 
 
 def run_generated_shard(
-    plan: GeneratedPlan, task: GeneratedShardTask, store: Store, *, resume: bool
+    plan: GeneratedPlan, task: SpooledShardTask, store: Store, *, resume: bool
 ) -> Receipt:
     """Produce one generated mesh or skeleton shard (or keep a proven one, whose receipt the
     journal kept with its count of segments present)."""
@@ -160,7 +159,7 @@ class GeneratedShardProducer:
     stored in `dest` before the shard (so a shard kept on resume has its census)."""
 
     def __init__(
-        self, plan: GeneratedPlan, task: GeneratedShardTask, spools: Store, dest: Store
+        self, plan: GeneratedPlan, task: SpooledShardTask, spools: Store, dest: Store
     ) -> None:
         self.plan, self.task, self.spools, self.dest = plan, task, spools, dest
         self.present = 0

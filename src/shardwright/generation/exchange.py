@@ -119,6 +119,21 @@ class BlockIndex:
     index: np.ndarray
 
 
+@dataclass(frozen=True)
+class SpooledShardTask:
+    """One output shard made from spools: its key, number, the byte ranges of the spools it
+    reads (known once every spool task has returned) and which output of its job it is."""
+
+    key: str
+    shard_number: int
+    ranges: tuple[tuple[str, int, int], ...]
+    output: int = 0
+
+    @property
+    def chunk_count(self) -> int:
+        return len(self.ranges)
+
+
 class Exchange:
     """The coordinator's table: for each (output, shard), the (key, start, stop) ranges its
     task reads, gathered from the blocks' indexes as they finish."""

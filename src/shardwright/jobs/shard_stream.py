@@ -30,7 +30,7 @@ from shardwright.engine.engines import Engine, engine_for
 from shardwright.engine.generated_objects import BlockDone, run_block, run_generated_shard
 from shardwright.engine.objects import run_object_shard
 from shardwright.engine.pyramid import Handoff, Piece
-from shardwright.generation.exchange import Exchange
+from shardwright.generation.exchange import Exchange, SpooledShardTask
 from shardwright.lifecycle import journal
 from shardwright.lifecycle.manifest import Receipt
 from shardwright.planning import (
@@ -42,8 +42,8 @@ from shardwright.planning import (
     Plan,
     ShardTask,
 )
-from shardwright.planning.annotations import AnnotationPlan, AnnotationShardTask, TablePartition
-from shardwright.planning.generated import GeneratedPlan, GeneratedShardTask
+from shardwright.planning.annotations import AnnotationPlan, TablePartition
+from shardwright.planning.generated import GeneratedPlan
 from shardwright.planning.objects import ObjectPlan, ObjectShardTask
 from shardwright.stores import Store
 
@@ -100,13 +100,12 @@ class LevelResult:
 
 
 # What a node takes besides its context (a volume's or pyramid's shard, a mesh or skeleton
-# shard, a generated output's shard or block position, the key of the task a piece is for,
-# or nothing), and what it returns.
+# shard, a shard made from spools (generated objects, annotations), a block position, a table
+# partition, the key of the task a piece is for, or nothing), and what it returns.
 NodeShard = (
     ShardTask
     | ObjectShardTask
-    | GeneratedShardTask
-    | AnnotationShardTask
+    | SpooledShardTask
     | TablePartition
     | tuple[int, int, int]
     | str
@@ -242,7 +241,7 @@ def _block(context: TaskContext, position: tuple[int, int, int]) -> BlockDone:
     return _spooled(context, run_block(plan, position, context.store, resume=context.resume))
 
 
-def _generated_shard(context: TaskContext, task: GeneratedShardTask) -> Receipt:
+def _generated_shard(context: TaskContext, task: SpooledShardTask) -> Receipt:
     plan = context.plan
     assert isinstance(plan, GeneratedPlan)
     receipt = run_generated_shard(plan, task, context.store, resume=context.resume)
@@ -262,9 +261,8 @@ def _generated_nodes(
             yield Node(key, _block, position, collect=collect)
         yield Barrier()
     for number in table.shards(plan.output):
-        task = GeneratedShardTask(
-            plan.sharding.shard_filename(number), number, tuple(table.ranges(plan.output, number))
-        )
+        ranges = tuple(table.ranges(plan.output, number))
+        task = SpooledShardTask(plan.sharding.shard_filename(number), number, ranges)
         yield Node(f"shard-{task.key}-{token}", _generated_shard, task)
 
 
@@ -274,7 +272,7 @@ def _partition(context: TaskContext, part: TablePartition) -> BlockDone:
     return _spooled(context, run_partition(plan, part, context.store, resume=context.resume))
 
 
-def _annotation_shard(context: TaskContext, task: AnnotationShardTask) -> Receipt:
+def _annotation_shard(context: TaskContext, task: SpooledShardTask) -> Receipt:
     plan = context.plan
     assert isinstance(plan, AnnotationPlan)
     receipt = run_annotation_shard(plan, task, context.store, resume=context.resume)
@@ -294,7 +292,7 @@ def _annotation_nodes(
     for output, spec in enumerate(plan.layout.shardings):
         for number in table.shards(output):
             key = f"{plan.layout.key(output)}/{spec.shard_filename(number)}"
-            task = AnnotationShardTask(key, output, number, tuple(table.ranges(output, number)))
+            task = SpooledShardTask(key, number, tuple(table.ranges(output, number)), output)
             yield Node(f"shard-{key}-{token}", _annotation_shard, task)
 
 

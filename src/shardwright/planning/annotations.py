@@ -25,6 +25,7 @@ from shardwright.errors import NAMED, PlanError
 from shardwright.formats.precomputed import annotation_spatial as spatial
 from shardwright.formats.precomputed.annotations import AnnotationSchema, bounding_boxes
 from shardwright.formats.precomputed.sharding import ShardingSpec
+from shardwright.generation.exchange import SpooledShardTask
 from shardwright.options import ConvertOptions
 from shardwright.planning.base import ANNOTATIONS
 from shardwright.planning.objects import choose_sharding
@@ -87,21 +88,6 @@ class TablePartition:
 
 
 @dataclass(frozen=True)
-class AnnotationShardTask:
-    """One output shard: its key below DEST, which output and shard, and the byte ranges of
-    the partitions' spools it reads (known once every partition task has returned)."""
-
-    key: str
-    output: int
-    shard_number: int
-    ranges: tuple[tuple[str, int, int], ...]
-
-    @property
-    def chunk_count(self) -> int:
-        return len(self.ranges)
-
-
-@dataclass(frozen=True)
 class AnnotationPlan:
     """Everything decided about writing a table's annotations: a `base.Plan`."""
 
@@ -157,7 +143,7 @@ class AnnotationPlan:
             yield TablePartition(number, first, piece)
             first += rows
 
-    def shards(self) -> Iterator[AnnotationShardTask]:
+    def shards(self) -> Iterator[SpooledShardTask]:
         """Known only from the partitions' spools: the job asks its exchange (jobs/)."""
         return iter(())
 

@@ -24,7 +24,7 @@ from shardwright.errors import NAMED, PlanError
 from shardwright.formats.precomputed.meshes import IDENTITY_TRANSFORM, MULTILOD_TYPE
 from shardwright.formats.precomputed.sharding import ShardingSpec
 from shardwright.formats.precomputed.skeletons import SKELETON_TYPE
-from shardwright.generation.exchange import MESH, SKELETON
+from shardwright.generation.exchange import MESH, SKELETON, SpooledShardTask
 from shardwright.generation.grid import BlockGrid, three
 from shardwright.generation.surfaces import QUANTIZATION_BITS
 from shardwright.generation.tracing import RADIUS_ATTRIBUTE
@@ -70,20 +70,6 @@ class Generation:
 
     def wants(self, segment: int) -> bool:
         return segment != 0 and (self.object_ids is None or segment in self.object_ids)
-
-
-@dataclass(frozen=True)
-class GeneratedShardTask:
-    """One output shard: its key, number and the byte ranges of the block spools it reads
-    (known once every block task has returned)."""
-
-    key: str
-    shard_number: int
-    ranges: tuple[tuple[str, int, int], ...]
-
-    @property
-    def chunk_count(self) -> int:
-        return len(self.ranges)
 
 
 @dataclass(frozen=True)
@@ -173,7 +159,7 @@ class GeneratedPlan:
         """How output-shard tasks reach the block spools (they lie below DEST)."""
         return dict(self.options.storage_options)
 
-    def shards(self) -> Iterator[GeneratedShardTask]:
+    def shards(self) -> Iterator[SpooledShardTask]:
         """Known only from the blocks' spools: the job asks its exchange (jobs/)."""
         return iter(())
 
