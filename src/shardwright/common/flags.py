@@ -113,6 +113,9 @@ def spelled(options: Any) -> None:
     the field; values of other types are left to the dataclass's own checks."""
     for f, flag in command_line_fields(type(options)):
         value = getattr(options, f.name)
+        if flag.repeat:  # a flag given once per value: a tuple of values, each as spelled
+            object.__setattr__(options, f.name, _repeated(f, flag, value))
+            continue
         if flag.parse is None or not isinstance(value, str):
             continue
         try:
@@ -121,6 +124,23 @@ def spelled(options: Any) -> None:
             reason = str(exc) if isinstance(exc, argparse.ArgumentTypeError) else "not a number"
             raise OptionError(f"{{{f.name}}}: {reason}", **{f.name: value}) from None
         object.__setattr__(options, f.name, parsed)
+
+
+def _repeated(f: dataclasses.Field[Any], flag: Flag, value: Any) -> Any:
+    """A repeated flag's values as a tuple, each text read by the flag's parser; None (the
+    flag not given on the command line) is the field's default."""
+    if value is None:
+        return default_of(f)
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise OptionError(f"{{{f.name}}} takes a list of values", **{f.name: value})
+    items = []
+    for item in value:
+        try:
+            parsed = flag.parse(item) if flag.parse is not None and isinstance(item, str) else item
+        except argparse.ArgumentTypeError as exc:
+            raise OptionError(f"{{{f.name}}}: {exc}", **{f.name: value}) from None
+        items.append(tuple(parsed) if isinstance(parsed, list) else parsed)
+    return tuple(items)
 
 
 @dataclass(frozen=True)

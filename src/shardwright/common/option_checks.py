@@ -38,10 +38,6 @@ def check_generation(options: Any) -> None:
 def check_annotations(options: Any) -> None:
     """The annotation options: a relationship name once each, a positive limit (whether a
     source takes them is the planner's to say)."""
-    pairs = options.relationships or ()  # None: the command line gave no --relationship
-    object.__setattr__(options, "relationships", tuple(tuple(p) for p in pairs))
-    if options.properties is not None:
-        object.__setattr__(options, "properties", tuple(options.properties))
     names = [name for name, _ in options.relationships]
     if len(set(names)) != len(names):
         raise OptionError("{relationships}: each relationship is named once",
