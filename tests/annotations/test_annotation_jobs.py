@@ -211,3 +211,14 @@ def test_a_table_in_s3_becomes_annotations_in_gcs(
     _check({"driver": "gcs", "bucket": "annotations", "path": "synapses/"}, frame, every=10)
     report = api.verify("gs://annotations/synapses", storage_options=gcs.options())
     assert report.ok, report.summary()
+
+
+def test_the_plan_reads_the_table_here_not_on_a_default_dask_client(client: Any) -> None:
+    """With a Dask client the process's default (as a notebook has), planning a table runs
+    its passes on this process's threads: that cluster's workers may not reach the table
+    (they lacked the S3 credentials of this process, once), and the job may run elsewhere."""
+    from distributed import get_task_stream
+
+    with get_task_stream(client) as stream:
+        api.plan(_synapses(300), "memory://planned", **OPTIONS)
+    assert stream.data == []

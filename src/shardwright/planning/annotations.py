@@ -2,13 +2,15 @@
 
 The table is checked (sources/tables.py: columns by name and type, then one pass over its
 rows); its bounds and `--resolution` make the coordinate space; the spatial index's levels
-and each level's chance come from one pass per level over the id and geometry columns, on
-the Dask scheduler in use (each partition's counts per cell, merged in buckets of cells, so
-no process holds every cell); each output (by_id, each relationship, each spatial level)
-gets a hashed sharding sized from its rows. The job then runs one task per partition of the
-table, which sends its rows to the outputs' shards through one spool object under
-DEST/.shardwright/exchange/ (engine/annotation_rows.py), and after a barrier one task per
-output shard (engine/annotations.py).
+and each level's chance come from one pass per level over the id and geometry columns (each
+partition's counts per cell, merged in buckets of cells, so no task holds every cell); these
+passes run on this process's threads, as a volume's planner samples its source, not on
+whatever Dask client the process has as its default (its workers may not reach the table,
+and the job may be asked to run elsewhere). Each output (by_id, each relationship, each
+spatial level) gets a hashed sharding sized from its rows. The job then runs one task per
+partition of the table, which sends its rows to the outputs' shards through one spool object
+under DEST/.shardwright/exchange/ (engine/annotation_rows.py), and after a barrier one task
+per output shard (engine/annotations.py).
 """
 
 from __future__ import annotations
@@ -226,17 +228,21 @@ def make_annotation_plan(table: Any, dest: str, options: ConvertOptions) -> Anno
         )
     if options.format != "precomputed":
         raise PlanError("annotations are precomputed only (drop {format})", format=options.format)
+    import dask
+
     frame = open_table(table, options.source_storage_options)
     pieces = tuple(frame.to_delayed())
-    facts = inspect_table(frame, pieces, options.annotation_type, where,
-                          dict(options.relationships), options.properties)  # fmt: skip
+    with dask.config.set(scheduler="threads"):
+        facts = inspect_table(frame, pieces, options.annotation_type, where,
+                              dict(options.relationships), options.properties)  # fmt: skip
     lower = tuple(math.floor(v) for v in facts.low)
     upper = tuple(math.floor(v) + 1 for v in facts.high)
     columns = facts.columns
     schema = AnnotationSchema(columns.kind, tuple(p for _, p in columns.properties),
                               tuple(name for name, _ in columns.relationships))  # fmt: skip
     levels = spatial.spatial_levels(lower, upper)
-    chances = _chances(pieces, facts, lower, levels, options.annotation_limit)
+    with dask.config.set(scheduler="threads"):
+        chances = _chances(pieces, facts, lower, levels, options.annotation_limit)
     shardings = _shardings(options, facts, schema, chances)
     layout = AnnotationLayout(schema, columns, lower, tuple(levels[: len(chances)]),
                               tuple(chances), shardings)  # fmt: skip

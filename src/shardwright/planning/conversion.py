@@ -124,5 +124,8 @@ def _with_segment_properties(volume: ConversionPlan, options: ConvertOptions) ->
             segment_properties=NAMED,
         )
     table = str(options.segment_properties)
-    document = segment_properties_of(table, options.source_storage_options, table)
+    import dask
+
+    with dask.config.set(scheduler="threads"):  # read here, as the annotations' plan does
+        document = segment_properties_of(table, options.source_storage_options, table)
     return dataclasses.replace(volume, layout=volume.layout.with_segment_properties(document))

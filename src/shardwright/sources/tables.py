@@ -307,7 +307,7 @@ def inspect_table(
     properties: Sequence[str] | None = None,
 ) -> TableFacts:
     """The table checked by its schema, then by one pass over its rows (on the Dask
-    scheduler in use), then for repeated ids; the first problem is one SourceError.
+    scheduler the caller chose), then for repeated ids; the first problem is one SourceError.
     `pieces`: the table's partitions as every later pass reads them (`frame.to_delayed()`,
     taken once: Dask may group a Parquet dataset's files differently for another
     projection of its columns)."""
