@@ -11,6 +11,7 @@ import pathlib
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -94,8 +95,11 @@ def test_a_table_of_synapses_becomes_annotations_every_reader_query_exact(
 
 
 def test_bad_tables_and_options_are_refused_before_anything_is_written(
-    tmp_path: pathlib.Path,
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    scratch = tmp_path / "scratch"  # where the plan keeps the table's ids and boxes
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     frame = _synapses(20)
     dest = tmp_path / "out"
     with pytest.raises(PlanError, match="annotation_type|annotation-type"):
@@ -110,7 +114,12 @@ def test_bad_tables_and_options_are_refused_before_anything_is_written(
     nan.loc[4, "x"] = np.nan
     with pytest.raises(SourceError, match="row 5: column 'x' holds nan"):
         api.convert(nan, str(dest), **OPTIONS, **RUN)
+    repeated = frame.copy()
+    repeated.loc[9, "id"] = repeated.loc[3, "id"]
+    with pytest.raises(SourceError, match="rows 4 and 10 share the id"):
+        api.convert(repeated, str(dest), **OPTIONS, **RUN)
     assert not dest.exists()
+    assert not list(scratch.iterdir())
 
 
 def test_verify_decodes_every_index_and_names_a_damaged_shard(tmp_path: pathlib.Path) -> None:

@@ -12,10 +12,20 @@ import pandas as pd
 import pytest
 
 from shardwright.errors import SourceError
-from shardwright.sources.tables import inspect_table, is_table, open_table
+from shardwright.sources.table_spool import TableSpool
+from shardwright.sources.tables import TableFacts, inspect_table, is_table, open_table
 from tests.support.tables import FORMS, table_as
 
 RELATED = {"pre": "pre_segment", "post": "post_segment"}
+
+
+def _inspect(table: Any, kind: str = "point", *args: Any, **kw: Any) -> TableFacts:
+    pieces = table.to_delayed()
+    spool = TableSpool(buckets=len(pieces))
+    try:
+        return inspect_table(table, pieces, kind, "t", spool, *args, **kw)
+    finally:
+        spool.close()
 
 
 def _synapses(rows: int = 50) -> pd.DataFrame:
@@ -39,7 +49,7 @@ def test_a_table_of_synapses_is_read_with_its_properties_typed(
     source = table_as(form, frame, tmp_path, "t")
     assert is_table(source)
     table = open_table(source)
-    facts = inspect_table(table, table.to_delayed(), "point", "t", RELATED)
+    facts = _inspect(table, "point", RELATED)
     assert facts.rows == 50 and facts.columns.id == "id"
     assert dict(facts.columns.relationships) == RELATED
     types = {column: p.type for column, p in facts.columns.properties}
@@ -51,8 +61,7 @@ def test_a_table_of_synapses_is_read_with_its_properties_typed(
 def _refused(tmp_path: pathlib.Path, form: str, frame: pd.DataFrame, **kw: Any) -> str:
     with pytest.raises(SourceError) as caught:
         table = open_table(table_as(form, frame, tmp_path, "t"))
-        inspect_table(table, table.to_delayed(), kw.pop("kind", "point"), "t",
-                      kw.pop("relationships", RELATED), **kw)  # fmt: skip
+        _inspect(table, kw.pop("kind", "point"), kw.pop("relationships", RELATED), **kw)
     message = str(caught.value)
     assert "\n" not in message
     return message
@@ -96,10 +105,32 @@ def test_an_id_beyond_64_bits_in_a_csv_is_named(tmp_path: pathlib.Path) -> None:
     (tmp_path / "t.csv").write_text("id,x,y,z\n1,0,0,0\n18446744073709551616,1,1,1\n3,2,2,2\n")
     with pytest.raises(SourceError, match=r"row 2: .id. holds .18446744073709551616., not a"):
         table = open_table(str(tmp_path / "t.csv"))
-        inspect_table(table, table.to_delayed(), "point", "t")
+        _inspect(table)
 
 
 def test_a_missing_table_is_one_line(tmp_path: pathlib.Path) -> None:
     with pytest.raises(SourceError, match="source does not exist|cannot read the table"):
         table = open_table(str(tmp_path / "none.csv"))
-        inspect_table(table, table.to_delayed(), "point", "t")
+        _inspect(table)
+
+
+def test_repeated_ids_across_partitions_name_the_earliest_second_row() -> None:
+    """Ids are checked bucket by bucket from the spool, not by one count of every id: the
+    pair reported is the one a reader scanning down the table meets first."""
+    import dask.dataframe as dd
+
+    frame = _synapses(300)
+    frame.loc[250, "id"] = frame.loc[10, "id"]  # second row 251
+    frame.loc[120, "id"] = frame.loc[200, "id"]  # second row 201 (the first met)
+    frame.loc[290, "id"] = frame.loc[200, "id"]
+    table = dd.from_pandas(frame, npartitions=4, sort=False)
+    with pytest.raises(SourceError, match=rf"rows 121 and 201 share the id {frame.loc[200, 'id']}"):
+        _inspect(table, "point", RELATED)
+    spool = TableSpool(buckets=3)
+    ids = np.arange(1, 101, dtype=np.uint64)
+    spool.keep(0, ids[:60], np.zeros((60, 3)), np.zeros((60, 3)))
+    spool.keep(1, ids[60:], np.zeros((40, 3)), np.zeros((40, 3)))
+    assert spool.first_repeated_id([60, 40]) is None
+    assert spool.ids(1, 60, 40)[0] == 61
+    spool.close()
+    assert not spool.root.exists()

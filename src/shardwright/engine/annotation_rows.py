@@ -6,7 +6,8 @@ id; 0 means none, as segment 0 is background) and the one spatial level the row'
 chose (keyed by the compressed Morton code of each cell its bounding box meets). Rows go as
 fixed-size binary rows, grouped by (output, shard) into the partition's spool object
 (generation/exchange.py), so a shard task reads only its own sections. The shard task sorts
-its rows by key and encodes each key's entry as the format stores it.
+its rows in the file's order and packs every key's entry, as the format stores it, into one
+buffer.
 
 Outputs are numbered: 0 by_id, then one per relationship, then one per spatial level.
 """
@@ -14,7 +15,7 @@ Outputs are numbered: 0 by_id, then one per relationship, then one per spatial l
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -23,8 +24,8 @@ from shardwright.errors import FormatError
 from shardwright.formats.precomputed import annotation_spatial as spatial
 from shardwright.formats.precomputed.annotations import (
     bounding_boxes,
-    encode_multiple,
-    encode_single,
+    encode_lists,
+    encode_singles,
 )
 from shardwright.formats.precomputed.morton import compressed_morton_code
 from shardwright.planning.annotations import BY_ID, AnnotationLayout
@@ -32,7 +33,7 @@ from shardwright.planning.annotations import BY_ID, AnnotationLayout
 
 def partition_sections(
     layout: AnnotationLayout, frame: Any, first_row: int
-) -> dict[tuple[int, int], list[bytes]]:
+) -> dict[tuple[int, int], list[memoryview]]:
     """One partition's rows for every output, as (output, shard) -> sections. `first_row`:
     the partition's first row in the table (ids default to row number + 1)."""
     columns = layout.columns
@@ -47,14 +48,18 @@ def partition_sections(
     }
     records = layout.schema.records(geometry, values)
     related = [np.asarray(frame[column]).astype(np.uint64) for _, column in columns.relationships]
-    sections: dict[tuple[int, int], list[bytes]] = defaultdict(list)
+    sections: dict[tuple[int, int], list[memoryview]] = defaultdict(list)
 
     def send(output: int, keys: np.ndarray, table: np.ndarray) -> None:
+        """The rows ordered by shard once; each shard's section a view of that copy."""
         shards, _ = layout.shardings[output].locate(keys)
         order = np.argsort(shards, kind="stable")
-        bounds = np.flatnonzero(np.diff(shards[order])) + 1
-        for group in np.split(order, bounds) if order.size else []:
-            sections[(output, int(shards[group[0]]))].append(table[group].tobytes())
+        ordered = memoryview(table[order].view(np.uint8).data)
+        present, counts = np.unique(shards[order], return_counts=True)
+        ends = np.cumsum(counts) * table.dtype.itemsize
+        for shard, end, count in zip(present.tolist(), ends.tolist(), counts.tolist(),
+                                     strict=True):  # fmt: skip
+            sections[(output, shard)].append(ordered[end - count * table.dtype.itemsize : end])
 
     by_id = np.zeros(rows, layout.row_dtype(BY_ID))
     by_id["key"], by_id["record"] = ids, records
@@ -85,26 +90,28 @@ def partition_sections(
 
 def shard_entries(
     layout: AnnotationLayout, output: int, sections: Sequence[bytes | memoryview]
-) -> Iterator[tuple[int, bytes]]:
-    """(key, encoded entry) for every key of one shard of `output`, in key order, from the
-    sections every partition sent it."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One shard of `output` from the sections every partition sent it: each key's entry,
+    packed in the file's order (minishard, then key) as (keys, sizes, bytes)."""
     dtype = layout.row_dtype(output)
     joined = b"".join(sections)
     if len(joined) % dtype.itemsize:
         raise FormatError(f"{layout.key(output)}: a section is truncated")
     rows = np.frombuffer(joined, dtype)
+    _, minishards = layout.shardings[output].locate(rows["key"])
     if output == BY_ID:
-        rows = rows[np.argsort(rows["key"], kind="stable")]
+        rows = rows[np.lexsort((rows["key"], minishards))]
         keys = rows["key"]
         repeated = np.flatnonzero(keys[1:] == keys[:-1])
         if repeated.size:
             raise FormatError(f"annotation id {keys[repeated[0]]} is in the table twice")
-        for row in rows:
-            lists = [[int(s)] if s else [] for s in np.atleast_1d(row["related"]).tolist()]
-            yield int(row["key"]), encode_single(row["record"], lists)
-        return
+        data, sizes = encode_singles(rows["record"], rows["related"])
+        return keys, sizes, data
     second = rows["id"] if output < layout.first_spatial else rows["order"]
-    rows = rows[np.lexsort((second, rows["key"]))]
-    bounds = np.flatnonzero(np.diff(rows["key"])) + 1
-    for group in np.split(rows, bounds) if rows.size else []:
-        yield int(group["key"][0]), encode_multiple(group["record"], group["id"])
+    rows = rows[np.lexsort((second, rows["key"], minishards))]
+    keys = rows["key"]
+    starts = np.ones(keys.size, bool)
+    starts[1:] = keys[1:] != keys[:-1]
+    firsts = np.flatnonzero(starts)
+    data, sizes = encode_lists(rows["record"], rows["id"], np.diff(np.append(firsts, keys.size)))
+    return keys[firsts], sizes, data

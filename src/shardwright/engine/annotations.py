@@ -15,7 +15,7 @@ from typing import Any
 from shardwright.engine.annotation_rows import partition_sections, shard_entries
 from shardwright.engine.generated_objects import BlockDone, read_index
 from shardwright.engine.shard_task import run_task
-from shardwright.formats.precomputed.sharding import ShardBuilder
+from shardwright.formats.precomputed.sharding import packed_shard
 from shardwright.formats.shardfile import ShardFile
 from shardwright.generation import exchange
 from shardwright.generation.exchange import BlockIndex, SpooledShardTask
@@ -69,18 +69,8 @@ class AnnotationShardProducer:
 
     def produce(self) -> ShardFile:
         plan, task = self.plan, self.task
-        builder = ShardBuilder(
-            plan.layout.shardings[task.output],
-            task.shard_number,
-            memory_budget=plan.spool_budget,
-            level=plan.compression_level,
-        )
-        try:
-            sections = [self.spools.read_range(key, start, stop)
-                        for key, start, stop in task.ranges]  # fmt: skip
-            for key, entry in shard_entries(plan.layout, task.output, sections):
-                builder.add(key, entry)
-            return builder.finish()
-        except BaseException:
-            builder.close()
-            raise
+        sections = [self.spools.read_range(key, start, stop) for key, start, stop in task.ranges]
+        keys, sizes, data = shard_entries(plan.layout, task.output, sections)
+        del sections
+        return packed_shard(plan.layout.shardings[task.output], task.shard_number, keys, sizes,
+                            data, level=plan.compression_level)  # fmt: skip

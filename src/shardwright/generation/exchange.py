@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import struct
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from shardwright.errors import MeshFormatError
+from shardwright.formats.shardfile import Piece as Bytes
 from shardwright.generation.census import NO_BOX, Box, Triple
 
 MESH, SKELETON = 0, 1  # which output a section feeds
@@ -84,9 +85,11 @@ def read_pieces(data: bytes | memoryview, output: int) -> Iterator[Piece]:
                     (tuple(low), tuple(high)))  # fmt: skip
 
 
-def spool(sections: dict[tuple[int, int], list[bytes]]) -> tuple[list[bytes], np.ndarray]:
+def spool(
+    sections: Mapping[tuple[int, int], Sequence[Bytes]],
+) -> tuple[list[Bytes], np.ndarray]:
     """The pieces of a block's spool object and its index, from (output, shard) -> pieces."""
-    parts: list[bytes] = []
+    parts: list[Bytes] = []
     rows = []
     offset = 0
     for (output, shard), pieces in sorted(sections.items()):

@@ -1,9 +1,10 @@
 """Precomputed annotations from a table, planned before any byte is written.
 
 The table is checked (sources/tables.py: columns by name and type, then one pass over its
-rows); its bounds and `--resolution` make the coordinate space; the spatial index's levels
-and each level's chance come from one pass per level over the id and geometry columns (each
-partition's counts per cell, merged in buckets of cells, so no task holds every cell); these
+rows, which keeps each row's id and bounding box on local disk: sources/table_spool.py);
+its bounds and `--resolution` make the coordinate space; the spatial index's levels and each
+level's chance come from one pass per level over the kept ids and boxes (each partition's
+counts per cell, merged in buckets of cells, so no task holds every cell); these
 passes run on this process's threads, as a volume's planner samples its source, not on
 whatever Dask client the process has as its default (its workers may not reach the table,
 and the job may be asked to run elsewhere). Each output (by_id, each relationship, each
@@ -25,16 +26,18 @@ import numpy as np
 
 from shardwright.errors import NAMED, PlanError
 from shardwright.formats.precomputed import annotation_spatial as spatial
-from shardwright.formats.precomputed.annotations import AnnotationSchema, bounding_boxes
+from shardwright.formats.precomputed.annotations import AnnotationSchema
 from shardwright.formats.precomputed.sharding import ShardingSpec
 from shardwright.generation.exchange import SpooledShardTask
 from shardwright.options import ConvertOptions
 from shardwright.planning.base import ANNOTATIONS
 from shardwright.planning.objects import choose_sharding
 from shardwright.planning.text import human_bytes, xyz
+from shardwright.sources.table_spool import TableSpool
 from shardwright.sources.tables import AnnotationColumns, TableFacts, inspect_table, open_table
 
 BUCKETS = 16  # groups of cells the per-level counts are merged in
+SHARD_TASK_COPIES = 8  # a shard task's peak memory, in copies of its rows
 
 BY_ID = 0
 
@@ -232,17 +235,20 @@ def make_annotation_plan(table: Any, dest: str, options: ConvertOptions) -> Anno
 
     frame = open_table(table, options.source_storage_options)
     pieces = tuple(frame.to_delayed())
-    with dask.config.set(scheduler="threads"):
-        facts = inspect_table(frame, pieces, options.annotation_type, where,
-                              dict(options.relationships), options.properties)  # fmt: skip
-    lower = tuple(math.floor(v) for v in facts.low)
-    upper = tuple(math.floor(v) + 1 for v in facts.high)
+    spool = TableSpool(buckets=len(pieces))
+    try:
+        with dask.config.set(scheduler="threads"):
+            facts = inspect_table(frame, pieces, options.annotation_type, where, spool,
+                                  dict(options.relationships), options.properties)  # fmt: skip
+            lower = tuple(math.floor(v) for v in facts.low)
+            upper = tuple(math.floor(v) + 1 for v in facts.high)
+            levels = spatial.spatial_levels(lower, upper)
+            chances = _chances(spool, facts, lower, levels, options.annotation_limit)
+    finally:
+        spool.close()
     columns = facts.columns
     schema = AnnotationSchema(columns.kind, tuple(p for _, p in columns.properties),
                               tuple(name for name, _ in columns.relationships))  # fmt: skip
-    levels = spatial.spatial_levels(lower, upper)
-    with dask.config.set(scheduler="threads"):
-        chances = _chances(pieces, facts, lower, levels, options.annotation_limit)
     shardings = _shardings(options, facts, schema, chances)
     layout = AnnotationLayout(schema, columns, lower, tuple(levels[: len(chances)]),
                               tuple(chances), shardings)  # fmt: skip
@@ -254,37 +260,41 @@ def make_annotation_plan(table: Any, dest: str, options: ConvertOptions) -> Anno
 def _shardings(
     options: ConvertOptions, facts: TableFacts, schema: AnnotationSchema, chances: list[float]
 ) -> tuple[ShardingSpec, ...]:
-    """Each output's hashed sharding, sized from the rows it will hold (gzip by default:
-    records of floats and ids compress)."""
-    gzip = dataclasses.replace(options, compression=options.compression or "gzip")
+    """Each output's hashed sharding, sized from the rows it will hold. A shard task holds
+    its shard's rows several times over (as sent, sorted, packed), so a shard's rows stay
+    under an eighth of the memory budget. Entries are stored raw unless `--compression gzip`
+    is asked: gzip of one annotation of tens of bytes makes it longer, and slow to write."""
+    sized = dataclasses.replace(options, target_shard_bytes=min(
+        options.target_shard_bytes, options.memory_budget // SHARD_TASK_COPIES))  # fmt: skip
     record = schema.record_dtype.itemsize
     rows = facts.rows
     related = len(schema.relationships)
-    specs = [choose_sharding(gzip, "annotations", rows, rows * (record + 12 * related))]
-    specs += [choose_sharding(gzip, "annotations", rows, rows * (record + 8))] * related
+    specs = [choose_sharding(sized, "annotations", rows, rows * (record + 12 * related))]
+    specs += [choose_sharding(sized, "annotations", rows, rows * (record + 8))] * related
     left = float(rows)
     for chance in chances:
         stored = max(1, math.ceil(left * chance))
-        specs.append(choose_sharding(gzip, "annotations", stored, stored * (record + 8)))
+        specs.append(choose_sharding(sized, "annotations", stored, stored * (record + 8)))
         left -= left * chance
     return tuple(specs)
 
 
 def _chances(
-    pieces: tuple[Any, ...], facts: TableFacts, lower: tuple[int, ...],
+    spool: TableSpool, facts: TableFacts, lower: tuple[int, ...],
     levels: list[spatial.SpatialLevel], limit: int,
 ) -> list[float]:  # fmt: skip
-    """Each level's chance, from one pass over the table per level."""
+    """Each level's chance, from one pass per level over the ids and boxes the check pass
+    left in `spool`."""
     import dask
 
-    columns = facts.columns
-    firsts = np.concatenate([[0], np.cumsum(facts.partition_rows)[:-1]]).tolist()
-    buckets = min(BUCKETS, len(pieces))
+    rows = facts.partition_rows
+    firsts = np.concatenate([[0], np.cumsum(rows)[:-1]]).tolist()
+    buckets = min(BUCKETS, len(rows))
 
     def most(index: int, decided: list[float]) -> int:
         counted = [dask.delayed(_bucketed_counts, nout=buckets)(
-            piece, first, columns.kind, columns.geometry, columns.id, lower, levels[index],
-            decided, buckets) for piece, first in zip(pieces, firsts, strict=True)]  # fmt: skip
+            spool, number, first, count, lower, levels[index], decided, buckets)
+            for number, (first, count) in enumerate(zip(firsts, rows, strict=True))]  # fmt: skip
         per_bucket = [dask.delayed(spatial.most_in_a_cell)([c[b] for c in counted])
                       for b in range(buckets)]  # fmt: skip
         return max(dask.compute(*per_bucket))
@@ -293,14 +303,12 @@ def _chances(
 
 
 def _bucketed_counts(
-    piece: Any, first_row: int, kind: str, geometry: tuple[str, ...], id_column: str | None,
-    lower: tuple[int, ...], level: spatial.SpatialLevel, decided: list[float], buckets: int,
+    spool: TableSpool, number: int, first_row: int, rows: int, lower: tuple[int, ...],
+    level: spatial.SpatialLevel, decided: list[float], buckets: int,
 ) -> list[tuple[np.ndarray, np.ndarray]]:  # fmt: skip
     """One partition's counts of remaining annotations per cell, split by cell % buckets."""
-    rows = len(piece)
-    ids = (np.asarray(piece[id_column]).astype(np.uint64) if id_column is not None
-           else np.arange(first_row + 1, first_row + 1 + rows, dtype=np.uint64))  # fmt: skip
-    low, high = bounding_boxes(kind, np.asarray(piece[list(geometry)], np.float64))
+    low, high = spool.boxes(number)
+    ids = spool.ids(number, first_row, rows)
     cells, counts = spatial.remaining_counts(ids, low, high, lower, level, decided)
     bucket = (cells % np.uint64(buckets)).astype(np.int64)
     return [(cells[bucket == b], counts[bucket == b]) for b in range(buckets)]

@@ -26,10 +26,15 @@ from shardwright.formats.precomputed.annotations import (
     bounding_boxes,
 )
 from shardwright.formats.precomputed.segment_properties import segment_properties_info
+from shardwright.sources.table_spool import TableSpool
 from shardwright.version import install_command
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 ROWS_PER_PARTITION = 1_000_000  # a pandas DataFrame given is cut into partitions this long
+# A CSV is read in blocks of this many bytes; a Parquet file's row groups are gathered into
+# partitions of about this many bytes uncompressed (a row group is never split: one larger
+# than this is a partition of its own).
+PARTITION_BYTES = 64 * 2**20
 MAX_ID = 2**64 - 1
 # Neuroglancer's integer property types, narrowest first, and their ranges.
 INTEGER_TYPES = [(name, np.iinfo(name)) for name in
@@ -60,8 +65,9 @@ def open_table(source: Any, storage_options: Mapping[str, Any] | None = None) ->
     options = dict(storage_options or {})
     try:
         if source.lower().endswith(".csv"):
-            return dd.read_csv(source, storage_options=options, blocksize="64MB")
-        return dd.read_parquet(source, storage_options=options)
+            return dd.read_csv(source, storage_options=options, blocksize=PARTITION_BYTES)
+        return dd.read_parquet(source, storage_options=options, split_row_groups="adaptive",
+                               blocksize=PARTITION_BYTES)  # fmt: skip
     except FileNotFoundError:
         raise SourceError(f"{source}: source does not exist") from None
     except (OSError, ValueError) as exc:
@@ -191,8 +197,11 @@ class PartitionFacts:
     ranges: dict[str, tuple[float, float]]
 
 
-def check_rows(frame: Any, columns: AnnotationColumns) -> PartitionFacts:
-    """One partition (a pandas DataFrame) checked row by row, vectorized."""
+def check_rows(
+    frame: Any, columns: AnnotationColumns, spool: TableSpool | None = None, number: int = 0
+) -> PartitionFacts:
+    """One partition (a pandas DataFrame) checked row by row, vectorized; a partition without
+    a problem leaves its ids and bounding boxes in `spool` (as partition `number`)."""
     rows = len(frame)
     problems: list[tuple[int, str]] = []
     geometry = np.empty((rows, len(columns.geometry)), np.float64)
@@ -223,6 +232,9 @@ def check_rows(frame: Any, columns: AnnotationColumns) -> PartitionFacts:
         if rows:
             ranges[column] = (float(np.nanmin(values)), float(np.nanmax(values)))
     low, high = _bounds(columns.kind, geometry)
+    if spool is not None and not problems:
+        ids = None if columns.id is None else np.asarray(frame[columns.id]).astype(np.uint64)
+        spool.keep(number, ids, *bounding_boxes(columns.kind, geometry))
     first = min(problems) if problems else None
     return PartitionFacts(
         rows=rows,
@@ -303,19 +315,21 @@ def inspect_table(
     pieces: Sequence[Any],
     kind: str,
     where: str,
+    spool: TableSpool,
     relationships: Mapping[str, str] | None = None,
     properties: Sequence[str] | None = None,
 ) -> TableFacts:
     """The table checked by its schema, then by one pass over its rows (on the Dask
-    scheduler the caller chose), then for repeated ids; the first problem is one SourceError.
-    `pieces`: the table's partitions as every later pass reads them (`frame.to_delayed()`,
-    taken once: Dask may group a Parquet dataset's files differently for another
-    projection of its columns)."""
+    scheduler the caller chose), which leaves each row's id and bounding box in `spool`,
+    then for repeated ids; the first problem is one SourceError. `pieces`: the table's
+    partitions as every later pass reads them (`frame.to_delayed()`, taken once: Dask may
+    group a Parquet dataset's files differently for another projection of its columns)."""
     import dask
 
     columns = annotation_columns(dict(frame.dtypes.items()), kind, where, relationships,
                                  properties)  # fmt: skip
-    parts = dask.compute(*[dask.delayed(check_rows)(p, columns) for p in pieces])
+    parts = dask.compute(*[dask.delayed(check_rows)(p, columns, spool, n)
+                           for n, p in enumerate(pieces)])  # fmt: skip
     offset = 0
     for facts in parts:
         if facts.problem is not None:
@@ -324,8 +338,13 @@ def inspect_table(
         offset += facts.rows
     if not offset:
         raise SourceError(f"{where}: the table has no rows")
-    if columns.id is not None:
-        _refuse_repeated_ids(frame, pieces, columns.id, where)
+    repeated = spool.first_repeated_id([facts.rows for facts in parts])
+    if repeated is not None:
+        first, second = repeated.rows
+        raise SourceError(
+            f"{where}: rows {first + 1} and {second + 1} share the id {repeated.id} (column "
+            f"{columns.id!r}); each annotation needs its own"
+        )
     props = []
     for column, prop in columns.properties:
         spans = [facts.ranges[column] for facts in parts if column in facts.ranges]
@@ -338,29 +357,6 @@ def inspect_table(
         partition_rows=tuple(facts.rows for facts in parts),
         low=tuple(min(f.low[d] for f in parts) for d in range(3)),
         high=tuple(max(f.high[d] for f in parts) for d in range(3)),
-    )
-
-
-def _refuse_repeated_ids(frame: Any, pieces: Sequence[Any], column: str, where: str) -> None:
-    """One line naming an id that two rows share, and those rows (a distributed count:
-    no process holds every id)."""
-    counts = frame[column].value_counts(split_out=max(1, frame.npartitions // 4))
-    repeated = counts[counts > 1].head(1, npartitions=-1)
-    if not len(repeated):
-        return
-    value = repeated.index[0]
-    rows = []
-    offset = 0
-    for part in pieces:
-        piece = part.compute()
-        hits = np.flatnonzero(np.asarray(piece[column] == value))
-        rows.extend((offset + hits + 1).tolist())
-        offset += len(piece)
-        if len(rows) >= 2:
-            break
-    raise SourceError(
-        f"{where}: rows {rows[0]} and {rows[1]} share the id {value} (column {column!r}); "
-        "each annotation needs its own"
     )
 
 

@@ -27,7 +27,7 @@ from shardwright.formats.precomputed.annotations import (
     AnnotationSchema,
     bounding_boxes,
 )
-from shardwright.formats.precomputed.sharding import ShardingSpec
+from shardwright.formats.precomputed.sharding import ShardingSpec, packed_shard
 from shardwright.planning.annotations import AnnotationLayout
 from shardwright.sources.tables import annotation_columns
 
@@ -60,12 +60,9 @@ def _collection(root: pathlib.Path, kind: str, frame: pd.DataFrame, limit: int) 
         for where, parts in partition_sections(layout, frame[first : first + 1000], first).items():
             sections[where].extend(parts)
     for (output, shard), parts in sorted(sections.items()):
-        builder = SHARDING.builder(shard)
-        for key, entry in shard_entries(layout, output, parts):
-            builder.add(key, entry)
+        stored = packed_shard(SHARDING, shard, *shard_entries(layout, output, parts))
         folder = root / layout.key(output)
         folder.mkdir(exist_ok=True)
-        stored = builder.finish()
         (folder / stored.name).write_bytes(stored.to_bytes())
     entry = {"sharding": SHARDING.to_json()}
     info = schema.info(

@@ -18,6 +18,7 @@ import tensorstore as ts
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shardwright.formats.precomputed.sharding import packed_shard
 from shardwright.formats.spool import ChunkSpool
 from shardwright.precomputed import (
     ShardedReader,
@@ -246,6 +247,29 @@ def test_builder_accepts_any_order_and_spills_to_disk_with_identical_bytes() -> 
     assert shard.nbytes == len(in_memory)
     assert shard.to_bytes() == in_memory
     shard.close()
+
+
+@pytest.mark.parametrize("encoding", ["raw", "gzip"])
+@pytest.mark.parametrize("in_file_order", [True, False])
+def test_a_packed_shard_is_the_builders_shard_byte_for_byte(
+    encoding: str, in_file_order: bool
+) -> None:
+    """Chunks packed in one buffer (annotations): in the file's order written as given,
+    in any other order gathered; either way the bytes the builder writes."""
+    spec = ShardingSpec(minishard_bits=3, shard_bits=0, data_encoding=encoding)
+    rng = np.random.default_rng(3)
+    ids = np.unique(rng.integers(0, U64_MAX, 400, dtype=np.uint64))
+    rng.shuffle(ids)
+    payloads = [rng.integers(0, 9, int(rng.integers(1, 60)), dtype=np.uint8) for _ in ids]
+    if in_file_order:
+        _, minishards = spec.locate(ids)
+        order = np.lexsort((ids, minishards))
+        ids, payloads = ids[order], [payloads[i] for i in order.tolist()]
+    expected = spec.encode_shards(dict(zip(ids.tolist(), map(bytes, payloads), strict=True)))
+    sizes = np.asarray([p.size for p in payloads], np.int64)
+    shard = packed_shard(spec, 0, ids, sizes, np.concatenate(payloads))
+    assert shard.chunk_count == ids.size
+    assert shard.to_bytes() == expected["0.shard"]
 
 
 def test_builder_rejects_duplicates_and_strays() -> None:

@@ -360,6 +360,45 @@ class ShardBuilder:
         )
 
 
+def packed_shard(
+    spec: ShardingSpec,
+    shard_number: int,
+    chunk_ids: npt.NDArray[np.uint64],
+    sizes: npt.NDArray[np.int64],
+    data: npt.NDArray[np.uint8],
+    *,
+    level: int | None = None,
+) -> ShardFile:
+    """A whole shard from its chunks packed in one buffer (`sizes` each, in the order of
+    `chunk_ids`), for shards of very many small chunks (annotations), where a Python step per
+    chunk would cost more than the chunk. Packed in the file's order (minishard, then id),
+    the buffer is written as it is; otherwise it is gathered chunk by chunk. A gzip
+    `data_encoding` compresses each chunk, as the format reads it."""
+    ids = np.asarray(chunk_ids, np.uint64)
+    lengths = np.asarray(sizes, np.int64)
+    payload: Piece = memoryview(np.ascontiguousarray(data, np.uint8).data).cast("B")
+    encoder = byte_codec(spec.data_encoding, level=level)
+    layout = precomputed_layout(spec, ids, lengths.astype(np.uint64), shard_number)
+    ordered = bool((layout.order == np.arange(ids.size)).all())
+    if encoder is not None or not ordered:
+        ends = np.cumsum(lengths).tolist()
+        chunks = [payload[end - size : end] for end, size in zip(ends, lengths.tolist(),
+                                                                   strict=True)]  # fmt: skip
+        chunks = [chunks[i] for i in layout.order.tolist()]
+        if encoder is not None:
+            chunks = [encoder.compress(chunk) for chunk in chunks]
+        payload = b"".join(chunks)
+        stored = np.asarray([len(chunk) for chunk in chunks], np.uint64)
+        layout = precomputed_layout(spec, ids[layout.order], stored, shard_number)
+    header, blobs, body = layout.header, layout.index_blobs, payload
+    return ShardFile(
+        name=spec.shard_filename(layout.shard_number),
+        nbytes=layout.nbytes,
+        chunk_count=int(ids.size),
+        _pieces=lambda: [header, body, *blobs],
+    )
+
+
 @dataclass(frozen=True)
 class ShardLayout:
     """Where every chunk of a shard goes: the file is header, chunks in `order`, index blobs."""
