@@ -17,6 +17,7 @@ from shardwright.common.downsample import METHODS as DOWNSAMPLE_METHODS
 from shardwright.common.flags import (
     cli,
     format_size,
+    parse_enum,
     parse_ids,
     parse_json_object,
     parse_mips,
@@ -30,10 +31,11 @@ from shardwright.common.option_checks import (
     check_choice,
     check_generation,
     check_numbers,
+    check_storage_options,
     whole,
 )
 from shardwright.common.vocabulary import IndexLocation, OutputFormat, ShardHash, VolumeType, names
-from shardwright.errors import NAMED, OptionError
+from shardwright.errors import OptionError
 
 GiB = 1024**3
 MiB = 1024**2
@@ -362,6 +364,17 @@ class ConvertOptions:
             repeat=True,
         ),
     )
+    enums: tuple[tuple[str, str], ...] = field(
+        default=(),
+        metadata=cli(
+            "--enum",
+            "a property shown by name: a text COLUMN (its texts become the names) or "
+            "COLUMN=VALUE:NAME,... of whole numbers; repeat for several",
+            parse=parse_enum,
+            metavar="COLUMN[=VALUE:NAME,...]",
+            repeat=True,
+        ),
+    )
     annotation_limit: int = field(
         default=DEFAULT_ANNOTATION_LIMIT,
         metadata=cli(
@@ -474,13 +487,7 @@ class ConvertOptions:
             if not whole(value := getattr(self, name), least):
                 raise OptionError(f"{{{name}}} must be bytes or a size such as 512M, at least "
                                   f"{format_size(least)}", **{name: value})  # fmt: skip
-        for name in ("storage_options", "source_storage_options"):
-            if not isinstance(getattr(self, name), dict):
-                raise OptionError(
-                    f"{{{name}}} must be a dict of fsspec options, not "
-                    f"{type(getattr(self, name)).__name__}",
-                    **{name: NAMED},
-                )
+        check_storage_options(self)
         check_numbers(self)
         check_generation(self)
         check_annotations(self)

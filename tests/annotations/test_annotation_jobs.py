@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -22,7 +23,7 @@ import pytest
 from neuroglancer.read_precomputed_annotations import AnnotationReader
 
 from shardwright import api
-from shardwright.errors import PlanError, SourceError
+from shardwright.errors import OptionError, PlanError, SourceError
 from shardwright.lifecycle.manifest import MANIFEST_KEY
 from tests.support.tables import FORMS, table_as
 
@@ -231,3 +232,97 @@ def test_the_plan_reads_the_table_here_not_on_a_default_dask_client(client: Any)
     with get_task_stream(client) as stream:
         api.plan(_synapses(300), "memory://planned", **OPTIONS)
     assert stream.data == []
+
+
+@pytest.mark.parametrize("form", ["csv", "parquet"])
+def test_text_and_labelled_number_columns_become_named_properties(
+    tmp_path: pathlib.Path, form: str
+) -> None:
+    """`--enum nt` names a text column's values by its texts (sorted, numbered from 0);
+    `--enum kind=0:...` names a column of whole numbers; Neuroglancer's reader shows both."""
+    frame = _synapses(400, seed=3)
+    transmitters = np.array(["gaba", "acetylcholine", "glutamate", "dopamine"])
+    frame["nt"] = transmitters[np.random.default_rng(4).integers(0, 4, len(frame))]
+    kinds = "0:excitatory,1:inhibitory,2:modulatory,9:unknown"
+    dest = tmp_path / "named"
+    api.convert(table_as(form, frame, tmp_path, "named"), str(dest), **OPTIONS, **RUN,
+                enums=["nt", f"kind={kinds}"])  # fmt: skip
+    reader = AnnotationReader(f"file://{dest}/")
+    specs = {p.id: p for p in reader.properties}
+    assert list(specs["nt"].enum_labels) == sorted(transmitters.tolist())
+    assert list(specs["nt"].enum_values) == [0, 1, 2, 3] and specs["nt"].type == "uint8"
+    assert list(specs["kind"].enum_values) == [0, 1, 2, 9]
+    assert list(specs["kind"].enum_labels) == ["excitatory", "inhibitory", "modulatory", "unknown"]
+    order = [p.id for p in reader.properties]
+    for n in range(0, len(frame), 7):
+        props = dict(zip(order, reader.by_id[int(frame["id"].iloc[n])].to_json()["props"],
+                         strict=True))  # fmt: skip
+        assert specs["nt"].enum_labels[int(props["nt"])] == frame["nt"].iloc[n]
+        assert int(props["kind"]) == int(frame["kind"].iloc[n])
+    source = str(tmp_path / f"named.{form}")
+    assert api.verify(str(dest), against=source).ok  # texts compared through their names
+    if form == "csv":  # without --enum a text column is no property (and no error)
+        plain = tmp_path / "plain"
+        api.convert(str(tmp_path / "named.csv"), str(plain), **OPTIONS, **RUN)
+        assert [p.id for p in AnnotationReader(f"file://{plain}/").properties] == ["score", "kind"]
+
+
+def test_enums_that_cannot_be_written_are_refused_in_one_line(tmp_path: pathlib.Path) -> None:
+    frame = _synapses(30)
+    frame["nt"] = "gaba"
+    dest = tmp_path / "out"
+    cases = [
+        (dict(enums=["kind"]), "column 'kind' holds numbers: name them with --enum kind="),
+        (dict(enums=["kind=0:a,1:b"]), "column 'kind' holds 2, which --enum does not name"),
+        (dict(enums=["score=0:a"]), "column 'score' holds float32; --enum score=VALUE:NAME"),
+        (dict(enums=["nt"], properties=["score"]), "column 'nt' has --enum but is no --property"),
+        (dict(enums=["gone"]), "no column 'gone'"),
+    ]
+    for given, message in cases:
+        with pytest.raises(SourceError, match=re.escape(message)):
+            api.convert(frame, str(dest), **OPTIONS, **RUN, **given)
+    empty = frame.astype({"nt": object})
+    empty.loc[11, "nt"] = None
+    with pytest.raises(SourceError, match="row 12: column 'nt' is empty"):
+        api.convert(empty, str(dest), **OPTIONS, **RUN, enums=["nt"])
+    with pytest.raises(OptionError, match="expected VALUE:NAME|expected VALUE:LABEL"):
+        api.convert(frame, str(dest), **OPTIONS, **RUN, enums=["kind=0:a,b"])
+    assert not dest.exists()
+    done = subprocess.run(
+        [sys.executable, "-m", "shardwright", "convert", "t.csv", str(dest), "--enum", "kind=x"],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2 and "expected VALUE:LABEL" in done.stderr
+
+
+def test_verify_against_the_table_compares_every_entry_of_every_index(
+    tmp_path: pathlib.Path,
+) -> None:
+    frame = _synapses(600, seed=5)
+    dest = tmp_path / "synapses"
+    api.convert(frame, str(dest), **OPTIONS, **RUN)
+    report = api.verify(str(dest), against=frame)
+    assert report.ok, report.summary()
+    assert report.chunks_compared > len(frame)  # by_id's entries, the segments' and the cells'
+    assert any("600 rows" in note for note in report.notes)
+    frame.to_csv(tmp_path / "synapses.csv", index=False)
+    command = ["verify", str(dest), "--against", str(tmp_path / "synapses.csv")]
+    done = subprocess.run([sys.executable, "-m", "shardwright", *command], capture_output=True,
+                          text=True)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    moved = frame.copy()
+    moved.loc[17, "score"] += 1
+    problems = api.verify(str(dest), against=moved).problems
+    moved_id = int(frame.loc[17, "id"])
+    assert any(p.startswith("by_id/") and f"annotation {moved_id} differs" in p
+               for p in problems), problems  # fmt: skip
+    assert any(p.startswith("spatial") for p in problems)  # its record, in its cell's list
+    fewer = frame.drop(index=[3])
+    problems = api.verify(str(dest), against=fewer).problems
+    assert any(f"annotation {int(frame.loc[3, 'id'])} is not in the table" in p
+               for p in problems), problems  # fmt: skip
+    problems = api.verify(str(dest), against=frame.drop(columns=["pre"])).problems
+    assert problems == [
+        "the table: cannot be compared: no column 'pre', which the dataset was made from"
+    ]

@@ -179,7 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     v.add_argument("dest", help="the dataset to check (path or URL)")
     v.add_argument(
-        "--against", metavar="SOURCE", help="also compare voxels with this source (default: no)"
+        "--against",
+        metavar="SOURCE",
+        help="also compare voxels with this source, or annotations with their table: every "
+        "entry of every index (default: no)",
     )
     v.add_argument("--full", action="store_true", help="compare every chunk, not a sample")
     v.add_argument("--sample", type=parse_positive_int, default=64, help="chunks to compare")

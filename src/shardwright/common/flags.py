@@ -64,6 +64,39 @@ def parse_pair(text: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
+def enum_labels(spec: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """'0:excitatory,1:inhibitory' as (values, labels); ValueError naming what is wrong."""
+    values: list[int] = []
+    labels: list[str] = []
+    for pair in spec.split(","):
+        value, colon, label = pair.partition(":")
+        try:
+            number = int(value)
+        except ValueError:
+            number = None
+        if not colon or not label.strip() or number is None:
+            raise ValueError(f"expected VALUE:LABEL (a whole number, a text), got {pair!r}")
+        values.append(number)
+        labels.append(label.strip())
+    if len(set(values)) != len(values):
+        raise ValueError(f"a value is labelled twice in {spec!r}")
+    return tuple(values), tuple(labels)
+
+
+def parse_enum(text: str) -> tuple[str, str]:
+    """COLUMN (a column of text: its texts are the labels) or COLUMN=VALUE:LABEL,...
+    (a column of whole numbers, each labelled)."""
+    column, _, labels = text.partition("=")
+    try:
+        if not column.strip():
+            raise ValueError(f"expected COLUMN or COLUMN=VALUE:LABEL,..., got {text!r}")
+        if labels.strip():
+            enum_labels(labels)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return column.strip(), labels.strip()
+
+
 def format_size(size: int) -> str:
     """The shortest exact form `parse_size` reads back: 1G, 512M, 1000."""
     for suffix, scale in sorted(SIZE_SUFFIXES.items(), key=lambda item: -item[1]):

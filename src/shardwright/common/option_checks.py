@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shardwright.common.flags import enum_labels
 from shardwright.errors import NAMED, OptionError
 
 MAX_MINISHARD_BITS = 20  # a 16 MiB shard index, which readers fetch whole
@@ -36,8 +37,9 @@ def check_generation(options: Any) -> None:
 
 
 def check_annotations(options: Any) -> None:
-    """The annotation options: a relationship name once each, a positive limit (whether a
-    source takes them is the planner's to say)."""
+    """The annotation options: a relationship name once each, a positive limit, an enum's
+    column once and its labels readable (whether a source takes them is the planner's to
+    say)."""
     names = [name for name, _ in options.relationships]
     if len(set(names)) != len(names):
         raise OptionError("{relationships}: each relationship is named once",
@@ -45,6 +47,22 @@ def check_annotations(options: Any) -> None:
     if not whole(options.annotation_limit, 1):
         raise OptionError("{annotation_limit} must be a whole number, 1 or more",
                           annotation_limit=options.annotation_limit)  # fmt: skip
+    columns = [column for column, _ in options.enums]
+    if len(set(columns)) != len(columns):
+        raise OptionError("{enums}: each column is named once", enums=options.enums)
+    for column, spec in options.enums:
+        try:
+            enum_labels(spec) if spec else None
+        except ValueError as exc:
+            raise OptionError(f"{{enums}} of column {column!r}: {exc}", enums=spec) from None
+
+
+def check_storage_options(options: Any) -> None:
+    """Both stores' fsspec options are dicts."""
+    for name in ("storage_options", "source_storage_options"):
+        if not isinstance(value := getattr(options, name), dict):
+            raise OptionError(f"{{{name}}} must be a dict of fsspec options, not "
+                              f"{type(value).__name__}", **{name: NAMED})  # fmt: skip
 
 
 def check_numbers(options: Any) -> None:

@@ -29,6 +29,7 @@ from shardwright.formats.precomputed.annotations import (
 )
 from shardwright.formats.precomputed.morton import compressed_morton_code
 from shardwright.planning.annotations import BY_ID, AnnotationLayout
+from shardwright.sources.tables import text_codes
 
 
 def partition_sections(
@@ -44,8 +45,10 @@ def partition_sections(
         ids = np.arange(first_row + 1, first_row + 1 + rows, dtype=np.uint64)
     geometry = np.asarray(frame[list(columns.geometry)], dtype=np.float64)
     values = {
-        prop.id: np.asarray(frame[column]).astype(prop.type) for column, prop in columns.properties
-    }
+        prop.id: text_codes(prop, frame[column]) if column in columns.texts
+        else np.asarray(frame[column]).astype(prop.type)
+        for column, prop in columns.properties
+    }  # fmt: skip
     records = layout.schema.records(geometry, values)
     related = [np.asarray(frame[column]).astype(np.uint64) for _, column in columns.relationships]
     sections: dict[tuple[int, int], list[memoryview]] = defaultdict(list)

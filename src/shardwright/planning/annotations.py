@@ -239,7 +239,8 @@ def make_annotation_plan(table: Any, dest: str, options: ConvertOptions) -> Anno
     try:
         with dask.config.set(scheduler="threads"):
             facts = inspect_table(frame, pieces, options.annotation_type, where, spool,
-                                  dict(options.relationships), options.properties)  # fmt: skip
+                                  dict(options.relationships), options.properties,
+                                  dict(options.enums))  # fmt: skip
             lower = tuple(math.floor(v) for v in facts.low)
             upper = tuple(math.floor(v) + 1 for v in facts.high)
             levels = spatial.spatial_levels(lower, upper)

@@ -34,11 +34,11 @@ def plan_conversion(
     source = absolute(source) if isinstance(source, str) else source
     if is_table(source):
         return make_annotation_plan(source, dest, options)
-    if options.annotation_type or options.relationships or options.properties:
+    if options.annotation_type or options.relationships or options.properties or options.enums:
         raise PlanError(
-            "{annotation_type}, {relationships} and {properties} describe a table's annotations "
-            f"(.csv, .parquet or a DataFrame); {source} is no table",
-            annotation_type=NAMED, relationships=NAMED, properties=NAMED,
+            "{annotation_type}, {relationships}, {properties} and {enums} describe a table's "
+            f"annotations (.csv, .parquet or a DataFrame); {source} is no table",
+            annotation_type=NAMED, relationships=NAMED, properties=NAMED, enums=NAMED,
         )  # fmt: skip
     info = object_source_info(source, options.source_storage_options)
     if info is not None:

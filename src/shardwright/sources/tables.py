@@ -11,6 +11,7 @@ counts data rows).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from shardwright.common.flags import enum_labels
 from shardwright.errors import SourceError
 from shardwright.formats.precomputed.annotations import (
     KINDS,
@@ -36,6 +38,7 @@ ROWS_PER_PARTITION = 1_000_000  # a pandas DataFrame given is cut into partition
 # than this is a partition of its own).
 PARTITION_BYTES = 64 * 2**20
 MAX_ID = 2**64 - 1
+MAX_ENUM_NAMES = 65_536  # the names a text column's enum property may hold (uint16)
 # Neuroglancer's integer property types, narrowest first, and their ranges.
 INTEGER_TYPES = [(name, np.iinfo(name)) for name in
                  ("uint8", "int8", "uint16", "int16", "uint32", "int32")]  # fmt: skip
@@ -85,6 +88,7 @@ class AnnotationColumns:
     id: str | None
     relationships: tuple[tuple[str, str], ...]  # (relationship name, column)
     properties: tuple[tuple[str, AnnotationProperty], ...]  # (column, property)
+    texts: tuple[str, ...] = ()  # property columns of text, stored as their names' numbers
 
 
 def annotation_columns(
@@ -93,14 +97,18 @@ def annotation_columns(
     where: str,
     relationships: Mapping[str, str] | None = None,
     properties: Sequence[str] | None = None,
+    enums: Mapping[str, str] | None = None,
 ) -> AnnotationColumns:
     """The columns `kind` needs, checked by name and type (`columns`: name -> dtype).
-    Properties: those named, else every other numeric column."""
+    Properties: those named, else every other numeric column and every column of `enums`
+    (column -> "VALUE:NAME,..." for whole numbers, or "" for a column of text, whose
+    texts become the names once the rows are read)."""
     if kind not in KINDS:
         raise SourceError(f"unknown annotation type {kind!r} ({', '.join(KINDS)})")
     geometry = KINDS[kind][1]
     related = dict(relationships or {})
-    needed = [*geometry, *related.values(), *(properties or [])]
+    named = dict(enums or {})
+    needed = [*geometry, *related.values(), *(properties or []), *named]
     for name in needed:
         if name not in columns:
             raise SourceError(
@@ -108,17 +116,20 @@ def annotation_columns(
                 f"{', '.join(geometry)}; columns here: {', '.join(map(str, columns))})"
             )
     for name in [*geometry, *related.values()]:  # text columns: their rows say which value
-        if not _numeric(columns[name]) and not _textual(columns[name]):
+        if not _numeric(columns[name]) and not is_textual(columns[name]):
             raise SourceError(f"{where}: column {name!r} holds {columns[name]}, not numbers")
     taken = {*geometry, *related.values(), "id"}
     if properties is None:
-        chosen = [c for c in columns if c not in taken and _numeric(columns[c])]
+        chosen = [c for c in columns if c not in taken and (_numeric(columns[c]) or c in named)]
     else:
         chosen = list(properties)
+        for name in named:
+            if name not in chosen:
+                raise SourceError(f"{where}: column {name!r} has --enum but is no --property")
         for name in chosen:
             if name in taken:
                 raise SourceError(f"{where}: column {name!r} cannot also be a property")
-            if not _numeric(columns[name]):
+            if not _numeric(columns[name]) and named.get(name) != "":
                 raise SourceError(
                     f"{where}: property column {name!r} holds {columns[name]}; properties "
                     "are numbers (uint8 ... int32, float32)"
@@ -130,22 +141,40 @@ def annotation_columns(
                 "letter first, then letters, digits and _): rename it, or leave it out with "
                 "--property"
             )
-    props = tuple((str(c), AnnotationProperty(str(c), _property_type(columns[c]))) for c in chosen)
+    props = tuple((str(c), _enum_property(str(c), columns[c], named.get(c), where))
+                  for c in chosen)  # fmt: skip
     return AnnotationColumns(
         kind=kind,
         geometry=geometry,
         id="id" if "id" in columns else None,
         relationships=tuple(related.items()),
         properties=props,
+        texts=tuple(c for c, spec in named.items() if spec == ""),
     )
 
 
+def _enum_property(column: str, dtype: Any, spec: str | None, where: str) -> AnnotationProperty:
+    """A column's property: named values where `spec` gives them (whole numbers only), a
+    column of text to be named from its rows ("": its type decided then), else a number."""
+    if spec is None:
+        return AnnotationProperty(column, _property_type(dtype))
+    if spec == "":
+        if _numeric(dtype):
+            raise SourceError(f"{where}: column {column!r} holds numbers: name them with "
+                              f"--enum {column}=VALUE:NAME,...")  # fmt: skip
+        return AnnotationProperty(column, "uint16")
+    if not _numeric(dtype) or np.dtype(dtype).kind == "f":
+        raise SourceError(f"{where}: column {column!r} holds {dtype}; --enum {column}=VALUE:NAME "
+                          "names whole numbers (a column of text takes --enum COLUMN)")  # fmt: skip
+    values, labels = enum_labels(spec)
+    return AnnotationProperty(column, _property_type(dtype), None, values, labels)
+
+
 def _numeric(dtype: Any) -> bool:
-    kind = np.dtype(dtype).kind if _is_numpy(dtype) else ""
-    return kind in "biuf"
+    return _is_numpy(dtype) and np.dtype(dtype).kind in "biuf"
 
 
-def _textual(dtype: Any) -> bool:
+def is_textual(dtype: Any) -> bool:
     """Text (CSV fields that are not all numbers): object or pandas' string dtypes."""
     return str(dtype) in ("object", "string", "str") or str(dtype).startswith("string")
 
@@ -176,9 +205,10 @@ def narrowed(prop: AnnotationProperty, low: float, high: float, where: str) -> A
     integer type holds is refused, naming the column."""
     if prop.type == "float32":
         return prop
+    low, high = min([low, *(prop.enum_values or ())]), max([high, *(prop.enum_values or ())])
     for name, info in INTEGER_TYPES:
         if info.min <= low and high <= info.max:
-            return AnnotationProperty(prop.id, name, prop.description)
+            return dataclasses.replace(prop, type=name)
     raise SourceError(
         f"{where}: column {prop.id!r} holds values from {low:.0f} to {high:.0f}; Neuroglancer "
         "properties are at most 32-bit integers (or float32): scale or split the column"
@@ -195,6 +225,7 @@ class PartitionFacts:
     low: tuple[float, ...]
     high: tuple[float, ...]
     ranges: dict[str, tuple[float, float]]
+    texts: dict[str, frozenset[str]]
 
 
 def check_rows(
@@ -222,9 +253,24 @@ def check_rows(
         problems.extend(_id_problems(frame[columns.id], repr(columns.id), allow_zero=True))
     for _, column in columns.relationships:
         problems.extend(_id_problems(frame[column], repr(column), allow_zero=True))
-    ranges = {}
+    ranges, texts = {}, {}
+    for column in columns.texts:
+        names = frame[column]
+        if names.isna().any():
+            problems.append(
+                (int(np.argmax(names.isna().to_numpy())), f"column {column!r} is empty")
+            )
+        texts[column] = frozenset(names.astype(str).unique()[: MAX_ENUM_NAMES + 1].tolist())
     for column, prop in columns.properties:
+        if column in columns.texts:
+            continue
         values = _as_float(frame[column])
+        if prop.enum_values is not None:
+            unnamed = ~np.isin(values, np.asarray(prop.enum_values, np.float64))
+            if unnamed.any():
+                row = int(np.argmax(unnamed))
+                problems.append((row, f"column {column!r} holds {values[row]:.0f}, which --enum "
+                                 "does not name"))  # fmt: skip
         if prop.type != "float32":
             bad = ~np.isfinite(values) | (values != np.round(values))
             if bad.any():
@@ -242,6 +288,7 @@ def check_rows(
         low=low,
         high=high,
         ranges=ranges,
+        texts=texts,
     )
 
 
@@ -318,6 +365,7 @@ def inspect_table(
     spool: TableSpool,
     relationships: Mapping[str, str] | None = None,
     properties: Sequence[str] | None = None,
+    enums: Mapping[str, str] | None = None,
 ) -> TableFacts:
     """The table checked by its schema, then by one pass over its rows (on the Dask
     scheduler the caller chose), which leaves each row's id and bounding box in `spool`,
@@ -327,7 +375,7 @@ def inspect_table(
     import dask
 
     columns = annotation_columns(dict(frame.dtypes.items()), kind, where, relationships,
-                                 properties)  # fmt: skip
+                                 properties, enums)  # fmt: skip
     parts = dask.compute(*[dask.delayed(check_rows)(p, columns, spool, n)
                            for n, p in enumerate(pieces)])  # fmt: skip
     offset = 0
@@ -347,17 +395,39 @@ def inspect_table(
         )
     props = []
     for column, prop in columns.properties:
+        if column in columns.texts:
+            props.append((column, _named_texts(prop, [f.texts[column] for f in parts], where)))
+            continue
         spans = [facts.ranges[column] for facts in parts if column in facts.ranges]
         low, high = min(s[0] for s in spans), max(s[1] for s in spans)
         props.append((column, narrowed(prop, low, high, where)))
     return TableFacts(
-        columns=AnnotationColumns(
-            kind, columns.geometry, columns.id, columns.relationships, tuple(props)
-        ),  # fmt: skip
+        columns=dataclasses.replace(columns, properties=tuple(props)),
         partition_rows=tuple(facts.rows for facts in parts),
         low=tuple(min(f.low[d] for f in parts) for d in range(3)),
         high=tuple(max(f.high[d] for f in parts) for d in range(3)),
     )
+
+
+def _named_texts(
+    prop: AnnotationProperty, seen: Sequence[frozenset[str]], where: str
+) -> AnnotationProperty:
+    """A column of text as a property of named numbers: its texts in sorted order are the
+    names of 0, 1, 2, ... (uint8 up to 256 names, else uint16)."""
+    names = sorted(frozenset().union(*seen))
+    if len(names) > MAX_ENUM_NAMES:
+        raise SourceError(f"{where}: column {prop.id!r} holds over {MAX_ENUM_NAMES:,} different "
+                          "texts; an enum property names at most that many")  # fmt: skip
+    kind = "uint8" if len(names) <= 256 else "uint16"
+    return dataclasses.replace(prop, type=kind, enum_values=tuple(range(len(names))),
+                               enum_labels=tuple(names))  # fmt: skip
+
+
+def text_codes(prop: AnnotationProperty, texts: Any) -> np.ndarray:
+    """A text column's values as the numbers its names stand for (every text is a name:
+    the plan read them all)."""
+    names = np.asarray(prop.enum_labels)
+    return np.searchsorted(names, np.asarray(texts, dtype=str)).astype(prop.type)
 
 
 def segment_properties_of(source: Any, storage_options: Mapping[str, Any] | None,

@@ -32,6 +32,7 @@ from shardwright.common import deadlines
 from shardwright.lifecycle.manifest import ANNOTATIONS, GENERATED, OBJECTS
 from shardwright.sources import Source, missing, open_source
 from shardwright.stores import open_store
+from shardwright.verification.annotation_table import compare_with_table
 from shardwright.verification.annotations import verify_annotations
 from shardwright.verification.compare import compare_levels, judge_absent, same_size
 from shardwright.verification.foreign import verify_foreign
@@ -89,6 +90,9 @@ def verify(
     if manifest.dataset == ANNOTATIONS:
         if documents is not None and "info" in documents:
             verify_annotations(report, store, manifest, documents["info"])
+            if against is not None:  # a table: a path or URL, or a DataFrame
+                compare_with_table(report, store, manifest, documents["info"], against,
+                                   source_storage_options)  # fmt: skip
         return report
     if manifest.dataset == GENERATED:  # made from a volume: its shards, as a reader reads them
         verify_objects(report, store, manifest, None, full=full, sample=sample,
