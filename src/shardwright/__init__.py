@@ -19,13 +19,22 @@ from shardwright.version import __version__
 
 if TYPE_CHECKING:
     from shardwright import precomputed, zarr3
-    from shardwright.api import ConvertOptions, Manifest, convert, plan, verify, view
+    from shardwright.api import (
+        ConvertOptions,
+        Manifest,
+        add_segment_properties,
+        convert,
+        plan,
+        verify,
+        view,
+    )
     from shardwright.sources import open_source
 
 __all__ = [
     "ConvertOptions",
     "Manifest",
     "__version__",
+    "add_segment_properties",
     "convert",
     "errors",
     "open_source",
@@ -39,7 +48,8 @@ __all__ = [
 # The API imports NumPy and Dask: loaded on first use, so `import shardwright` (and a CLI
 # start that needs none of it, `--help`) stays quick. Name -> the submodule defining it.
 __getattr__ = lazy_attributes(__name__, {
-    "ConvertOptions": "api", "Manifest": "api", "convert": "api", "plan": "api",
+    "ConvertOptions": "api", "Manifest": "api", "add_segment_properties": "api",
+    "convert": "api", "plan": "api",
     "verify": "api", "view": "api", "open_source": "sources", "precomputed": "precomputed",
     "zarr3": "zarr3",
 })  # fmt: skip

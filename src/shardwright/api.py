@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ConvertOptions",
+    "add_segment_properties",
     "LeaseHeld",
     "Manifest",
     "PendingConversion",
@@ -211,3 +212,19 @@ def view(
     from shardwright.viewing.viewer import open_view
 
     return open_view(destinations, host, port, storage_options=storage_options).start()
+
+
+def add_segment_properties(
+    dest: str,
+    table: Any,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    source_storage_options: dict[str, Any] | None = None,
+) -> Manifest:
+    """Add segment properties (`table`: a .csv or .parquet path or URL, or a DataFrame: `id`,
+    then `label`, `description`, `tags`, numbers) to a precomputed segmentation this project
+    wrote at `dest`, without converting it again; returns its manifest as it now stands."""
+    from shardwright.jobs.segment_properties import add_segment_properties as add
+
+    return add(dest, table, storage_options=storage_options,
+               source_storage_options=source_storage_options)  # fmt: skip

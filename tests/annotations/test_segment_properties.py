@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import json
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from shardwright import api
-from shardwright.errors import PlanError, SourceError
+from shardwright.errors import DestinationError, LeaseHeld, PlanError, SourceError
+from shardwright.lifecycle.lease import Lease
+from shardwright.stores import open_store
 
 RUN = dict(scheduler="sync", progress=False, resolution=(8, 8, 40))
 
@@ -73,3 +77,62 @@ def test_segment_properties_tables_that_cannot_be_written_are_refused(
         api.convert(str(tmp_path / "image.npy"), str(tmp_path / "c"),
                     segment_properties=str(tmp_path / "one.csv"), **RUN)  # fmt: skip
     assert not any((tmp_path / name).exists() for name in "abc")
+
+
+def test_segment_properties_are_added_to_a_finished_segmentation_without_converting_it(
+    tmp_path: pathlib.Path,
+) -> None:
+    """`convert DEST --segment-properties TABLE`: the document and the info naming it
+    written, the manifest proving both; not one shard touched; run again with another table
+    it replaces what it wrote."""
+    dest = tmp_path / "seg"
+    api.convert(_segmentation(tmp_path), str(dest), **RUN)
+    shards = {path: path.read_bytes() for path in dest.rglob("*.shard")}
+    assert shards
+    pd.DataFrame({"id": [1, 2], "label": ["a", "b"]}).to_csv(tmp_path / "first.csv", index=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "shardwright", "convert", str(dest), "--segment-properties",
+         str(tmp_path / "first.csv")], capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads((dest / "info").read_text())["segment_properties"] == "segment_properties"
+    assert api.verify(str(dest)).ok
+    labels = pd.DataFrame({"id": [3], "label": ["c"]})
+    api.add_segment_properties(str(dest), labels)
+    document = json.loads((dest / "segment_properties" / "info").read_text())
+    assert document["inline"]["ids"] == ["3"]
+    assert api.verify(str(dest)).ok
+    assert all(path.read_bytes() == data for path, data in shards.items())
+    assert not list((dest / ".shardwright").glob("lease*"))  # released
+
+
+def test_adding_segment_properties_where_they_cannot_go_is_refused(tmp_path: pathlib.Path) -> None:
+    pd.DataFrame({"id": [3], "label": ["c"]}).to_csv(tmp_path / "one.csv", index=False)
+    table = str(tmp_path / "one.csv")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DestinationError, match="no dataset of shardwright's"):
+        api.add_segment_properties(str(tmp_path / "empty"), table)
+    np.save(tmp_path / "image.npy", np.zeros((8, 8, 8), np.uint8))
+    api.convert(str(tmp_path / "image.npy"), str(tmp_path / "image"), **RUN)
+    with pytest.raises(DestinationError, match="describe a precomputed segmentation; this is"):
+        api.add_segment_properties(str(tmp_path / "image"), table)
+    dest = tmp_path / "seg"
+    api.convert(_segmentation(tmp_path), str(dest), **RUN)
+    with pytest.raises(SourceError, match="no column 'id'"):
+        api.add_segment_properties(str(dest), pd.DataFrame({"label": ["x"]}))
+    held = Lease(open_store(str(dest)), "another-job")
+    held.acquire()
+    try:
+        with pytest.raises(LeaseHeld):
+            api.add_segment_properties(str(dest), table)
+    finally:
+        held.release()
+    (dest / "segment_properties").mkdir()
+    (dest / "segment_properties" / "info").write_text("{}")  # someone else's
+    with pytest.raises(DestinationError, match="shardwright did not write it"):
+        api.add_segment_properties(str(dest), table)
+    assert json.loads((dest / "segment_properties" / "info").read_text()) == {}
+    assert "segment_properties" not in json.loads((dest / "info").read_text())
+    done = subprocess.run([sys.executable, "-m", "shardwright", "convert", str(dest)],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode != 0 and "DEST alone only with --segment-properties" in done.stderr

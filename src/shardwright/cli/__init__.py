@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import json
 import os
@@ -14,9 +15,10 @@ from collections.abc import Sequence
 
 from shardwright.cli import outcomes
 from shardwright.cli.parser import build_parser, options_from, run_options_from, subparser
-from shardwright.errors import ShardwrightWarning
+from shardwright.errors import OptionError, ShardwrightWarning
 from shardwright.jobs import logs, stops
 from shardwright.lifecycle.run_options import flag_wording
+from shardwright.options import ConvertOptions
 
 
 def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int:
@@ -154,6 +156,28 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_segment_properties(args: argparse.Namespace) -> int:
+    """`convert DEST --segment-properties TABLE`: DEST alone, a dataset of ours."""
+    from shardwright import api
+
+    options = options_from(args)
+    reaching = {"segment_properties", "storage_options", "source_storage_options", "timeout"}
+    given = [f.name for f in dataclasses.fields(options) if f.name not in reaching
+             and getattr(options, f.name) != getattr(ConvertOptions(), f.name)]  # fmt: skip
+    if options.segment_properties is None or given:
+        raise OptionError(
+            "convert takes SOURCE and DEST; DEST alone only with {segment_properties} (and the "
+            "stores' options), which adds them to a segmentation of shardwright's",
+            segment_properties="TABLE",
+        )
+    api.add_segment_properties(args.source, options.segment_properties,
+                               storage_options=options.storage_options,
+                               source_storage_options=options.source_storage_options)  # fmt: skip
+    print(f"wrote segment properties from {options.segment_properties} to "
+          f"{args.source}/segment_properties (named by its info)")  # fmt: skip
+    return 0
+
+
 def _convert(args: argparse.Namespace) -> int:
     from shardwright import api
     from shardwright.jobs.progress import Progress
@@ -161,6 +185,8 @@ def _convert(args: argparse.Namespace) -> int:
     from shardwright.planning.text import counted
     from shardwright.sources import missing
 
+    if args.dest is None:
+        return _add_segment_properties(args)
     run = run_options_from(args)
     plan = api.plan(args.source, args.dest, options_from(args))
     # Checked once, before the plan is printed: what is refused prints its error alone.

@@ -87,14 +87,22 @@ def _suggestion(message: str, parser: _Parser) -> str:
     return f"; did you mean {' or '.join(close)}?" if close else ""
 
 
-def _add_conversion_options(p: argparse.ArgumentParser) -> None:
-    """SOURCE, DEST and a flag for every ConvertOptions field the command line offers."""
+def _add_conversion_options(p: argparse.ArgumentParser, *, dest_alone: bool = False) -> None:
+    """SOURCE, DEST and a flag for every ConvertOptions field the command line offers;
+    `dest_alone`: DEST may come alone (a finished dataset that options add to)."""
     p.add_argument(
         "source",
         help="a .npy file, zarr array or OME-Zarr group, N5, precomputed volume, TIFF file or "
-        "directory/glob of slices, file.h5#/dataset, or a TensorStore spec (.json)",
+        "directory/glob of slices, file.h5#/dataset, a TensorStore spec (.json), or a table "
+        "(.csv, .parquet) of annotations"
+        + ("; alone with --segment-properties: a segmentation of ours they are added to"
+           if dest_alone else ""),
+    )  # fmt: skip
+    p.add_argument(
+        "dest",
+        nargs="?" if dest_alone else None,
+        help="output directory or URL (path, file://, memory://, gs://, s3://)",
     )
-    p.add_argument("dest", help="output directory or URL (path, file://, memory://, gs://, s3://)")
     _add_flags(p, ConvertOptions)
 
 
@@ -170,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable plan")
 
     c = sub.add_parser("convert", parents=[talk], help="convert SOURCE to sharded output at DEST")
-    _add_conversion_options(c)
+    _add_conversion_options(c, dest_alone=True)
     _add_flags(c, RunOptions)
     c.add_argument("--dry-run", action="store_true", help="same as `plan`")
 
