@@ -10,7 +10,6 @@ them: Debian's chromium and chromium-driver).
 from __future__ import annotations
 
 import copy
-import importlib.util
 import io
 import json
 import pathlib
@@ -35,23 +34,10 @@ from shardwright.viewing.demo import write_demo_volumes
 from shardwright.viewing.serve import make_server
 from shardwright.viewing.viewer import ViewError, capture_png, headless_browser, open_view
 from tests.support import label_shapes
+from tests.support.browser import NEEDS_BROWSER
 from tests.support.segment_objects import write_multilod_meshes, write_segmentation, write_skeletons
 
-_MISSING = [
-    what
-    for what, present in [
-        ("chromium", shutil.which("chromium") or shutil.which("chromium-browser")),
-        ("chromedriver", shutil.which("chromedriver")),
-        ("the neuroglancer package", importlib.util.find_spec("neuroglancer")),
-        ("selenium", importlib.util.find_spec("selenium")),
-    ]
-    if not present
-]
-pytestmark = pytest.mark.skipif(
-    bool(_MISSING),
-    reason=f"no headless browser to render in: {', '.join(_MISSING)} missing "
-    "(Debian: apt-get install chromium chromium-driver; pip install 'shardwright[view]')",
-)
+pytestmark = NEEDS_BROWSER
 
 SIZE_XYZ = (128, 128, 24)
 RESOLUTION = (8, 8, 40)

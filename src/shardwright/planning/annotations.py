@@ -54,6 +54,7 @@ class AnnotationLayout:
     levels: tuple[spatial.SpatialLevel, ...]
     chances: tuple[float, ...]
     shardings: tuple[ShardingSpec, ...]  # by_id, each relationship, each spatial level
+    limits: tuple[int, ...] = ()  # each level's most annotations in a cell, as its info says
 
     @property
     def first_spatial(self) -> int:
@@ -162,7 +163,7 @@ class AnnotationPlan:
                    for o, s in enumerate(layout.shardings)]  # fmt: skip
         spatial_entries = [
             {**entries[layout.first_spatial + n], "grid_shape": list(level.grid_shape),
-             "chunk_size": list(level.chunk_size), "limit": self.options.annotation_limit}
+             "chunk_size": list(level.chunk_size), "limit": layout.limits[n]}
             for n, level in enumerate(layout.levels)
         ]  # fmt: skip
         return layout.schema.info(self.resolution, layout.lower, self.upper, entries[BY_ID],
@@ -244,7 +245,7 @@ def make_annotation_plan(table: Any, dest: str, options: ConvertOptions) -> Anno
             lower = tuple(math.floor(v) for v in facts.low)
             upper = tuple(math.floor(v) + 1 for v in facts.high)
             levels = spatial.spatial_levels(lower, upper)
-            chances = _chances(spool, facts, lower, levels, options.annotation_limit)
+            chances, limits = _chances(spool, facts, lower, levels, options.annotation_limit)
     finally:
         spool.close()
     columns = facts.columns
@@ -252,7 +253,7 @@ def make_annotation_plan(table: Any, dest: str, options: ConvertOptions) -> Anno
                               tuple(name for name, _ in columns.relationships))  # fmt: skip
     shardings = _shardings(options, facts, schema, chances)
     layout = AnnotationLayout(schema, columns, lower, tuple(levels[: len(chances)]),
-                              tuple(chances), shardings)  # fmt: skip
+                              tuple(chances), shardings, tuple(limits))  # fmt: skip
     rx, ry, rz = (float(r) for r in options.resolution)
     return AnnotationPlan(table if isinstance(table, str) else None, dest, options, facts,
                           layout, (rx, ry, rz), upper, frame, pieces)  # fmt: skip
@@ -283,8 +284,8 @@ def _shardings(
 def _chances(
     spool: TableSpool, facts: TableFacts, lower: tuple[int, ...],
     levels: list[spatial.SpatialLevel], limit: int,
-) -> list[float]:  # fmt: skip
-    """Each level's chance, from one pass per level over the ids and boxes the check pass
+) -> tuple[list[float], list[int]]:  # fmt: skip
+    """Each level's chance and limit, from one pass per level over the ids and boxes the check pass
     left in `spool`."""
     import dask
 

@@ -38,6 +38,7 @@ from shardwright.viewing.state import (
 )
 
 RENDER_TIMEOUT = 120.0  # seconds a headless render may take before the view counts as broken
+SCREENSHOT_TRIES = 20  # answers awaited until one shows the state set, at the size asked
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 # Headless Chromium without a GPU: WebGL 2 through SwiftShader, software but exact; and none
 # of the browser's own traffic (updates, sync, first-run pages), which an offline machine
@@ -164,7 +165,7 @@ def capture_png(viewer: Any, size: tuple[int, int], timeout: float = RENDER_TIME
         config.show_panel_borders = False
         config.viewer_size = list(size)
     try:
-        for _ in range(5):  # the first answers may come before the canvas took the new size
+        for _ in range(SCREENSHOT_TRIES):  # early answers: the old size, or the old state
             answered = threading.Event()
             replies: list[Any] = []
 
@@ -179,8 +180,13 @@ def capture_png(viewer: Any, size: tuple[int, int], timeout: float = RENDER_TIME
                     "is missing or unreadable"
                 )
             shot = replies[0].screenshot
-            if (shot.width, shot.height) == tuple(size):
+            # The client may answer before the state last set here reached it: its reply
+            # names the state it drew, and only a drawing of this one is the view asked for.
+            drawn = replies[0].viewer_state == viewer.state
+            if (shot.width, shot.height) == tuple(size) and drawn:
                 break
+        else:
+            raise ViewError(f"the viewer did not draw the state given ({SCREENSHOT_TRIES} tries)")
         return bytes(shot.image)
     finally:
         viewer.config_state.set_state(prior)

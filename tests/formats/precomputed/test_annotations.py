@@ -51,7 +51,7 @@ def _collection(root: pathlib.Path, kind: str, frame: pd.DataFrame, limit: int) 
         part = spatial.remaining_counts(ids, low, high, lower, levels[index], decided)
         return spatial.most_in_a_cell([part])
 
-    chances = spatial.decide_chances(levels, limit, most)
+    chances, _ = spatial.decide_chances(levels, limit, most)
     outputs = 1 + len(RELATED) + len(chances)
     layout = AnnotationLayout(schema, columns, tuple(lower), tuple(levels[: len(chances)]),
                               tuple(chances), (SHARDING,) * outputs)  # fmt: skip
@@ -153,13 +153,20 @@ def test_the_coarse_levels_hold_a_uniform_sample_near_the_limit() -> None:
             [spatial.remaining_counts(ids, points, points, [0, 0, 0], levels[index], decided)]
         )
 
-    chances = spatial.decide_chances(levels, 500, most)
+    chances, limits = spatial.decide_chances(levels, 500, most)
     stored = spatial.emission_levels(ids, chances)
     assert 400 < np.count_nonzero(stored == 0) < 600
     assert np.bincount(stored).sum() == ids.size and chances[-1] == 1.0
     first = points[stored == 0]  # uniform over the volume: each octant about an eighth
     octants = np.bincount((first >= 500).astype(int) @ [1, 2, 4], minlength=8)
     assert octants.min() > first.shape[0] / 8 * 0.5
+    # Each level's limit as the info states it: the sampled levels' target, and the fullest
+    # cell of the level that stores all that remains, exactly.
+    assert limits[:-1] == [500] * (len(limits) - 1)
+    last = points[stored == len(chances) - 1]
+    start, _ = spatial.cell_ranges(last, last, [0, 0, 0], levels[len(chances) - 1])
+    cells = spatial.flat_cells(start, levels[len(chances) - 1])
+    assert limits[-1] == np.unique(cells, return_counts=True)[1].max() < 500
 
 
 def test_a_schema_refuses_what_neuroglancer_cannot_read() -> None:

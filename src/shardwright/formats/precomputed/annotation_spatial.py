@@ -163,20 +163,28 @@ def most_in_a_cell(parts: Sequence[tuple[npt.NDArray[np.uint64], npt.NDArray[np.
 
 def decide_chances(
     levels: Sequence[SpatialLevel], limit: int, most: Callable[[int, list[float]], int]
-) -> list[float]:
+) -> tuple[list[float], list[int]]:
     """Each level's chance, coarsest first, until nothing remains: `most(level, decided)`
     says how many remaining annotations the fullest cell of that level holds (one pass over
-    the table per level). The last chance is 1."""
+    the table per level). The last chance is 1. Also each level's `limit` as its info states
+    it, the most annotations a cell of it holds: `limit` where the level samples (about that
+    many in its fullest cell), the fullest cell's count where it stores all that remains (a
+    level of a few annotations says so, and Neuroglancer, which draws a share of each cell's
+    list by its limit, draws them all)."""
     if limit < 1:
         raise ValueError(f"a spatial index limit is at least 1, not {limit}")
     decided: list[float] = []
+    fullest: list[int] = []
     for index, level in enumerate(levels):
-        fullest = most(index, decided)
-        if fullest == 0:
+        fullest.append(most(index, decided))
+        if fullest[-1] == 0:
+            fullest.pop()
             break
-        decided.append(chance(fullest, limit, level))
+        decided.append(chance(fullest[-1], limit, level))
         if decided[-1] == 1.0:
             break
     if decided:
         decided[-1] = 1.0  # nothing remains past the last level
-    return decided
+    limits = [max(1, round(count * share)) for count, share in zip(fullest, decided,
+                                                                        strict=True)]  # fmt: skip
+    return decided, limits
