@@ -326,3 +326,24 @@ def test_verify_against_the_table_compares_every_entry_of_every_index(
     assert problems == [
         "the table: cannot be compared: no column 'pre', which the dataset was made from"
     ]
+
+
+def test_plan_reports_rows_and_each_indexs_shards_and_bytes_writing_nothing(
+    tmp_path: pathlib.Path,
+) -> None:
+    frame = _synapses(1200)
+    frame.to_parquet(tmp_path / "synapses.parquet")
+    command = [sys.executable, "-m", "shardwright", "plan", str(tmp_path / "synapses.parquet"),
+               str(tmp_path / "out"), "--annotation-type", "point", "--resolution", "8,8,40",
+               "--relationship", "pre=pre", "--annotation-limit", "100"]  # fmt: skip
+    text = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    assert "(1,200 rows, 1 partition)" in text and re.search(r"by_id \d+ \(~[\d.]+ KiB\)", text)
+    described = json.loads(
+        subprocess.run([*command, "--json"], capture_output=True, text=True, check=True).stdout
+    )
+    assert described["rows"] == 1200 and described["relationships"] == {"pre": "pre"}
+    keys = ["by_id", "rel_pre", *(f"spatial{n}" for n in range(described["spatial_levels"]))]
+    assert list(described["sharding"]) == keys == list(described["estimated_bytes"])
+    record = 4 * 3 + 4 + 1 + 1 + 2  # x, y, z, score (float32), post, kind (uint8), padding
+    assert described["estimated_bytes"]["by_id"] == 1200 * (record + 12)
+    assert not (tmp_path / "out").exists()

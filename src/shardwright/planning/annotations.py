@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -32,7 +32,7 @@ from shardwright.generation.exchange import SpooledShardTask
 from shardwright.options import ConvertOptions
 from shardwright.planning.base import ANNOTATIONS
 from shardwright.planning.objects import choose_sharding
-from shardwright.planning.text import human_bytes, xyz
+from shardwright.planning.text import counted, human_bytes, xyz
 from shardwright.sources.table_spool import TableSpool
 from shardwright.sources.tables import AnnotationColumns, TableFacts, inspect_table, open_table
 
@@ -191,6 +191,12 @@ class AnnotationPlan:
             "chances": list(layout.chances),
             "limit": self.options.annotation_limit,
             "sharding": {layout.key(o): s.to_json() for o, s in enumerate(layout.shardings)},
+            "estimated_bytes": {
+                layout.key(o): size
+                for o, (_, size) in enumerate(
+                    index_sizes(self.facts.rows, layout.schema, layout.chances)
+                )
+            },  # fmt: skip
             "memory_budget": self.options.memory_budget,
         }
 
@@ -199,11 +205,13 @@ class AnnotationPlan:
         schema = layout.schema
         props = ", ".join(f"{p.id} ({p.type})" for p in schema.properties) or "none"
         related = ", ".join(f"{n} <- {c}" for n, c in layout.columns.relationships) or "none"
-        shards = ", ".join(f"{layout.key(o)} {s.num_shards}" for o, s in
-                           enumerate(layout.shardings))  # fmt: skip
+        sizes = index_sizes(facts.rows, schema, layout.chances)
+        shards = ", ".join(f"{layout.key(o)} {spec.num_shards} (~{human_bytes(size[1])})"
+                           for o, (spec, size) in enumerate(zip(layout.shardings, sizes,
+                                                                strict=True)))  # fmt: skip
         return "\n".join([
-            f"source       {self.source or 'a DataFrame'} ({facts.rows:,} rows, "
-            f"{len(facts.partition_rows)} partitions)",
+            f"source       {self.source or 'a DataFrame'} ({counted(facts.rows, 'row')}, "
+            f"{counted(len(facts.partition_rows), 'partition')})",
             f"destination  {self.dest} (neuroglancer_annotations_v1, {schema.kind}, sharded)",
             f"space        {xyz(self.resolution)} nm per unit; bounds {xyz(layout.lower, ',')} .. "
             f"{xyz(self.upper, ',')}",
@@ -211,7 +219,8 @@ class AnnotationPlan:
             f"related      {related}",
             f"spatial      {len(layout.levels)} levels, ~{self.options.annotation_limit:,} per "
             "cell; each annotation stored at one level, in every cell it meets",
-            f"shards       {shards} (at most); rows ~{human_bytes(self.source_bytes)} through "
+            f"shards       {shards}: at most so many shards, about so many bytes; rows "
+            f"~{human_bytes(self.source_bytes)} through "
             f"{self.dest}/.shardwright/exchange/",
         ])  # fmt: skip
 
@@ -268,17 +277,26 @@ def _shardings(
     is asked: gzip of one annotation of tens of bytes makes it longer, and slow to write."""
     sized = dataclasses.replace(options, target_shard_bytes=min(
         options.target_shard_bytes, options.memory_budget // SHARD_TASK_COPIES))  # fmt: skip
+    return tuple(choose_sharding(sized, "annotations", entries, nbytes)
+                 for entries, nbytes in index_sizes(facts.rows, schema, chances))  # fmt: skip
+
+
+def index_sizes(
+    rows: int, schema: AnnotationSchema, chances: Sequence[float]
+) -> list[tuple[int, int]]:
+    """(entries, bytes) each output will hold, about: by_id a record and each relationship's
+    one segment per row, each relationship (at most) every row, each spatial level the rows
+    its chance takes of those left (a point in one cell; larger annotations in more)."""
     record = schema.record_dtype.itemsize
-    rows = facts.rows
     related = len(schema.relationships)
-    specs = [choose_sharding(sized, "annotations", rows, rows * (record + 12 * related))]
-    specs += [choose_sharding(sized, "annotations", rows, rows * (record + 8))] * related
+    sizes = [(rows, rows * (record + 12 * related))]
+    sizes += [(rows, rows * (record + 8))] * related
     left = float(rows)
     for chance in chances:
         stored = max(1, math.ceil(left * chance))
-        specs.append(choose_sharding(sized, "annotations", stored, stored * (record + 8)))
+        sizes.append((stored, stored * (record + 8)))
         left -= left * chance
-    return tuple(specs)
+    return sizes
 
 
 def _chances(
