@@ -23,7 +23,7 @@ from cloudvolume import CloudVolume
 from shardwright import api
 from shardwright.cli import main as cli_main
 from shardwright.errors import PlanError
-from shardwright.jobs.cluster import DASHBOARD_MIN_BYTES, connect, wants_dashboard
+from shardwright.jobs.cluster import SMALL_JOB_BYTES, connect, wants_dashboard
 from shardwright.lifecycle.manifest import MANIFEST_KEY
 from tests.support import volumes
 
@@ -370,9 +370,9 @@ def test_the_dashboard_starts_for_big_jobs_or_when_asked(
     ]:
         assert cli_main([*base, str(tmp_path / name), *extra]) == 0
         assert ("dask dashboard: http://127.0.0.1:" in capsys.readouterr().err) == shown, name
-    assert wants_dashboard(None, DASHBOARD_MIN_BYTES, shown=True)
-    assert not wants_dashboard(None, DASHBOARD_MIN_BYTES - 1, shown=True)
-    assert not wants_dashboard(None, DASHBOARD_MIN_BYTES, shown=False)
+    assert wants_dashboard(None, SMALL_JOB_BYTES, shown=True)
+    assert not wants_dashboard(None, SMALL_JOB_BYTES - 1, shown=True)
+    assert not wants_dashboard(None, SMALL_JOB_BYTES, shown=False)
     assert wants_dashboard(True, 0, shown=False) and not wants_dashboard(False, 2**50, shown=True)
 
 

@@ -63,6 +63,7 @@ SAMPLES: dict[str, tuple[list[str], Any]] = {
         (("pre", "pre_id"), ("post", "post_id")),
     ),
     "properties": (["--property", "score", "--property", "kind"], ("score", "kind")),
+    "enums": (["--enum", "nt", "--enum", "kind=0:a,1:b"], (("nt", ""), ("kind", "0:a,1:b"))),
     "annotation_limit": (["--annotation-limit", "500"], 500),
     "segment_properties": (["--segment-properties", "cells.csv"], "cells.csv"),
     "engine": (["--gpu"], "gpu"),
@@ -186,7 +187,8 @@ def test_help_lists_every_flag_in_field_order(capsys: pytest.CaptureFixture[str]
     with pytest.raises(SystemExit):
         build_parser().parse_args(["convert", "--help"])
     out = capsys.readouterr().out
-    places = [out.index(f"  {flag.name}") for _, flag in command_line_fields(ConvertOptions)]
+    # A flag's entry starts its line (help text that names a flag is indented deeper).
+    places = [out.index(f"\n  {flag.name}") for _, flag in command_line_fields(ConvertOptions)]
     assert places == sorted(places)
 
 
@@ -250,9 +252,16 @@ def test_a_missing_argument_gets_a_short_usage() -> None:
     assert run.returncode == 2
     assert run.stderr.splitlines() == [
         "usage: shardwright convert [options] SOURCE DEST",
-        "shardwright convert: error: the following arguments are required: source, dest",
+        "shardwright convert: error: the following arguments are required: source",
         "('shardwright convert --help' lists every option)",
     ]
+    run = _cli("convert", "in.npy", "--chunk-size", "16,16,8")  # DEST alone: a dataset of ours
+    assert run.returncode == 2
+    assert run.stderr.strip() == (
+        "shardwright convert: error: convert takes SOURCE and DEST; DEST alone only with "
+        "--segment-properties TABLE (and the stores' options), which adds them to a "
+        "segmentation of shardwright's"
+    )
 
 
 def test_nonsense_gets_no_suggestion() -> None:

@@ -71,3 +71,20 @@ def test_status_and_verify_of_a_local_dataset_start_no_cluster_machinery(
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip()
     assert imported == ["numpy"]
+
+
+def test_a_small_conversion_runs_on_threads_of_its_process_and_says_why(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A job reading under SMALL_JOB_BYTES, with no scheduler named, starts no cluster:
+    distributed is never imported, and its last line says where it ran and why."""
+    root = tmp_path_factory.mktemp("small")
+    np.save(root / "volume.npy", np.arange(32**3, dtype=np.uint16).reshape(32, 32, 32))
+    run, imported = _imported("convert", str(root / "volume.npy"), str(root / "out"), "--quiet")
+    assert run.returncode == 0, run.stderr
+    assert "distributed" not in imported
+    assert "(no Dask cluster: a job this small needs none)" in run.stdout
+    run, imported = _imported("convert", str(root / "volume.npy"), str(root / "asked"),
+                              "--quiet", "--scheduler", "local")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "distributed" in imported and "no Dask cluster" not in run.stdout

@@ -32,6 +32,8 @@ def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int
     """
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
+    if getattr(args, "dest", "") is None and unknown and not unknown[0].startswith("-"):
+        args.dest = unknown.pop(0)  # convert's DEST after options: argparse left it over
     if unknown:  # named by the subcommand's parser, which knows the options meant
         command = subparser(parser, args.command)
         command.error(f"unrecognized arguments: {' '.join(unknown)}")
@@ -91,13 +93,12 @@ def entry() -> int:
 
 
 def _freeze_startup_objects() -> None:
-    """Imports done (the API's and the job's it runs, and distributed: every scheduler choice
-    loads it), move what they built out of the cyclic collector's sight: those objects live
-    until the process exits, and walking them again in each full collection during the job and
-    in the final one at exit costs about a tenth of a second of a short conversion on two
-    cores. Only the commands that run a job come here: the others import none of it."""
-    import distributed  # noqa: F401
-
+    """Imports done (the API's and the job's it runs; distributed is imported later, where a
+    cluster is needed), move what they built out of the cyclic collector's sight: those
+    objects live until the process exits, and walking them again in each full collection
+    during the job and in the final one at exit costs about a tenth of a second of a short
+    conversion on two cores. Only the commands that run a job come here: the others import
+    none of it."""
     from shardwright import api  # noqa: F401
     from shardwright.jobs import pending  # noqa: F401
 
@@ -138,10 +139,11 @@ def _run(args: argparse.Namespace, own_process: bool = False) -> int:
 
 
 def _scheduler(args: argparse.Namespace) -> str:
-    """Where a command's job runs: as `--scheduler` says, else $DASK_SCHEDULER_ADDRESS, else a
-    local cluster. A command is its own process: unlike the Python API, it never runs a job on
-    a Dask client that happens to be current (in a test that calls `main`, say)."""
-    return args.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or "local"
+    """Where a command's job runs: as `--scheduler` says, else $DASK_SCHEDULER_ADDRESS, else
+    `auto` (threads of this process for a small job, else a local cluster). A command is its
+    own process: unlike the Python API, it never runs a job on a Dask client that happens to
+    be current (in a test that calls `main`, say)."""
+    return args.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS") or "auto"
 
 
 # The API (Dask among its imports) is imported once a command needs it: `--help` stays quick.

@@ -1,6 +1,7 @@
 """Where a conversion's tasks run: the scheduler the user picked, and the clusters we start.
 
-`--scheduler` (or the API's `scheduler=`) names an address, or one of `local` (the default: a
+`--scheduler` (or the API's `scheduler=`) names an address, or one of `auto` (the default:
+threads of this process for a job reading under SMALL_JOB_BYTES, else `local`), `local` (a
 distributed cluster of worker threads in this process), `processes` (one worker process per
 core), `threads` or `sync` (dask's local schedulers, no cluster); with none given,
 `$DASK_SCHEDULER_ADDRESS` names a running cluster. A cluster we start listens on 127.0.0.1
@@ -31,18 +32,22 @@ from shardwright.version import install_command
 # A local cluster's dashboard listens on loopback only (port chosen free): not on every
 # interface of a shared machine.
 LOCAL_DASHBOARD = "127.0.0.1:0"
-LOCAL_SCHEDULERS = ("local", "processes", "threads", "sync", "synchronous")
+LOCAL_SCHEDULERS = ("auto", "local", "processes", "threads", "sync", "synchronous")
+# No scheduler named: the job's size decides (`auto`, the command line's: no current client).
+DEFAULTS = (None, "", "auto")
 # A job reading less than this ends in seconds on a laptop, before anyone could open a
-# dashboard, whose start (bokeh) costs about a second: the default starts none for it.
-DASHBOARD_MIN_BYTES = 4 * 2**30
+# dashboard, whose start (bokeh) costs about a second: the default starts none for it, and
+# no cluster either (importing distributed and starting one costs about a second too): its
+# tasks run on threads of this process, as the cluster's workers would.
+SMALL_JOB_BYTES = 4 * 2**30
 
 
 def wants_dashboard(choice: bool | None, source_bytes: int, shown: bool) -> bool:
     """Whether a cluster we start serves the Dask dashboard: as asked (`choice`), else for a
-    job whose progress is shown and that reads at least DASHBOARD_MIN_BYTES."""
+    job whose progress is shown and that reads at least SMALL_JOB_BYTES."""
     if choice is not None:
         return choice
-    return shown and source_bytes >= DASHBOARD_MIN_BYTES
+    return shown and source_bytes >= SMALL_JOB_BYTES
 
 
 def scheduler_address(scheduler: str | None) -> str | None:
@@ -126,7 +131,7 @@ def connect(
                 print(f"dask dashboard: {client.dashboard_link}", file=sys.stderr)
             yield client
         return
-    processes = gpu or scheduler == "processes" or (holds_gil and scheduler in (None, "", "local"))
+    processes = gpu or scheduler == "processes" or (holds_gil and scheduler in (*DEFAULTS, "local"))
     with deaf_to_ctrl_c() if processes else nullcontext():
         try:
             if gpu:
@@ -268,6 +273,7 @@ def runner(
     wait_for_workers: float | None = None,
     holds_gil: bool = False,
     peak_task_bytes: int | None = None,
+    source_bytes: int | None = None,
 ) -> Iterator[Runner]:
     """Where the job's tasks run: the user's client, the cluster named by `scheduler` (one we
     start by default), or threads of this process (`threads`, `sync`). GPU tasks run on a
@@ -275,20 +281,24 @@ def runner(
     link of a cluster the job connects to; `wait_for_workers`: how long a cluster may have no
     worker before the job gives up (None: as long as it takes, said every 30 s); `holds_gil`:
     the job's tasks hold the GIL, so a cluster we start runs worker processes;
-    `peak_task_bytes`: the plan's peak per task, said if workers keep dying under one."""
+    `peak_task_bytes`: the plan's peak per task, said if workers keep dying under one;
+    `source_bytes`: what the job reads, under SMALL_JOB_BYTES run by default on threads of
+    this process (no cluster started, and the job's last line says why)."""
     client = chosen_client(scheduler, client)
     if client is not None:
         yield DistributedRunner(client, False, wait_for_workers, gpu, peak_task_bytes)
         return
     local = scheduler_address(scheduler) is None
-    if gpu and local and scheduler not in (None, "", "local"):
+    if gpu and local and scheduler not in (*DEFAULTS, "local"):
         raise PlanError(
             f"the GPU engine runs on a dask-cuda cluster: use the default scheduler or "
             f"an address, not {scheduler!r}"
         )
-    if local and scheduler in ("threads", "sync", "synchronous"):
-        threads = 1 if scheduler != "threads" else workers or max(1, os.cpu_count() or 1)
-        pool = ThreadRunner(threads)
+    small = (scheduler in DEFAULTS and local and not (gpu or holds_gil or dashboard)
+             and source_bytes is not None and source_bytes < SMALL_JOB_BYTES)  # fmt: skip
+    if small or (local and scheduler in ("threads", "sync", "synchronous")):
+        threads = 1 if scheduler in ("sync", "synchronous") else workers or (os.cpu_count() or 1)
+        pool = ThreadRunner(threads, "a job this small needs none" if small else None)
         try:
             yield pool
         finally:

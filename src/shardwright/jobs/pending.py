@@ -91,6 +91,7 @@ def run_checked(
             wait_for_workers=settings.wait_for_workers,
             holds_gil=any(d.plan.dataset == GENERATED for d in job.datasets),
             peak_task_bytes=peak,
+            source_bytes=source_bytes,
         ) as tasks:
             return run_job(
                 job,

@@ -262,8 +262,10 @@ class ThreadRunner:
     stream submits a task after those it takes, and the pool starts them in that order, so a
     task waiting for its inputs waits only for tasks already running."""
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int, why: str | None = None) -> None:
+        """`why`: why no cluster runs the job, where the user did not ask for none."""
         self._threads = threads
+        self._why = f": {why}" if why else ""
         self._pool = concurrent.futures.ThreadPoolExecutor(threads, "shardwright-task")
         self._pending: set[concurrent.futures.Future[Any]] = set()
 
@@ -279,8 +281,8 @@ class ThreadRunner:
 
     def describe(self) -> str:
         if self._threads == 1:
-            return "this process, one task at a time (no Dask cluster)"
-        return f"{self._threads} threads of this process (no Dask cluster)"
+            return f"this process, one task at a time (no Dask cluster{self._why})"
+        return f"{self._threads} threads of this process (no Dask cluster{self._why})"
 
     def put(self, key: str, value: Any) -> Any:
         return value

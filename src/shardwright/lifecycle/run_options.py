@@ -56,9 +56,10 @@ class RunOptions:
         default=None,
         metadata=cli(
             "--scheduler",
-            "ADDRESS | local | processes | threads | sync (default: local, a distributed "
-            "cluster of worker threads in this process; processes: one worker process per "
-            "core; or $DASK_SCHEDULER_ADDRESS)",
+            "ADDRESS | auto | local | processes | threads | sync (default: auto, threads of "
+            "this process for a job reading under 4 GiB, else local: a distributed cluster "
+            "of worker threads in this process; processes: one worker process per core; or "
+            "$DASK_SCHEDULER_ADDRESS)",
         ),
     )
     workers: int | None = field(

@@ -19,6 +19,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from shardwright.viewing.state import (
 )
 
 RENDER_TIMEOUT = 120.0  # seconds a headless render may take before the view counts as broken
-SCREENSHOT_TRIES = 20  # answers awaited until one shows the state set, at the size asked
+SCREENSHOT_RETRY = 0.1  # seconds between screenshots until one shows the state set
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 # Headless Chromium without a GPU: WebGL 2 through SwiftShader, software but exact; and none
 # of the browser's own traffic (updates, sync, first-run pages), which an offline machine
@@ -164,8 +165,9 @@ def capture_png(viewer: Any, size: tuple[int, int], timeout: float = RENDER_TIME
         config.show_ui_controls = False
         config.show_panel_borders = False
         config.viewer_size = list(size)
+    deadline = time.monotonic() + timeout
     try:
-        for _ in range(SCREENSHOT_TRIES):  # early answers: the old size, or the old state
+        while True:  # early answers: at the old size, or of a state older than the one set
             answered = threading.Event()
             replies: list[Any] = []
 
@@ -174,20 +176,21 @@ def capture_png(viewer: Any, size: tuple[int, int], timeout: float = RENDER_TIME
                 answered.set()
 
             viewer.async_screenshot(keep)
-            if not answered.wait(timeout):
+            if not answered.wait(max(0.0, deadline - time.monotonic())):
                 raise ViewError(
                     f"the view did not finish loading within {timeout:g} s: a dataset in it "
                     "is missing or unreadable"
                 )
             shot = replies[0].screenshot
             # The client may answer before the state last set here reached it: its reply
-            # names the state it drew, and only a drawing of this one is the view asked for.
+            # names the state it drew, and only a drawing of the state this process holds
+            # (the one set, as the client normalized it) is the view asked for.
             drawn = replies[0].viewer_state == viewer.state
             if (shot.width, shot.height) == tuple(size) and drawn:
-                break
-        else:
-            raise ViewError(f"the viewer did not draw the state given ({SCREENSHOT_TRIES} tries)")
-        return bytes(shot.image)
+                return bytes(shot.image)
+            if time.monotonic() > deadline:
+                raise ViewError(f"the viewer did not draw the state given within {timeout:g} s")
+            time.sleep(SCREENSHOT_RETRY)
     finally:
         viewer.config_state.set_state(prior)
 
