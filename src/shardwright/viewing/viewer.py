@@ -21,6 +21,7 @@ import shutil
 import threading
 import time
 import urllib.parse
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -165,6 +166,9 @@ def capture_png(viewer: Any, size: tuple[int, int], timeout: float = RENDER_TIME
         config.show_ui_controls = False
         config.show_panel_borders = False
         config.viewer_size = list(size)
+    stamp = f"shardwright capture {uuid.uuid4().hex}"
+    with viewer.txn() as state:
+        state.title = stamp
     deadline = time.monotonic() + timeout
     try:
         while True:  # early answers: at the old size, or of a state older than the one set
@@ -183,9 +187,10 @@ def capture_png(viewer: Any, size: tuple[int, int], timeout: float = RENDER_TIME
                 )
             shot = replies[0].screenshot
             # The client may answer before the state last set here reached it: its reply
-            # names the state it drew, and only a drawing of the state this process holds
-            # (the one set, as the client normalized it) is the view asked for.
-            drawn = replies[0].viewer_state == viewer.state
+            # names the state it drew, and only one stamped as below (set after the state
+            # the caller set) shows that state. The client normalizes the rest of a state
+            # (numbers, the tabs it adds), so the stamp, not the whole state, is compared.
+            drawn = replies[0].viewer_state.title == stamp
             if (shot.width, shot.height) == tuple(size) and drawn:
                 return bytes(shot.image)
             if time.monotonic() > deadline:
