@@ -9,8 +9,8 @@ Cases (512 MiB volumes; `--scale 4` for 2 GiB):
   zarr3 gzip, same image                                    limit: gzip of every chunk
   zarr3 zstd, same image                                    limit: zstd of every chunk
 
-Each tool runs in its own fresh Python process (start-up, imports and, for us, the local
-Dask cluster included; ours as a user runs it, plan report and progress on, their output
+Each tool runs in its own fresh Python process (start-up, imports and, for us, where the
+default starts one, the local Dask cluster included; ours as a user runs it, plan report and progress on, their output
 discarded) and must read the .npy source and write the sharded dataset to local disk. Every
 output is read back and compared with the source before its time counts.
 
@@ -29,8 +29,9 @@ ours could do, and `ratio_reachable_over_ours`. Every limit and the start-up are
 each round, right after the tools (best of the rounds): this machine's speed drifts by up to 2x
 over minutes, and a limit measured apart from the runs it is compared with says little.
 
-The fixed cost of a small job: the raw case at 512 MiB on the default local cluster and on the
-threads scheduler, same process start-up; the difference is what the cluster costs.
+The fixed cost of a small job: the raw case at 512 MiB on a local cluster (`--scheduler local`,
+the default before a job under 4 GiB ran on threads of its process) and on threads (the default
+now), same process start-up; the difference is what the cluster costs.
 """
 
 from __future__ import annotations
@@ -218,9 +219,16 @@ def copy_once(source: str, workdir: pathlib.Path) -> float:
     return seconds
 
 
-def start_and_imports() -> float:
-    """A fresh Python process importing what our convert command imports, cluster included."""
-    return _timed([sys.executable, "-c", "import shardwright.cli, distributed"])
+def start_and_imports(source: str) -> float:
+    """A fresh Python process importing what our convert command imports for this source: the
+    job's modules, and distributed where the job starts a cluster (one reading 4 GiB or more;
+    a smaller one runs on threads of its process)."""
+    from shardwright.jobs.cluster import SMALL_JOB_BYTES
+
+    modules = "shardwright.cli, shardwright.api, shardwright.jobs.pending"
+    if np.load(source, mmap_mode="r").nbytes >= SMALL_JOB_BYTES:
+        modules += ", distributed"
+    return _timed([sys.executable, "-c", f"import {modules}"])
 
 
 def _chunks(source: str, chunk_zyx: tuple[int, int, int]) -> Iterator[np.ndarray]:
@@ -309,8 +317,9 @@ FIXED_COST_ROUNDS = 8  # the cluster's cost (~0.2 s) is small next to the machin
 
 
 def fixed_cost(source: str, workdir: pathlib.Path, repeat: int) -> dict[str, float]:
-    """The same small raw job on the default local cluster and on the threads scheduler,
-    taking turns, best of `repeat` rounds each."""
+    """The same small raw job on a local cluster (`--scheduler local`, the default before jobs
+    under 4 GiB ran on threads of their process) and on threads (the default now), taking
+    turns, best of `repeat` rounds each."""
     dest = workdir / "fixed-cost"
     base = [sys.executable, "-m", "shardwright.cli", "convert", source, str(dest)]
     base += ["--chunk-size", "64,64,64", "--resolution", "8,8,40"]
@@ -334,7 +343,7 @@ def floors(source: str, workdir: pathlib.Path, repeat: int) -> dict[str, Any]:
     copying the source's bytes once (read + write through the page cache, no reordering)."""
     theirs = [sys.executable, "-c", "import numpy, tensorstore"]
     return {
-        "ours_start_and_imports_s": min(start_and_imports() for _ in range(repeat)),
+        "ours_start_and_imports_s": min(start_and_imports(source) for _ in range(repeat)),
         "tensorstore_start_and_imports_s": min(_timed(theirs) for _ in range(repeat)),
         "copy_source_once_s": min(copy_once(source, workdir) for _ in range(repeat)),
     }
@@ -402,7 +411,9 @@ def main() -> None:
     figures: dict[str, Any] = {}
     cores = os.cpu_count() or 1
     for name, (source, options, peers, encoders) in cases.items():
-        measures: dict[str, Callable[[], float]] = {"start_and_imports_s": start_and_imports}
+        measures: dict[str, Callable[[], float]] = {
+            "start_and_imports_s": functools.partial(start_and_imports, source)
+        }
         if encoders is None:
             measures["copy_s"] = functools.partial(copy_once, source, workdir)
         else:

@@ -33,6 +33,11 @@ from shardwright.planning import ConversionPlan, ShardTask, to_zarr_order
 from shardwright.planning.layouts import PrecomputedLayout, Zarr3Layout
 from shardwright.stores import Store
 
+# Inner chunks at least this large are copied out and compressed one by one (cache-warm);
+# smaller ones are scattered a whole epoch at once, where a Python step per chunk would cost
+# more than the copy.
+CHUNK_BY_CHUNK_BYTES = 64 * 1024
+
 
 def run_shard(
     plan: ConversionPlan,
@@ -109,14 +114,17 @@ class CpuProducer:
         )
         blocks = epoch_blocks(plan, task) if self.blocks is None else self.blocks
         for cstart, _, block in blocks:
-            # One copy of the epoch into C-order chunks (the batched engine's scatter), each
-            # compressed straight from it (the shard lays chunks out by position, not by when
-            # they were added).
             offset = grid_offset(axes, cstart, task.chunk_start)
-            chunks, stored, in_shard = zarr3_epoch_chunks(
-                np, chain, to_zarr_order(block, axes), offset
-            )
+            ordered = to_zarr_order(block, axes)
             del block
+            if chain.nbytes >= CHUNK_BY_CHUNK_BYTES:
+                for position, chunk in _zarr3_chunks_one_by_one(chain, ordered, offset):
+                    builder.add(position, chain.encode_bytes(chunk.data))
+                continue
+            # Small chunks: one copy of the epoch into C-order chunks (the batched engine's
+            # scatter), each compressed straight from it (the shard lays chunks out by
+            # position, not by when they were added).
+            chunks, stored, in_shard = zarr3_epoch_chunks(np, chain, ordered, offset)
             for index in stored.tolist():
                 position = tuple(in_shard[index].tolist())
                 builder.add(position, chain.encode_bytes(chunks[index].data))
@@ -125,6 +133,27 @@ class CpuProducer:
     def _cells(self, *, scatter: bool) -> Iterator[Cell]:
         blocks = epoch_blocks(self.plan, self.task) if self.blocks is None else self.blocks
         return cells(blocks, self.plan.chunk_size, scatter=scatter)
+
+
+def _zarr3_chunks_one_by_one(
+    chain: InnerChunkChain, ordered: np.ndarray, epoch_offset: tuple[int, ...]
+) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
+    """An epoch's inner chunks (its position in the shard grid, its elements), each copied
+    out on its own right before it is compressed, so that the compressor and the fill check
+    read it from the core's cache instead of a second pass over the whole epoch in memory;
+    edge chunks padded with the fill value, chunks of fill value alone skipped. The chunk is
+    one buffer reused: valid until the next one is asked for."""
+    ordered = ordered.astype(chain.dtype, copy=False)
+    grid = [-(-n // c) for n, c in zip(ordered.shape, chain.shape, strict=True)]
+    chunk = np.empty(chain.shape, chain.dtype)
+    for index in np.ndindex(*grid):
+        region = ordered[tuple(slice(i * c, (i + 1) * c)
+                               for i, c in zip(index, chain.shape, strict=True))]  # fmt: skip
+        if region.shape != chunk.shape:
+            chunk.fill(chain.fill_value)
+        chunk[tuple(slice(0, n) for n in region.shape)] = region
+        if chain.present(np, chunk[None])[0]:
+            yield tuple(i + o for i, o in zip(index, epoch_offset, strict=True)), chunk
 
 
 def _box_ids(layout: PrecomputedLayout, task: ShardTask) -> Callable[[tuple[int, ...]], int]:

@@ -20,8 +20,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
-import dask
-
 from shardwright.common import deadlines
 from shardwright.errors import NAMED, JobFailed, PlanError
 from shardwright.jobs import logs
@@ -109,6 +107,7 @@ def connect(
     holding the GIL the shard tasks need (about 8 % of a codec-bound job on 2 cores); without
     a dashboard nobody could see its profile.
     """
+    import dask
     from distributed import Client
 
     # The client logs its lost connections with their tracebacks (its own logger, and its
