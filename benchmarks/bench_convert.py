@@ -10,9 +10,10 @@ Cases (512 MiB volumes; `--scale 4` for 2 GiB):
   zarr3 zstd, same image                                    limit: zstd of every chunk
 
 Each tool runs in its own fresh Python process (start-up, imports and, for us, where the
-default starts one, the local Dask cluster included; ours as a user runs it, plan report and progress on, their output
-discarded) and must read the .npy source and write the sharded dataset to local disk. Every
-output is read back and compared with the source before its time counts.
+default starts one, the local Dask cluster included; ours as a user runs it, plan report and
+progress on, their output discarded) and must read the .npy source and write the sharded
+dataset to local disk. Every output is read back and compared with the source before its
+time counts.
 
 The limits: for raw output, one read and one write of the bytes (`shutil.copyfile` of the
 source, through the page cache like the conversions); for a codec-bound case, the codec's own
