@@ -136,3 +136,29 @@ def test_adding_segment_properties_where_they_cannot_go_is_refused(tmp_path: pat
     done = subprocess.run([sys.executable, "-m", "shardwright", "convert", str(dest)],
                           capture_output=True, text=True)  # fmt: skip
     assert done.returncode != 0 and "DEST alone only with --segment-properties" in done.stderr
+
+
+def test_adding_segment_properties_stopped_before_the_manifest_goes_on_when_run_again(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopped after its documents and before the manifest (the process dying there is the
+    same for the destination), the run left a document its recorded digest proves its own:
+    the same call goes on, and the dataset verifies."""
+    from shardwright.jobs import segment_properties
+
+    dest = tmp_path / "seg"
+    api.convert(_segmentation(tmp_path), str(dest), **RUN)
+    labels = pd.DataFrame({"id": [1, 2], "label": ["a", "b"]})
+
+    def stopped(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(segment_properties, "write_manifest", stopped)
+        with pytest.raises(KeyboardInterrupt):
+            api.add_segment_properties(str(dest), labels)
+    assert (dest / "segment_properties" / "info").exists()
+    assert not api.verify(str(dest)).ok  # the info the manifest does not know yet
+    api.add_segment_properties(str(dest), labels)
+    assert api.verify(str(dest)).ok
+    assert not (dest / segment_properties.INTENT).exists()

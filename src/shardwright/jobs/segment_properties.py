@@ -6,13 +6,16 @@ holds no dataset of ours (no manifest), one that is no precomputed segmentation,
 cannot be written (sources/tables.py), a `segment_properties/info` there that this project
 did not write, a job holding the destination. Then, under the destination's lease as any job
 writes: `segment_properties/info`, the `info` naming it, and last the manifest recording both
-documents' digests (what `verify` proves). Killed before the manifest, the same command run
-again writes all three again; until then `verify` names the info the manifest does not know.
+documents' digests (what `verify` proves). The digest of the document about to be written is
+recorded first under `.shardwright/`: killed before the manifest, the same command run again
+finds the document it left proven its own and writes all three again; until then `verify`
+names the info the manifest does not know.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from typing import Any
 
@@ -26,12 +29,13 @@ from shardwright.lifecycle.manifest import (
     metadata_text,
     write_manifest,
 )
-from shardwright.lifecycle.runs import FencedStore
+from shardwright.lifecycle.runs import CONTROL_DIR, FencedStore
 from shardwright.planning.layouts.precomputed import SEGMENT_PROPERTIES
 from shardwright.sources.tables import segment_properties_of
-from shardwright.stores import open_store
+from shardwright.stores import Store, open_store
 
 KEY = f"{SEGMENT_PROPERTIES}/info"
+INTENT = f"{CONTROL_DIR}/segment-properties.json"  # the digest of the document a run writes
 
 
 def add_segment_properties(
@@ -57,22 +61,35 @@ def add_segment_properties(
             f"{dest}: segment properties describe a precomputed segmentation; this is a "
             f"{manifest.format} {info.get('type', manifest.dataset)}"
         )
-    if store.exists(KEY) and KEY not in manifest.metadata:
+    if store.exists(KEY) and KEY not in manifest.metadata and not _intended(store):
         raise DestinationError(f"{dest}: {KEY} is there and shardwright did not write it")
     where = table if isinstance(table, str) else "the table"
     document = segment_properties_of(table, source_storage_options, where)
     named = {**info, "segment_properties": SEGMENT_PROPERTIES}
     documents = [(KEY, document), ("info", named)]
+    digests = metadata_digests(documents)
     lease = Lease(store, manifest.job or "segment-properties")
     lease.acquire()
     try:
         writer = FencedStore(store, lease.job_run)
+        # What is about to be written, first: a run killed before the manifest proves with it
+        # that the document it left is its own, and the same command run again goes on.
+        writer.write_text(INTENT, json.dumps({KEY: digests[KEY]}))
         for key, written in documents:
             writer.write_text(key, metadata_text(written))
-        updated = dataclasses.replace(
-            manifest, metadata={**manifest.metadata, **metadata_digests(documents)}
-        )
-        write_manifest(writer, updated)
+        write_manifest(writer, dataclasses.replace(
+            manifest, metadata={**manifest.metadata, **digests}))  # fmt: skip
+        writer.delete(INTENT)
     finally:
         lease.release()
-    return updated
+    return dataclasses.replace(manifest, metadata={**manifest.metadata, **digests})
+
+
+def _intended(store: Store) -> bool:
+    """Whether the document at KEY is the one an earlier run recorded it would write."""
+    try:
+        intended = json.loads(store.read(INTENT, small=True)).get(KEY)
+        found = hashlib.sha256(store.read(KEY, small=True)).hexdigest()
+    except (FileNotFoundError, ValueError, AttributeError):
+        return False
+    return bool(intended == found)
