@@ -255,13 +255,14 @@ def test_a_missing_argument_gets_a_short_usage() -> None:
         "shardwright convert: error: the following arguments are required: source",
         "('shardwright convert --help' lists every option)",
     ]
-    run = _cli("convert", "in.npy", "--chunk-size", "16,16,8")  # DEST alone: a dataset of ours
-    assert run.returncode == 2
-    assert run.stderr.strip() == (
-        "shardwright convert: error: convert takes SOURCE and DEST; DEST alone only with "
-        "--segment-properties TABLE (and the stores' options), which adds them to a "
-        "segmentation of shardwright's"
-    )
+    for words in (["--chunk-size", "16,16,8"], ["--dry-run"]):  # DEST alone: a dataset of ours
+        run = _cli("convert", "in.npy", *words)
+        assert run.returncode == 2
+        assert run.stderr.strip() == (
+            "shardwright convert: error: convert takes SOURCE and DEST; DEST alone only with "
+            "--segment-properties TABLE (and the stores' options), which adds them to a "
+            "segmentation of shardwright's"
+        )
 
 
 def test_nonsense_gets_no_suggestion() -> None:

@@ -106,6 +106,8 @@ def _freeze_startup_objects() -> None:
 
 
 def _run(args: argparse.Namespace, own_process: bool = False) -> int:
+    if args.command == "convert" and args.dest is None:
+        return _add_segment_properties(args)
     if args.command == "plan" or (args.command == "convert" and args.dry_run):
         return _plan(args)
     if args.command == "convert":
@@ -166,7 +168,7 @@ def _add_segment_properties(args: argparse.Namespace) -> int:
     reaching = {"segment_properties", "storage_options", "source_storage_options", "timeout"}
     given = [f.name for f in dataclasses.fields(options) if f.name not in reaching
              and getattr(options, f.name) != getattr(ConvertOptions(), f.name)]  # fmt: skip
-    if options.segment_properties is None or given:
+    if options.segment_properties is None or given or args.dry_run:
         raise OptionError(
             "convert takes SOURCE and DEST; DEST alone only with {segment_properties} (and the "
             "stores' options), which adds them to a segmentation of shardwright's",
@@ -187,8 +189,6 @@ def _convert(args: argparse.Namespace) -> int:
     from shardwright.planning.text import counted
     from shardwright.sources import missing
 
-    if args.dest is None:
-        return _add_segment_properties(args)
     run = run_options_from(args)
     plan = api.plan(args.source, args.dest, options_from(args))
     # Checked once, before the plan is printed: what is refused prints its error alone.
