@@ -164,10 +164,10 @@ def _add_segment_properties(args: argparse.Namespace) -> int:
     """`convert DEST --segment-properties TABLE`: DEST alone, a dataset of ours."""
     from shardwright import api
 
-    options = options_from(args)
+    options, defaults = options_from(args), ConvertOptions()
     reaching = {"segment_properties", "storage_options", "source_storage_options", "timeout"}
     given = [f.name for f in dataclasses.fields(options) if f.name not in reaching
-             and getattr(options, f.name) != getattr(ConvertOptions(), f.name)]  # fmt: skip
+             and getattr(options, f.name) != getattr(defaults, f.name)]  # fmt: skip
     if options.segment_properties is None or given or args.dry_run:
         raise OptionError(
             "convert takes SOURCE and DEST; DEST alone only with {segment_properties} (and the "

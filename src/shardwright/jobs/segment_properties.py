@@ -68,6 +68,7 @@ def add_segment_properties(
     named = {**info, "segment_properties": SEGMENT_PROPERTIES}
     documents = [(KEY, document), ("info", named)]
     digests = metadata_digests(documents)
+    updated = dataclasses.replace(manifest, metadata={**manifest.metadata, **digests})
     lease = Lease(store, manifest.job or "segment-properties")
     lease.acquire()
     try:
@@ -77,12 +78,11 @@ def add_segment_properties(
         writer.write_text(INTENT, json.dumps({KEY: digests[KEY]}))
         for key, written in documents:
             writer.write_text(key, metadata_text(written))
-        write_manifest(writer, dataclasses.replace(
-            manifest, metadata={**manifest.metadata, **digests}))  # fmt: skip
+        write_manifest(writer, updated)
         writer.delete(INTENT)
     finally:
         lease.release()
-    return dataclasses.replace(manifest, metadata={**manifest.metadata, **digests})
+    return updated
 
 
 def _intended(store: Store) -> bool:

@@ -86,16 +86,18 @@ class TableSpool:
         firsts = np.concatenate([[0], np.cumsum(partition_rows)[:-1]]).astype(np.int64)
         if not self._path(0, "ids").exists():
             return None
+        parts = range(len(partition_rows))
         offsets = [np.concatenate([[0], np.cumsum(np.load(self._path(n, "buckets")))])
-                   for n in range(len(partition_rows))]  # fmt: skip
+                   for n in parts]  # fmt: skip
+        hashed = [np.load(self._path(n, "hashed"), mmap_mode="r") for n in parts]
+        local_rows = [np.load(self._path(n, "rows"), mmap_mode="r") for n in parts]
         found: RepeatedId | None = None
         for bucket in range(self.buckets):
             ids, rows = [], []
             for number, first in enumerate(firsts.tolist()):
                 start, stop = offsets[number][bucket], offsets[number][bucket + 1]
-                ids.append(np.load(self._path(number, "hashed"), mmap_mode="r")[start:stop])
-                local = np.load(self._path(number, "rows"), mmap_mode="r")[start:stop]
-                rows.append(local.astype(np.int64) + first)
+                ids.append(hashed[number][start:stop])
+                rows.append(local_rows[number][start:stop].astype(np.int64) + first)
             if not ids:
                 continue
             every_id, every_row = np.concatenate(ids), np.concatenate(rows)

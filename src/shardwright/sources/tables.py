@@ -277,10 +277,11 @@ def check_rows(
                 problems.append((int(np.argmax(bad)), f"property {column!r} is not an integer"))
         if rows:
             ranges[column] = (float(np.nanmin(values)), float(np.nanmax(values)))
-    low, high = _bounds(columns.kind, geometry)
+    boxes = bounding_boxes(columns.kind, geometry)
+    low, high = _bounds(*boxes)
     if spool is not None and not problems:
         ids = None if columns.id is None else np.asarray(frame[columns.id]).astype(np.uint64)
-        spool.keep(number, ids, *bounding_boxes(columns.kind, geometry))
+        spool.keep(number, ids, *boxes)
     first = min(problems) if problems else None
     return PartitionFacts(
         rows=rows,
@@ -333,12 +334,11 @@ def _is_uint64(value: Any) -> bool:
     return bool(number == value) and 0 <= number <= MAX_ID
 
 
-def _bounds(kind: str, geometry: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
+def _bounds(low: np.ndarray, high: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """The partition's lowest and highest coordinate along x, y, z of any annotation's
-    bounding box; +inf/-inf when it is empty."""
-    if not geometry.shape[0] or not np.isfinite(geometry).all():
+    bounding box (`low`, `high`: each annotation's); +inf/-inf when it is empty."""
+    if not low.shape[0] or not (np.isfinite(low).all() and np.isfinite(high).all()):
         return (math.inf,) * 3, (-math.inf,) * 3
-    low, high = bounding_boxes(kind, geometry)
     return tuple(low.min(axis=0).tolist()), tuple(high.max(axis=0).tolist())
 
 
