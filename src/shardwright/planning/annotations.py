@@ -30,7 +30,7 @@ from shardwright.formats.precomputed.annotations import AnnotationSchema
 from shardwright.formats.precomputed.sharding import ShardingSpec
 from shardwright.generation.exchange import SpooledShardTask
 from shardwright.options import ConvertOptions
-from shardwright.planning.base import ANNOTATIONS
+from shardwright.planning.base import ANNOTATIONS, ExchangePlan
 from shardwright.planning.objects import choose_sharding
 from shardwright.planning.text import counted, human_bytes, xyz
 from shardwright.sources.table_spool import TableSpool
@@ -94,7 +94,7 @@ class TablePartition:
 
 
 @dataclass(frozen=True)
-class AnnotationPlan:
+class AnnotationPlan(ExchangePlan):
     """Everything decided about writing a table's annotations: a `base.Plan`."""
 
     source: str | None  # None: a DataFrame handed over in Python
@@ -128,19 +128,6 @@ class AnnotationPlan:
     def shard_total(self) -> int:
         """Tasks as progress counts them: the partitions and the shards."""
         return len(self.facts.partition_rows) + self.shard_count
-
-    @property
-    def spool_budget(self) -> int:
-        return self.options.memory_budget // 2
-
-    @property
-    def compression_level(self) -> int | None:
-        return self.options.compression_level
-
-    @property
-    def exchange_storage_options(self) -> dict[str, Any]:
-        """How shard tasks reach the partitions' spools (they lie below DEST)."""
-        return dict(self.options.storage_options)
 
     def partitions(self) -> Iterator[TablePartition]:
         first = 0

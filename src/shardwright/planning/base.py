@@ -1,9 +1,10 @@
 """What every plan offers the graph, the lifecycle and the front ends.
 
-Three kinds of plan exist: a volume's (`volume.ConversionPlan`), a directory of meshes or
-skeletons' (`objects.ObjectPlan`) and meshes or skeletons made from a volume
-(`generated.GeneratedPlan`). Callers use them through this protocol and branch, where
-they must, on `dataset`, never on the class.
+Four kinds of plan exist: a volume's (`volume.ConversionPlan`), a directory of meshes or
+skeletons' (`objects.ObjectPlan`), meshes or skeletons made from a volume
+(`generated.GeneratedPlan`) and a table's annotations (`annotations.AnnotationPlan`).
+Callers use them through this protocol and branch, where they must, on `dataset`, never on
+the class.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, Protocol
 from shardwright.lifecycle.manifest import ANNOTATIONS, GENERATED, OBJECTS, VOLUME
 from shardwright.options import ConvertOptions
 
-__all__ = ["ANNOTATIONS", "GENERATED", "OBJECTS", "VOLUME", "Plan", "ShardOfPlan"]
+__all__ = ["ANNOTATIONS", "GENERATED", "OBJECTS", "VOLUME", "ExchangePlan", "Plan", "ShardOfPlan"]
 
 
 class ShardOfPlan(Protocol):
@@ -85,3 +86,24 @@ class Plan(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
     def report(self) -> str: ...
+
+
+class ExchangePlan:
+    """What the plans whose shards are made from spools under DEST/.shardwright/exchange/
+    (generated meshes and skeletons, a table's annotations) take from their options as
+    they are: the budget, the compression level, how shard tasks reach the spools."""
+
+    options: ConvertOptions
+
+    @property
+    def spool_budget(self) -> int:
+        return self.options.memory_budget // 2
+
+    @property
+    def compression_level(self) -> int | None:
+        return self.options.compression_level
+
+    @property
+    def exchange_storage_options(self) -> dict[str, Any]:
+        """How shard tasks reach the spools (they lie below DEST)."""
+        return dict(self.options.storage_options)

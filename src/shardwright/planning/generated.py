@@ -29,7 +29,7 @@ from shardwright.generation.grid import BlockGrid, three
 from shardwright.generation.surfaces import QUANTIZATION_BITS
 from shardwright.generation.tracing import RADIUS_ATTRIBUTE
 from shardwright.options import ConvertOptions
-from shardwright.planning.base import GENERATED
+from shardwright.planning.base import GENERATED, ExchangePlan
 from shardwright.planning.objects import MULTILOD, SKELETONS, choose_sharding
 from shardwright.planning.pyramid import level_resolution
 from shardwright.planning.text import human_bytes, xyz
@@ -73,7 +73,7 @@ class Generation:
 
 
 @dataclass(frozen=True)
-class GeneratedPlan:
+class GeneratedPlan(ExchangePlan):
     """One generated output (meshes or skeletons) of a volume's job: a `base.Plan`. The
     first output's plan also runs the block tasks (`runs_blocks`)."""
 
@@ -141,23 +141,10 @@ class GeneratedPlan:
         return self.block_count + self.shard_count
 
     @property
-    def spool_budget(self) -> int:
-        return self.options.memory_budget // 2
-
-    @property
     def block_task_bytes(self) -> int:
         """Modelled peak of a block task: its labels (read at the base resolution, then
         reduced) and what marching cubes, the distance transform and TEASAR hold per voxel."""
         return _block_task_bytes(self.generation.grid, self.source.dtype.itemsize)
-
-    @property
-    def compression_level(self) -> int | None:
-        return self.options.compression_level
-
-    @property
-    def exchange_storage_options(self) -> dict[str, Any]:
-        """How output-shard tasks reach the block spools (they lie below DEST)."""
-        return dict(self.options.storage_options)
 
     def shards(self) -> Iterator[SpooledShardTask]:
         """Known only from the blocks' spools: the job asks its exchange (jobs/)."""
