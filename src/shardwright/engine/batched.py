@@ -24,7 +24,7 @@ import numpy as np
 
 from shardwright import codecs
 from shardwright.codecs import ChunkEncoding, compressed_segmentation_batch
-from shardwright.common.arrays import Array, Namespace, exclusive_scan, to_host
+from shardwright.common.arrays import Array, Namespace, contiguous, exclusive_scan, to_host
 from shardwright.engine.aggregate import EncodedChunks, arrange_precomputed, arrange_zarr3
 from shardwright.engine.blocks import Block, epoch_blocks, grid_offset
 from shardwright.engine.scatter import precomputed_regions, zarr3_epoch_chunks
@@ -160,7 +160,7 @@ class BatchedProducer:
         positions: list[np.ndarray] = []
         for cstart, _, block in blocks:
             with stage("scatter"):
-                ordered = xp.ascontiguousarray(to_zarr_order(block, axes))
+                ordered = contiguous(xp, to_zarr_order(block, axes))
                 del block
                 offset = grid_offset(axes, cstart, self.task.chunk_start)
                 chunks, keep, in_shard = zarr3_epoch_chunks(xp, chain, ordered, offset)

@@ -9,12 +9,14 @@ the rest (resume, the one write, the receipt).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
 from shardwright.codecs.base import Buffer
 from shardwright.codecs.raw import RawEncoding
+from shardwright.common.arrays import copy_runs
 from shardwright.engine.blocks import (
     Block,
     Cell,
@@ -144,16 +146,20 @@ def _zarr3_chunks_one_by_one(
     edge chunks padded with the fill value, chunks of fill value alone skipped. The chunk is
     one buffer reused: valid until the next one is asked for."""
     ordered = ordered.astype(chain.dtype, copy=False)
-    grid = [-(-n // c) for n, c in zip(ordered.shape, chain.shape, strict=True)]
     chunk = np.empty(chain.shape, chain.dtype)
-    for index in np.ndindex(*grid):
-        region = ordered[tuple(slice(i * c, (i + 1) * c)
-                               for i, c in zip(index, chain.shape, strict=True))]  # fmt: skip
-        if region.shape != chunk.shape:
+    along = [
+        [(i + o, slice(i * c, min((i + 1) * c, n))) for i in range(-(-n // c))]
+        for n, c, o in zip(ordered.shape, chain.shape, epoch_offset, strict=True)
+    ]
+    for cell in itertools.product(*along):
+        region = ordered[tuple(cut for _, cut in cell)]
+        if region.shape == chunk.shape:
+            copy_runs(chunk, region)
+        else:
             chunk.fill(chain.fill_value)
-        chunk[tuple(slice(0, n) for n in region.shape)] = region
+            copy_runs(chunk[tuple(slice(0, n) for n in region.shape)], region)
         if chain.present(np, chunk[None])[0]:
-            yield tuple(i + o for i, o in zip(index, epoch_offset, strict=True)), chunk
+            yield tuple(position for position, _ in cell), chunk
 
 
 def _box_ids(layout: PrecomputedLayout, task: ShardTask) -> Callable[[tuple[int, ...]], int]:

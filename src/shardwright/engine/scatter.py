@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.common.arrays import Array, to_host
+from shardwright.common.arrays import Array, contiguous, to_host
 from shardwright.formats.zarr3.chunks import InnerChunkChain, pad
 
 
@@ -43,7 +43,7 @@ def precomputed_regions(
         region = block[x0:x1, y0:y1, z0:z1, :]
         lifted = region.reshape(nx, cx, ny, cy, nz, cz, channels)
         # chunk index (z, y, x) outermost; inside a chunk C order of (c, z, y, x) == x-fastest
-        chunk_major = xp.ascontiguousarray(lifted.transpose(4, 2, 0, 6, 5, 3, 1))
+        chunk_major = contiguous(xp, lifted.transpose(4, 2, 0, 6, 5, 3, 1))
         gz, gy, gx = np.meshgrid(np.arange(nz), np.arange(ny), np.arange(nx), indexing="ij")
         coords = np.stack(
             [
@@ -92,7 +92,7 @@ def scatter_zarr3(
     lifted = block.reshape([v for g, c in zip(grid, chunk_shape, strict=True) for v in (g, c)])
     outer = list(range(0, 2 * rank, 2))
     inner = list(range(1, 2 * rank, 2))
-    chunk_major = xp.ascontiguousarray(lifted.transpose(outer + inner))
+    chunk_major = contiguous(xp, lifted.transpose(outer + inner))
     coords = np.stack(np.unravel_index(np.arange(int(np.prod(grid))), grid), axis=1)
     return chunk_major.reshape(-1).view(xp.uint8), coords
 
