@@ -24,11 +24,19 @@ that time over our whole-process time (1.0 = the machine's limit, start-up inclu
 it, `codec_all_cores_s`: the same work run by one thread per core at once, what the cores
 deliver together with the threads of one process, and `codec_all_processes_s`, shared by one
 process per core (no lock between them), with `ratio_all_cores_limit_over_ours` against the
-former. `reachable_s`: our start-up and imports plus the case's work at the machine's limit
-(the copy; the faster of the two all-core codec times), the best any converter started like
-ours could do, and `ratio_reachable_over_ours`. Every limit and the start-up are measured in
-each round, right after the tools (best of the rounds): this machine's speed drifts by up to 2x
-over minutes, and a limit measured apart from the runs it is compared with says little.
+former. The floors of the bytes' way in and out, each on every core at once: `read_source_s`,
+the source read once into memory (page cache to a buffer each thread reuses), and
+`write_output_s`, as many bytes as our output holds written once to new files (from a buffer
+each thread reuses). `reachable_s`: our start-up and imports, the read floor, the case's codec
+work at the machine's limit (the faster of the two all-core codec times; none for raw) and the
+write floor, the best any converter started like ours could do on this machine, and
+`ratio_reachable_over_ours`; `reachable_without_write_s` and its ratio leave the write out (on
+a machine of few cores the write of an output as large as its source takes a core's time that
+no converter can hide). Every limit and the start-up are measured in each round, right after
+the tools (best of the rounds): this machine's speed drifts by up to 2x over minutes, and a
+limit measured apart from the runs it is compared with says little. Every timed run and floor
+starts once the page cache holds no unwritten data (`os.sync()`, not timed): writes that an
+earlier run left for the kernel to flush cost the next one up to twice its time.
 
 The fixed cost of a small job: the raw case at 512 MiB on a local cluster (`--scheduler local`,
 the default before a job under 4 GiB ran on threads of its process) and on threads (the default
@@ -124,7 +132,9 @@ CSEG = (
 
 
 def _timed(args: list[str]) -> float:
-    """Seconds of a fresh process (its progress and reports discarded, shown if it fails)."""
+    """Seconds of a fresh process (its progress and reports discarded, shown if it fails),
+    started once the page cache holds nothing unwritten."""
+    os.sync()
     started = time.perf_counter()
     done = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if done.returncode:
@@ -153,11 +163,12 @@ def run_case(
     workers: int | None,
     repeat: int,
     measures: dict[str, Callable[[], float]],
+    cores: int,
 ) -> dict[str, Any]:
     """Best of `repeat` runs of each tool and of each of this machine's `measures` (limits,
-    start-up), all taking turns in every round: the machine's speed drifts by up to 2x over
-    minutes, so a limit measured apart from the runs it is compared with says little.
-    Outputs are checked each time."""
+    start-up) and of the write floor of our output (`write_output_s`), all taking turns in
+    every round: the machine's speed drifts by up to 2x over minutes, so a limit measured
+    apart from the runs it is compared with says little. Outputs are checked each time."""
     data = np.load(source, mmap_mode="r")
     ours_dest = str(workdir / f"{name}-ours")
     plan = api.plan(source, ours_dest, **options)
@@ -191,7 +202,7 @@ def run_case(
     figures: dict[str, Any] = {"source_bytes": int(data.nbytes), "plan": plan.describe()}
     best = {tool: float("inf") for tool in runs}
     destinations = {tool: ours_dest if tool == "ours" else args[4] for tool, args in runs.items()}
-    measured = dict.fromkeys(measures, float("inf"))
+    measured = dict.fromkeys([*measures, "write_output_s"], float("inf"))
     for _ in range(repeat):
         for tool, args in runs.items():
             dest = destinations[tool]
@@ -202,6 +213,8 @@ def run_case(
             shutil.rmtree(dest)
         for measure, run in measures.items():
             measured[measure] = min(measured[measure], run())
+        written = write_floor(figures["ours_output_bytes"], workdir, cores)
+        measured["write_output_s"] = min(measured["write_output_s"], written)
     for tool, seconds in best.items():
         figures[f"{tool}_s"] = seconds
         if tool != "ours":
@@ -213,10 +226,62 @@ def run_case(
 def copy_once(source: str, workdir: pathlib.Path) -> float:
     """One read and one write of the source's bytes: what raw output cannot beat."""
     copy = workdir / "copy-limit.bin"
+    os.sync()
     started = time.perf_counter()
     shutil.copyfile(source, copy)
     seconds = time.perf_counter() - started
     copy.unlink()
+    return seconds
+
+
+FLOOR_BUFFER = 8 << 20  # what each thread of a read or write floor moves per call
+
+
+def read_floor(source: str, cores: int) -> float:
+    """The source's bytes read once by `cores` threads at once, each its share into a buffer
+    it reuses: what reading the source costs any converter on this machine."""
+    size = os.path.getsize(source)
+    shares = np.linspace(0, size, cores + 1).astype(np.int64).tolist()
+
+    def read_share(part: int) -> None:
+        buffer = bytearray(FLOOR_BUFFER)
+        with open(source, "rb", buffering=0) as f:
+            f.seek(shares[part])
+            left = shares[part + 1] - shares[part]
+            while left > 0:
+                with memoryview(buffer)[: min(left, FLOOR_BUFFER)] as view:
+                    got = f.readinto(view)
+                if not got:
+                    break
+                left -= got
+
+    os.sync()
+    with ThreadPoolExecutor(cores) as pool:
+        started = time.perf_counter()
+        list(pool.map(read_share, range(cores)))
+        return time.perf_counter() - started
+
+
+def write_floor(nbytes: int, workdir: pathlib.Path, cores: int) -> float:
+    """`nbytes` written once to new files by `cores` threads at once, each its share from a
+    buffer it reuses: what writing an output of that size costs any converter here."""
+    shares = np.linspace(0, nbytes, cores + 1).astype(np.int64).tolist()
+    paths = [workdir / f"write-floor-{part}.bin" for part in range(cores)]
+    pattern = np.random.default_rng(0).integers(0, 256, FLOOR_BUFFER, dtype=np.uint8).tobytes()
+
+    def write_share(part: int) -> None:
+        left = shares[part + 1] - shares[part]
+        with open(paths[part], "wb", buffering=0) as f, memoryview(pattern) as view:
+            while left > 0:
+                left -= f.write(view[: min(left, FLOOR_BUFFER)])
+
+    os.sync()
+    with ThreadPoolExecutor(cores) as pool:
+        started = time.perf_counter()
+        list(pool.map(write_share, range(cores)))
+        seconds = time.perf_counter() - started
+    for path in paths:
+        path.unlink()
     return seconds
 
 
@@ -413,7 +478,8 @@ def main() -> None:
     cores = os.cpu_count() or 1
     for name, (source, options, peers, encoders) in cases.items():
         measures: dict[str, Callable[[], float]] = {
-            "start_and_imports_s": functools.partial(start_and_imports, source)
+            "start_and_imports_s": functools.partial(start_and_imports, source),
+            "read_source_s": functools.partial(read_floor, source, cores),
         }
         if encoders is None:
             measures["copy_s"] = functools.partial(copy_once, source, workdir)
@@ -436,11 +502,12 @@ def main() -> None:
             args.workers,
             args.repeat,
             measures,
+            cores,
         )
         m = case["measured"]
         if encoders is None:
             case["limit"] = {"kind": "copy", "limit_s": m["copy_s"]}
-            work = m["copy_s"]
+            work = 0.0
         else:
             case["limit"] = {
                 "kind": "codec",
@@ -450,9 +517,13 @@ def main() -> None:
             case["ratio_all_cores_limit_over_ours"] = m["codec_all_cores_s"] / case["ours_s"]
             work = min(m["codec_all_cores_s"], m["codec_all_processes_s"])
         case["ratio_limit_over_ours"] = case["limit"]["limit_s"] / case["ours_s"]
-        # The best a converter started like ours could do: its start-up plus the case's work
-        # at the machine's limit (the copy; the codec on every core, threads or processes).
-        case["reachable_s"] = m["start_and_imports_s"] + work
+        # The best a converter started like ours could do: its start-up, the source read, the
+        # codec on every core (threads or processes) and the output written, at this machine's
+        # limits; and the same without the write.
+        without_write = m["start_and_imports_s"] + m["read_source_s"] + work
+        case["reachable_without_write_s"] = without_write
+        case["ratio_reachable_without_write_over_ours"] = without_write / case["ours_s"]
+        case["reachable_s"] = without_write + m["write_output_s"]
         case["ratio_reachable_over_ours"] = case["reachable_s"] / case["ours_s"]
         ratios = {k: round(v, 2) for k, v in case.items() if k.startswith("ratio")}
         print(f"{name}: ours {case['ours_s']:.2f} s  {ratios}", flush=True)
