@@ -81,7 +81,7 @@ def _write(key: str, store: Store, shard: ShardFile | None, stages: Stages | Non
         return Receipt.nothing_stored(key)
     try:
         with timer(stages)("write"):
-            size, crc = store.write_object(key, shard.pieces)
+            size, crc = store.write_object(key, shard.pieces, size=shard.nbytes)
     finally:
         shard.close()
     return Receipt(key, size, crc, shard.chunk_count)

@@ -84,14 +84,14 @@ class FencedStore(Store):
 
     # -- writes -----------------------------------------------------------------------------
     def write_object(
-        self, key: str, data: Data, expected: Expected | None = None
+        self, key: str, data: Data, expected: Expected | None = None, *, size: int | None = None
     ) -> tuple[int, int]:
         """A data object written only while the fence lets the run write, and (where the
         backend can) only if it is still as looked up before the fence was asked; a control
         object, or a write given its own condition, as the inner store writes it."""
         fence = self.run.fence
         if fence is None or expected is not None or key.startswith(CONTROL_PREFIX):
-            return self.inner.write_object(key, data, expected)
+            return self.inner.write_object(key, data, expected, size=size)
         pieces = data if callable(data) else (lambda: [data])
         for attempt in range(CONDITIONAL_ATTEMPTS):
             # Looked up before the fence (see the module's docstring); absent needs no look.
@@ -99,7 +99,7 @@ class FencedStore(Store):
             condition = Expected(None) if assume_absent else self.inner.expected(key)
             fence(self)
             try:
-                return self.inner.write_object(key, pieces, condition)
+                return self.inner.write_object(key, pieces, condition, size=size)
             except FileExistsError:  # changed since we looked: by a job that took the lease
                 self.requests.add("conflicts")  # over (the fence stops us), or our own retry
         raise StoreError(
@@ -109,9 +109,13 @@ class FencedStore(Store):
         )
 
     def _write_whole(
-        self, key: str, pieces: Callable[[], Iterable[Piece]], expected: Expected | None
+        self,
+        key: str,
+        pieces: Callable[[], Iterable[Piece]],
+        expected: Expected | None,
+        size: int | None = None,
     ) -> tuple[int, int]:
-        return self.inner.write_object(key, pieces, expected)
+        return self.inner.write_object(key, pieces, expected, size=size)
 
     def conditional_writes(self) -> bool:
         return self.inner.conditional_writes()

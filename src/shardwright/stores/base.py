@@ -110,21 +110,26 @@ class Store(abc.ABC):
 
     # -- writes -----------------------------------------------------------------------------
     def write_object(
-        self, key: str, data: Data, expected: Expected | None = None
+        self, key: str, data: Data, expected: Expected | None = None, *, size: int | None = None
     ) -> tuple[int, int]:
         """Write one whole object; returns (size, crc32c). Never leaves a partial object at key.
 
         `data` is the bytes, or a function returning the pieces in order (called again if an
         upload must be retried, so a spooled shard is streamed, never held whole in memory).
         With `expected` (as `expected(key)` looked it up), only if the object at `key` is still
-        as expected: FileExistsError if another write changed it meanwhile.
+        as expected: FileExistsError if another write changed it meanwhile. `size`: the bytes
+        the pieces add up to, where known (a local disk reserves them before the first).
         """
         pieces = data if callable(data) else (lambda: [data])
-        return self._write_whole(key, pieces, expected)
+        return self._write_whole(key, pieces, expected, size)
 
     @abc.abstractmethod
     def _write_whole(
-        self, key: str, pieces: Callable[[], Iterable[Piece]], expected: Expected | None
+        self,
+        key: str,
+        pieces: Callable[[], Iterable[Piece]],
+        expected: Expected | None,
+        size: int | None = None,
     ) -> tuple[int, int]:
         """Write `key` whole; with `expected`, only if the object there is as expected
         (FileExistsError if not)."""

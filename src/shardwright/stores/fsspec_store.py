@@ -97,7 +97,11 @@ class FsspecStore(Store):
 
     # -- writes -----------------------------------------------------------------------------
     def _write_whole(
-        self, key: str, pieces: Callable[[], Iterable[Piece]], expected: Expected | None
+        self,
+        key: str,
+        pieces: Callable[[], Iterable[Piece]],
+        expected: Expected | None,
+        size: int | None = None,
     ) -> tuple[int, int]:
         path = self.path(key)
         absent = expected is not None and expected.version is None

@@ -25,7 +25,11 @@ class MemoryStore(FsspecStore):
     is_process_local = True
 
     def _write_whole(
-        self, key: str, pieces: Callable[[], Iterable[Piece]], expected: Expected | None
+        self,
+        key: str,
+        pieces: Callable[[], Iterable[Piece]],
+        expected: Expected | None,
+        size: int | None = None,
     ) -> tuple[int, int]:
         # `expected` is always None here: this protocol has no conditional writes.
         buffer = io.BytesIO()
