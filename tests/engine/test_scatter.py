@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from shardwright.codecs import chunk_encoding
 from shardwright.codecs.raw import RawEncoding
 from shardwright.engine.aggregate import EncodedChunks, arrange_precomputed, arrange_zarr3
-from shardwright.engine.blocks import block_cells, strided_cells
+from shardwright.engine.blocks import block_cells, cut_cells
 from shardwright.engine.scatter import scatter_precomputed, scatter_zarr3
 from shardwright.formats.precomputed.morton import compressed_morton_code
 from shardwright.formats.precomputed.sharding import ShardingSpec
@@ -123,23 +123,30 @@ def test_block_cells_yield_every_chunk_in_grid_order_as_the_raw_encoding_views(
 
 
 @given(dims, chunks, st.integers(0, 3))
-def test_strided_cells_are_the_block_cells_without_a_copy(
+def test_cut_cells_are_the_block_cells_one_at_a_time(
     shape: tuple[int, ...], chunk: tuple[int, int, int], origin: int
 ) -> None:
-    """What the CPU engine hands encoders that read through strides (compressed_segmentation):
-    the scattered cells' coordinates in their order and their voxels, as views of the block;
-    and cseg's bytes of each equal those of the contiguous chunk."""
+    """What the CPU engine hands encoders that take a chunk at a time (compressed_segmentation):
+    the scattered cells' coordinates in their order and their voxels, edge chunks truncated,
+    each a Fortran-ordered copy (never a view of the block) in one buffer reused; and cseg's
+    bytes of each equal those of the scattered chunk."""
     rng = np.random.default_rng(sum(shape))
     voxels = (rng.random(shape) * 5).astype("uint32")
     grid = [-(-n // c) for n, c in zip(shape[:3], chunk, strict=False)]
     start = (origin, 2 * origin, 3 * origin)
     block = (start, tuple(s + g for s, g in zip(start, grid, strict=True)), voxels)
-    scattered, strided = list(block_cells(block, chunk)), list(strided_cells(block, chunk))
-    assert [c for c, _ in strided] == [c for c, _ in scattered]
+    scattered = list(block_cells(block, chunk))
     cseg = chunk_encoding("compressed_segmentation")
-    for (_, a), (_, b) in zip(scattered, strided, strict=True):
-        assert np.array_equal(a, b) and np.shares_memory(b, voxels)
+    kept = []  # every chunk held: a buffer made per chunk could not take a freed one's place
+    cut = cut_cells(block, chunk)
+    for (coord, a), (cut_coord, b) in zip(scattered, cut, strict=True):
+        assert cut_coord == coord
+        assert np.array_equal(a, b) and not np.shares_memory(b, voxels)
+        if b.shape == tuple(chunk) + voxels.shape[3:]:
+            assert b.flags.f_contiguous
         assert cseg.encode(b) == cseg.encode(np.asfortranarray(a))
+        kept.append(b)
+    assert all(np.shares_memory(b, kept[0]) for b in kept)  # one buffer, reused
 
 
 def test_raw_encoded_view_copies_what_is_not_laid_out_as_stored() -> None:

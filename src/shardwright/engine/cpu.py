@@ -94,7 +94,7 @@ class CpuProducer:
                 chunk_id = _box_ids(layout, task)
                 if isinstance(encoding, RawEncoding):  # the scattered chunks are their bytes
                     chunks, encode = self._cells(scatter=True), encoding.encoded_view
-                else:  # read through their strides (cseg), or gathered by the encoder
+                else:  # copied out one at a time for an encoder of one chunk (cseg)
                     chunks = self._cells(scatter=False)
             for coord, voxels in chunks:
                 builder.add(chunk_id(coord), encode(voxels))
