@@ -40,9 +40,11 @@ def _check_then_freeze(store: Any) -> None:
             time.sleep(0.05)
 
 
-def _write_and_tell(store: Any, key: str, data: Any, expected: Any = None) -> tuple[int, int]:
+def _write_and_tell(
+    store: Any, key: str, data: Any, expected: Any = None, *, size: int | None = None
+) -> tuple[int, int]:
     try:
-        written = _write_object(store, key, data, expected)
+        written = _write_object(store, key, data, expected, size=size)
     except BaseException as exc:
         if getattr(_zombie, "on", False):
             (FOLDER / "outcome").write_text(f"{type(exc).__name__}: {exc}")
