@@ -252,6 +252,16 @@ FLOOR_BUFFER = 8 << 20  # what each thread of a read or write floor moves per ca
 WRITE_FLOOR_TRIES = 3
 
 
+def _on_threads(work: Callable[[int], None], parts: int, cores: int) -> float:
+    """Seconds `cores` threads take to run `work(0)` ... `work(parts - 1)`, started once the
+    page cache holds nothing unwritten (the sync not timed)."""
+    os.sync()
+    with ThreadPoolExecutor(cores) as pool:
+        started = time.perf_counter()
+        list(pool.map(work, range(parts)))
+        return time.perf_counter() - started
+
+
 def read_floor(source: str, cores: int) -> float:
     """The source's bytes read once by `cores` threads at once, each its share into a buffer
     it reuses: what reading the source costs any converter on this machine."""
@@ -270,11 +280,7 @@ def read_floor(source: str, cores: int) -> float:
                     break
                 left -= got
 
-    os.sync()
-    with ThreadPoolExecutor(cores) as pool:
-        started = time.perf_counter()
-        list(pool.map(read_share, range(cores)))
-        return time.perf_counter() - started
+    return _on_threads(read_share, cores, cores)
 
 
 def write_floor(nbytes: int, workdir: pathlib.Path, cores: int) -> float:
@@ -290,11 +296,7 @@ def write_floor(nbytes: int, workdir: pathlib.Path, cores: int) -> float:
             while left > 0:
                 left -= f.write(view[: min(left, FLOOR_BUFFER)])
 
-    os.sync()
-    with ThreadPoolExecutor(cores) as pool:
-        started = time.perf_counter()
-        list(pool.map(write_share, range(cores)))
-        seconds = time.perf_counter() - started
+    seconds = _on_threads(write_share, cores, cores)
     for path in paths:
         path.unlink()
     return seconds
@@ -341,11 +343,7 @@ def bare_pipeline(
             for piece in pieces:
                 out.write(piece)
 
-    os.sync()
-    with ThreadPoolExecutor(cores) as pool:
-        started = time.perf_counter()
-        list(pool.map(shard, range(len(corners))))
-        seconds = time.perf_counter() - started
+    seconds = _on_threads(shard, len(corners), cores)
     shutil.rmtree(folder)
     return seconds
 
