@@ -23,9 +23,11 @@ faster of the reference compressed_segmentation library and ours). `ratio_limit_
 that time over our whole-process time (1.0 = the machine's limit, start-up included). Next to
 it, `codec_all_cores_s`: the same work run by one thread per core at once, what the cores
 deliver together with the threads of one process, and `codec_all_processes_s`, shared by one
-process per core (no lock between them), with `ratio_all_cores_limit_over_ours` against the
-former. The floors of the bytes' way in and out, each on every core at once: `read_source_s`,
-the source read once into memory (page cache to a buffer each thread reuses), and
+process per core (no lock between them); in both, each core takes its share of the chunks out
+of the source before the timing starts, and the shares start together;
+`ratio_all_cores_limit_over_ours` is against the former. The floors of the bytes' way in and
+out, each on every core at once: `read_source_s`, the source read once into memory (page
+cache to a buffer each thread reuses), and
 `write_output_s`, as many bytes as our output holds written once to new files (from a buffer
 each thread reuses). `reachable_s`: our start-up and imports, the read floor, the case's codec
 work at the machine's limit (the faster of the two all-core codec times; none for raw) and the
@@ -37,6 +39,12 @@ the tools (best of the rounds): this machine's speed drifts by up to 2x over min
 limit measured apart from the runs it is compared with says little. Every timed run and floor
 starts once the page cache holds no unwritten data (`os.sync()`, not timed): writes that an
 earlier run left for the kernel to flush cost the next one up to twice its time.
+
+`gather_source_s`: every chunk cut out of the mapped source once, shard by shard, on every
+core (one map shared by the threads, each chunk copied into a buffer the thread reuses). A
+chunk's rows lie apart in a C-ordered volume, so a chunked output reads its source this way,
+not in order; `reachable_gathered_s` is `reachable_s` with this floor in place of the read
+floor, and `ratio_reachable_gathered_over_ours` our fraction of it.
 
 `bare_s`: the same work done by a converter of nothing else, started like ours (`bare_pipeline`:
 threads of one process cutting each shard's chunks out of the mapped source, encoding them as
@@ -66,7 +74,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import compressed_segmentation as reference_cseg
@@ -302,6 +310,51 @@ def write_floor(nbytes: int, workdir: pathlib.Path, cores: int) -> float:
     return seconds
 
 
+def _shard_work(
+    source: str, chunk_zyx: tuple[int, int, int], shard_zyx: tuple[int, int, int]
+) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
+    """The corners of the source's shard boxes and, inside one box, the corners of its chunks
+    (the volumes are whole shards)."""
+    shape = np.load(source, mmap_mode="r").shape
+    box = [c * s for c, s in zip(chunk_zyx, shard_zyx, strict=True)]
+    corners = list(itertools.product(*(range(0, n, b) for n, b in zip(shape, box, strict=True))))
+    steps = list(itertools.product(*(range(0, b, c) for b, c in zip(box, chunk_zyx, strict=True))))
+    return corners, steps
+
+
+def _cut(region: np.ndarray, corner: tuple[int, ...], chunk: np.ndarray) -> np.ndarray:
+    """The chunk at `corner` of a shard's region copied into `chunk` (rows moved whole)."""
+    z, y, x = corner
+    cz, cy, cx = chunk.shape
+    copy_runs(chunk, region[z : z + cz, y : y + cy, x : x + cx])
+    return chunk
+
+
+def gather_floor(
+    source: str,
+    chunk_zyx: tuple[int, int, int],
+    shard_zyx: tuple[int, int, int],
+    cores: int,
+) -> float:
+    """Every chunk of the source cut out of it once, shard by shard, by `cores` threads at
+    once, each into a buffer it reuses, from one map of the source that every thread shares:
+    the source read as a chunked format must read it (a chunk's rows lie apart in the
+    source), which no converter of a C-ordered volume can skip. It includes the read floor's
+    work (the bytes leave the page cache here too)."""
+    data = np.load(source, mmap_mode="r")
+    corners, steps = _shard_work(source, chunk_zyx, shard_zyx)
+    box = [c * s for c, s in zip(chunk_zyx, shard_zyx, strict=True)]
+
+    def shard(number: int) -> None:
+        z0, y0, x0 = corners[number]
+        region = data[z0 : z0 + box[0], y0 : y0 + box[1], x0 : x0 + box[2]]
+        reused = np.empty(chunk_zyx, data.dtype)
+        for corner in steps:
+            _cut(region, corner, reused)
+
+    return _on_threads(shard, len(corners), cores)
+
+
 def bare_pipeline(
     source: str,
     chunk_zyx: tuple[int, int, int],
@@ -318,8 +371,8 @@ def bare_pipeline(
     takes, the practical floor of a Python converter here (the volumes are whole shards)."""
     data = np.load(source, mmap_mode="r")
     offset, shape, dtype = data.offset, data.shape, data.dtype
+    corners, steps = _shard_work(source, chunk_zyx, shard_zyx)
     box = [c * s for c, s in zip(chunk_zyx, shard_zyx, strict=True)]
-    corners = list(itertools.product(*(range(0, n, b) for n, b in zip(shape, box, strict=True))))
     folder = workdir / "bare-pipeline"
     folder.mkdir(exist_ok=True)
 
@@ -330,12 +383,8 @@ def bare_pipeline(
         ]
         reused = np.empty(chunk_zyx, dtype)
         pieces: list[Any] = []
-        steps = [range(0, b, c) for b, c in zip(box, chunk_zyx, strict=True)]
-        for z, y, x in itertools.product(*steps):
-            chunk = reused if encoders else np.empty(chunk_zyx, dtype)
-            cut = region[z : z + chunk_zyx[0], y : y + chunk_zyx[1], x : x + chunk_zyx[2]]
-            copy_runs(chunk, cut)
-            encoded: Any = chunk
+        for corner in steps:
+            encoded: Any = _cut(region, corner, reused if encoders else np.empty(chunk_zyx, dtype))
             for _, implementations in encoders or []:
                 encoded = implementations[0](encoded)
             pieces.append(encoded)
@@ -394,52 +443,76 @@ def _encode_as_converter(encoders: Encoders, chunk: np.ndarray) -> None:
         data = implementations[0](data)
 
 
+def _share(source: str, chunk_zyx: tuple[int, int, int], part: int, parts: int) -> list[np.ndarray]:
+    """Every `parts`-th chunk of the source from `part`: one core's share of the codec work,
+    taken out of the source before any timing starts."""
+    return list(itertools.islice(_chunks(source, chunk_zyx), part, None, parts))
+
+
 def codec_all_cores(
     source: str, chunk_zyx: tuple[int, int, int], encoders: Encoders, cores: int
 ) -> float:
-    """The same codec work run by `cores` threads at once (as the converter encodes): what
-    the cores deliver together to one process's threads."""
-    encode = functools.partial(_encode_as_converter, encoders)
-    batch: list[np.ndarray] = []
-    seconds = 0.0
-    with ThreadPoolExecutor(cores) as pool:
-        for chunk in itertools.chain(_chunks(source, chunk_zyx), [None]):
-            if chunk is not None:
-                batch.append(chunk)
-            if len(batch) == 64 * cores or (chunk is None and batch):
-                started = time.perf_counter()
-                list(pool.map(encode, batch))
-                seconds += time.perf_counter() - started
-                batch = []
-    return seconds
+    """The same codec work run by `cores` threads at once (as the converter encodes), each
+    its share, all started together: what the cores deliver together to one process's
+    threads."""
+    shares = [_share(source, chunk_zyx, part, cores) for part in range(cores)]
+
+    def encode_share(part: int) -> None:
+        for chunk in shares[part]:
+            _encode_as_converter(encoders, chunk)
+
+    return _on_threads(encode_share, cores, cores)
 
 
 _FORKED_ENCODERS: Encoders = []  # what forked encoding processes run (lambdas do not pickle)
 
 
-def _encode_share(source: str, chunk_zyx: tuple[int, int, int], part: int, parts: int) -> float:
-    """Seconds one process spends encoding every `parts`-th chunk from `part` (as the
-    converter encodes; chunks taken out untimed)."""
-    seconds = 0.0
-    for chunk in itertools.islice(_chunks(source, chunk_zyx), part, None, parts):
-        started = time.perf_counter()
+def _encode_share(
+    source: str,
+    chunk_zyx: tuple[int, int, int],
+    part: int,
+    parts: int,
+    start: Any,
+    results: Any,
+) -> None:
+    """One forked process's share of the codec work: every `parts`-th chunk from `part`,
+    taken out of the source first (untimed), then encoded as the converter encodes once every
+    process has its share (`start`, a barrier), so that the shares run at once; the seconds
+    go to `results`."""
+    share = _share(source, chunk_zyx, part, parts)
+    start.wait()
+    started = time.perf_counter()
+    for chunk in share:
         _encode_as_converter(_FORKED_ENCODERS, chunk)
-        seconds += time.perf_counter() - started
-    return seconds
+    results.put(time.perf_counter() - started)
+
+
+SHARE_TIMEOUT_S = 600  # longer than any share of a 2 GiB volume takes here
 
 
 def codec_all_processes(
     source: str, chunk_zyx: tuple[int, int, int], encoders: Encoders, cores: int
 ) -> float:
-    """The same codec work shared by one forked process per core: what the cores deliver
-    with no lock between them (the slowest share counts)."""
+    """The same codec work shared by one forked process per core, every share encoded at the
+    same time: what the cores deliver with no lock between them (the slowest share counts).
+    Shares that took their chunks out of the source between encodes would overlap only in
+    part and each run at the speed of a core working alone."""
     _FORKED_ENCODERS[:] = encoders
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(cores, mp_context=context) as pool:
-        futures = [
-            pool.submit(_encode_share, source, chunk_zyx, part, cores) for part in range(cores)
-        ]
-        return max(future.result() for future in futures)
+    start, results = context.Barrier(cores), context.Queue()
+    processes = [
+        context.Process(target=_encode_share, args=(source, chunk_zyx, part, cores, start, results))
+        for part in range(cores)
+    ]
+    for process in processes:
+        process.start()
+    try:
+        # a share that failed puts nothing: its traceback is on stderr, and this gives up
+        return max(results.get(timeout=SHARE_TIMEOUT_S) for _ in processes)
+    finally:
+        for process in processes:
+            process.kill()
+            process.join()
 
 
 FIXED_COST_ROUNDS = 8  # the cluster's cost (~0.2 s) is small next to the machine's drift
@@ -546,6 +619,9 @@ def main() -> None:
         measures: dict[str, Callable[[], float]] = {
             "start_and_imports_s": functools.partial(start_and_imports, source),
             "read_source_s": functools.partial(read_floor, source, cores),
+            "gather_source_s": functools.partial(
+                gather_floor, source, chunk, tuple(shard_xyz[::-1]), cores
+            ),
             "bare_pipeline_s": functools.partial(
                 bare_pipeline, source, chunk, tuple(shard_xyz[::-1]), encoders, cores, workdir
             ),
@@ -594,6 +670,12 @@ def main() -> None:
         case["ratio_reachable_without_write_over_ours"] = without_write / case["ours_s"]
         case["reachable_s"] = without_write + m["write_output_s"]
         case["ratio_reachable_over_ours"] = case["reachable_s"] / case["ours_s"]
+        # The same with the chunks gathered out of the source instead of its bytes read in
+        # order: the floor of the work a chunked output makes of a C-ordered volume.
+        case["reachable_gathered_s"] = (
+            m["start_and_imports_s"] + m["gather_source_s"] + work + m["write_output_s"]
+        )
+        case["ratio_reachable_gathered_over_ours"] = case["reachable_gathered_s"] / case["ours_s"]
         # The same work by a converter of nothing else, started like ours.
         case["bare_s"] = m["start_and_imports_s"] + m["bare_pipeline_s"]
         case["ratio_bare_over_ours"] = case["bare_s"] / case["ours_s"]
