@@ -347,3 +347,20 @@ def test_plan_reports_rows_and_each_indexs_shards_and_bytes_writing_nothing(
     record = 4 * 3 + 4 + 1 + 1 + 2  # x, y, z, score (float32), post, kind (uint8), padding
     assert described["estimated_bytes"]["by_id"] == 1200 * (record + 12)
     assert not (tmp_path / "out").exists()
+
+
+def test_progress_of_a_table_counts_tasks_not_shards(tmp_path: pathlib.Path) -> None:
+    """A table's job runs its partitions before its shards: the progress line counts tasks
+    (the partitions with the shards) and the closing line the shards alone, so the two never
+    disagree about how many shards there are."""
+    table = tmp_path / "points.csv"
+    table.write_text("x,y,z,id\n1,2,3,1\n4,5,6,2\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "shardwright", "convert", str(table), str(tmp_path / "out"),
+         "--annotation-type", "point", "--resolution", "4,4,40", "--scheduler", "sync"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^tasks 3 / 3 \(100\.0 %\), .* tasks/s$", done.stderr, re.M), done.stderr
+    assert not re.search(r"^shards \d", done.stderr, re.M), done.stderr
+    assert "wrote 2 shards, 3 chunks" in done.stdout

@@ -185,6 +185,9 @@ def test_progress_shows_shards_bytes_rate_and_time_left() -> None:
     assert line == "shards 2 / 4 (50.0 %), 4.0 KiB, 410 B/s, 0.2 shards/s, 1 kept, 10 s left"
     progress.finish()
     assert out.getvalue().count("shards 2 / 4") >= 1  # not a terminal: whole lines
+    progress.start(5, unit="tasks")  # a job whose partitions or blocks store no shard
+    assert progress.line(progress.started + 10).startswith("tasks 2 / 5 (40.0 %)")
+    assert ", 0.2 tasks/s, " in progress.line(progress.started + 10)
     assert duration(3) == "3 s" and duration(250) == "4 min 10 s"
     assert duration(7500) == "2 h 5 min" and duration(3 * 86400 + 4 * 3600) == "3 d 4 h"
 

@@ -1,4 +1,5 @@
-"""Progress of a long job: shards done of the total, bytes stored, the rate and the time left.
+"""Progress of a long job: shards (or tasks) done of the total, bytes stored, the rate and the
+time left.
 
 On a terminal one line is redrawn at most a few times a second; into a file or a pipe (a
 Kubernetes pod's log) a line is appended every LOG_INTERVAL_S, so a job of days leaves a log
@@ -21,7 +22,8 @@ LOG_INTERVAL_S = 30.0
 
 
 class Progress:
-    """Counts finished shard tasks and the bytes they stored; shows them on `out`."""
+    """Counts finished tasks (shard tasks, and the partitions or blocks some jobs run before
+    them) and the bytes they stored; shows them on `out`."""
 
     def __init__(self, total: int = 0, *, out: TextIO | None = None, enabled: bool = True):
         self.total = total
@@ -30,13 +32,16 @@ class Progress:
         self.done = 0
         self.bytes = 0
         self.kept = 0  # shards a resumed job found stored already
+        self.unit = "shards"
         self.started = time.monotonic()
         self._shown = 0.0
         self._terminal = self.out.isatty()
         self._widget = _notebook_widget() if enabled and out is None else None
 
-    def start(self, total: int) -> None:
-        self.total = total
+    def start(self, total: int, unit: str = "shards") -> None:
+        """`unit`: what the line counts, "tasks" where some tasks (a table's partitions, a
+        volume's mesh blocks) store no shard."""
+        self.total, self.unit = total, unit
         self.started = time.monotonic()
 
     def add(self, receipts: Iterable[Receipt]) -> None:
@@ -59,14 +64,15 @@ class Progress:
                 print(file=self.out, flush=True)
 
     def line(self, now: float) -> str:
-        """`shards 1,234 / 97,336 (1.3 %), 2.1 GiB, 410.0 MiB/s, 1,200 shards/s, 1 h 2 min left`"""
+        """`shards 1,234 / 97,336 (1.3 %), 2.1 GiB, 410.0 MiB/s, 1,200 shards/s, 1 h 2 min left`
+        (`tasks` for `shards` where the job has preparing tasks)"""
         seconds = max(now - self.started, 1e-9)
         total = max(self.total, self.done)
         percent = 100.0 * self.done / total if total else 100.0
-        text = f"shards {self.done:,} / {total:,} ({percent:.1f} %), {human_bytes(self.bytes)}"
+        text = f"{self.unit} {self.done:,} / {total:,} ({percent:.1f} %), {human_bytes(self.bytes)}"
         rate = self.done / seconds
         digits = 1 if rate < 10 else 0
-        text += f", {human_bytes(self.bytes / seconds)}/s, {rate:,.{digits}f} shards/s"
+        text += f", {human_bytes(self.bytes / seconds)}/s, {rate:,.{digits}f} {self.unit}/s"
         if self.kept:
             text += f", {self.kept:,} kept"
         if self.done and total > self.done:

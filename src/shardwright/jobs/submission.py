@@ -209,7 +209,10 @@ def _coordinate(
         )
         for i, (b, table) in enumerate(zip(begun, tables, strict=True))
     ]
-    progress.start(sum(b.plan.shard_total for b in begun))
+    progress.start(
+        sum(b.plan.shard_total for b in begun),
+        unit="tasks" if any(b.plan.preparing_tasks for b in begun) else "shards",
+    )
     LOG.info("running %d shard tasks on %s", progress.total, runner.describe())
     Window(runner, window, supervisor.check).run(streams, progress)
     progress.finish()

@@ -125,9 +125,13 @@ class AnnotationPlan(ExchangePlan):
         return sum(min(spec.num_shards, max(1, self.facts.rows)) for spec in self.layout.shardings)
 
     @property
+    def preparing_tasks(self) -> int:
+        return len(self.facts.partition_rows)
+
+    @property
     def shard_total(self) -> int:
         """Tasks as progress counts them: the partitions and the shards."""
-        return len(self.facts.partition_rows) + self.shard_count
+        return self.preparing_tasks + self.shard_count
 
     def partitions(self) -> Iterator[TablePartition]:
         first = 0

@@ -63,7 +63,14 @@ class Plan(Protocol):
 
     @property
     def shard_total(self) -> int:
-        """Every shard the job writes for this dataset (a pyramid's, every level's)."""
+        """Every shard the job writes for this dataset (a pyramid's, every level's), and its
+        preparing tasks: what progress counts."""
+        ...
+
+    @property
+    def preparing_tasks(self) -> int:
+        """Tasks that run before the shards and store none of them (an exchange's partitions
+        or blocks); where a job has any, its progress counts tasks, not shards."""
         ...
 
     @property

@@ -136,9 +136,13 @@ class GeneratedPlan(ExchangePlan):
         return min(self.sharding.num_shards, max(1, self.generation.estimated_segments))
 
     @property
+    def preparing_tasks(self) -> int:
+        return self.block_count
+
+    @property
     def shard_total(self) -> int:
         """Tasks of this output, as progress counts them: its blocks and its shards."""
-        return self.block_count + self.shard_count
+        return self.preparing_tasks + self.shard_count
 
     @property
     def block_task_bytes(self) -> int:

@@ -114,6 +114,10 @@ class ObjectPlan:
     def shard_total(self) -> int:
         return self.shard_count
 
+    @property
+    def preparing_tasks(self) -> int:
+        return 0
+
     def shards(self) -> Iterator[ObjectShardTask]:
         """The non-empty shards, in shard-number order."""
         counts = np.diff(self.shard_starts)

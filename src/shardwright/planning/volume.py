@@ -89,6 +89,10 @@ class ConversionPlan(Geometry):
         return sum(self.level_plan(k).shard_count for k in range(self.level_count))
 
     @property
+    def preparing_tasks(self) -> int:
+        return 0
+
+    @property
     def shard_count(self) -> int:
         if self.scattered:
             return len(self.layout.scattered_shards())
