@@ -45,7 +45,11 @@ def plan(
     ConversionPlan, with its meshes / skeletons alongside when `with_meshes` /
     `with_skeletons` ask for them.
     """
-    return plan_conversion(source, dest, _options(options, option_values))
+    from shardwright.lifecycle.destination import check_plan_places
+
+    decided = plan_conversion(source, dest, _options(options, option_values))
+    check_plan_places(decided)
+    return decided
 
 
 def convert(

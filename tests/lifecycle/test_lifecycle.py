@@ -180,6 +180,35 @@ def test_destinations_inside_the_source_or_home_or_a_file_are_refused(
     assert _tree(tmp_path) == before
 
 
+def test_plan_refuses_the_places_convert_refuses_before_it_prints(
+    tmp_path: pathlib.Path,
+) -> None:
+    """`plan` names the same wrong destination as `convert` would, in one line and before
+    any plan is printed (it said nothing of a destination that is the source itself); and
+    `verify` of a file says it is a file, not an errno of a path under it."""
+    source = _zarr_source(tmp_path)
+    npy, _ = _volume(tmp_path, "file", 0)
+    before = _tree(tmp_path)
+    cases = [
+        (source, "is the source", " itself"),
+        (source / "out", "lies inside the source", "; writing there would change the source"),
+    ]
+    for dest, why, rest in cases:
+        done = _cli("plan", str(source), str(dest))
+        assert done.returncode == 2 and done.stdout == "", done.stdout
+        assert done.stderr.strip().splitlines() == [
+            f"shardwright plan: error: destination {dest} {why} {source}{rest}"
+        ]
+        with pytest.raises(PlanError, match=why):
+            api.plan(str(source), str(dest))
+    done = _cli("verify", npy)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        f"shardwright verify: error: {npy} is a file: verify reads a dataset's folder (its "
+        "manifest, its info or zarr.json, its shards)"
+    ]
+    assert _tree(tmp_path) == before
+
+
 # -- overwrite ----------------------------------------------------------------------------
 def test_overwrite_keeps_the_old_dataset_when_the_new_job_cannot_start(
     tmp_path: pathlib.Path,

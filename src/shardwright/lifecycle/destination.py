@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from shardwright.common.urls import local_path, scheme_of
@@ -26,6 +26,9 @@ from shardwright.lifecycle.lease import LEASE_NAME
 from shardwright.lifecycle.manifest import MANIFEST_KEY, Manifest, read_manifest
 from shardwright.lifecycle.runs import CONTROL_PREFIX
 from shardwright.stores import Store
+
+if TYPE_CHECKING:
+    from shardwright.planning.base import Plan
 
 LOOKS = 5  # at a destination whose only entries are in `.shardwright/`: about 1.5 s in all
 
@@ -211,3 +214,17 @@ def check_location(
                 f"destination {dest} lies inside the source {source}; writing there would "
                 "change the source"
             )
+
+
+def plan_sources(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
+    """The source a plan reads, with its storage options (none for an array in memory)."""
+    url = plan.source_url
+    return [] if url is None else [(url, plan.options.source_storage_options)]
+
+
+def check_plan_places(plan: Plan) -> None:
+    """`check_location` for every destination of a plan (a volume's, its meshes' and
+    skeletons'), from the names alone: `plan` refuses them before it prints, as a job does
+    before it reads its destinations."""
+    for part in (plan, *plan.companions):
+        check_location(part.dest, part.options.storage_options, plan_sources(part))

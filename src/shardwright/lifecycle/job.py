@@ -32,6 +32,7 @@ from shardwright.lifecycle.destination import (
     check_holding,
     check_location,
     inspect,
+    plan_sources,
 )
 from shardwright.lifecycle.lease import (
     Lease,
@@ -84,8 +85,7 @@ class Dataset:
 
     @property
     def sources(self) -> list[tuple[str, dict[str, Any]]]:
-        url = self.plan.source_url
-        return [] if url is None else [(url, self.plan.options.source_storage_options)]
+        return plan_sources(self.plan)
 
 
 class Job:

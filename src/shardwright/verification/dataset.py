@@ -29,6 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from shardwright.common import deadlines
+from shardwright.errors import DestinationError
 from shardwright.lifecycle.manifest import ANNOTATIONS, GENERATED, OBJECTS
 from shardwright.sources import Source, missing, open_source
 from shardwright.stores import open_store
@@ -67,6 +68,11 @@ def verify(
     if timeout is not None:
         deadlines.set_timeout(timeout)
     store = open_store(dest, storage_options)
+    if store.is_file():
+        raise DestinationError(
+            f"{store.url} is a file: verify reads a dataset's folder (its manifest, its info "
+            "or zarr.json, its shards)"
+        )
     report = VerifyReport(dest, "unknown")
     opening = {  # absent source chunks are counted and judged, not refused
         "axes": source_axes,
