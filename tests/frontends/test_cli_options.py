@@ -9,6 +9,7 @@ import subprocess
 import sys
 from typing import Any
 
+import numpy as np
 import pytest
 
 from shardwright.cli.parser import build_parser, options_from, run_options_from
@@ -180,6 +181,56 @@ def test_contradicting_run_options_are_one_error(capsys: pytest.CaptureFixture[s
     err = capsys.readouterr().err
     assert err.strip() == (
         "shardwright convert: error: --resume and --overwrite contradict each other; pass one"
+    )
+
+
+@pytest.mark.parametrize("scheduler", ["nonsense", "tcp://", "host:port", "8786"])
+def test_a_scheduler_that_names_nothing_is_one_error_before_the_plan(
+    scheduler: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A --scheduler that is no scheduler's address and no local one (it reached distributed,
+    which raised a ValueError shown as our bug, after the plan was printed), from the flag,
+    $DASK_SCHEDULER_ADDRESS or the API."""
+    from shardwright import api
+    from shardwright.errors import OptionError
+
+    source = tmp_path / "v.npy"
+    np.save(source, np.zeros((8, 8, 8), np.uint8))
+    why = (
+        f"'{scheduler}' is neither a scheduler's address (tcp://HOST:PORT or HOST:PORT) nor one "
+        "of auto, local, processes, threads, sync (where none is named, $DASK_SCHEDULER_ADDRESS "
+        "is read)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "shardwright", "convert", str(source), str(tmp_path / "out"),
+         "--scheduler", scheduler], capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [f"shardwright convert: error: --scheduler {why}"]
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", scheduler)
+    done = subprocess.run(
+        [sys.executable, "-m", "shardwright", "convert", str(source), str(tmp_path / "out")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 2 and why in done.stderr and "Traceback" not in done.stderr
+    with pytest.raises(OptionError, match="is neither a scheduler's address"):
+        api.convert(str(source), str(tmp_path / "out"), scheduler=scheduler)
+    assert not (tmp_path / "out").exists()
+    for good in ("tcp://10.0.0.1:8786", "10.0.0.1:8786", "inproc://10.0.0.1/7/1", "threads"):
+        assert RunOptions(scheduler=good).scheduler == good
+
+
+@pytest.mark.parametrize("command", ["view", "serve"])
+@pytest.mark.parametrize("port", ["99999", "-1", "http"])
+def test_a_port_out_of_range_is_refused(
+    command: str, port: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A port no socket can have was taken as 0 (any free one) by the server, silently."""
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args([command, "somewhere", f"--port={port}"])
+    assert exit_.value.code == 2
+    assert f"argument --port: expected a port, 0 (any free one) to 65535, got '{port}'" in (
+        capsys.readouterr().err
     )
 
 

@@ -14,6 +14,7 @@ from shardwright.common.flags import (
     default_of,
     format_size,
     parse_json_object,
+    parse_port,
     parse_positive_int,
     parse_size,
     parse_xyz,
@@ -234,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("directory", help="the folder to serve")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    s.add_argument("--port", type=int, default=8000, help="port to listen on")
+    s.add_argument("--port", type=parse_port, default=8000, help="port to listen on")
     s.add_argument("--log", action="store_true", help="print a line per request")
 
     w = sub.add_parser(
@@ -256,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     w.add_argument("--host", default="127.0.0.1", help="address to listen on")
     w.add_argument(
-        "--port", type=int, default=0, help="the viewer's port (default: 0, any free one)"
+        "--port", type=parse_port, default=0, help="the viewer's port (default: 0, any free one)"
     )
     w.add_argument("--open", action="store_true", help="open the URL in a web browser")
     w.add_argument(

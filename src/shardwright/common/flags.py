@@ -128,6 +128,15 @@ def parse_positive_int(text: str) -> int:
     return value
 
 
+def parse_port(text: str) -> int:
+    """A TCP port to listen on: 0 (any free one) to 65535."""
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(
+            f"expected a port, 0 (any free one) to 65535, got {text!r}"
+        )
+    return int(text)
+
+
 def parse_size(text: str) -> int:
     """'512M', '2G', '1.5GiB' or a plain number of bytes."""
     value = text.strip().lower().removesuffix("ib").removesuffix("b")

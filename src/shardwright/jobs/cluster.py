@@ -25,12 +25,12 @@ from shardwright.errors import NAMED, JobFailed, PlanError
 from shardwright.jobs import logs
 from shardwright.jobs.runners import DistributedRunner, Runner, ThreadRunner
 from shardwright.jobs.workers import GPU_RESOURCE, GPU_TASKS_PER_DEVICE
+from shardwright.lifecycle.run_options import LOCAL_SCHEDULERS
 from shardwright.version import install_command
 
 # A local cluster's dashboard listens on loopback only (port chosen free): not on every
 # interface of a shared machine.
 LOCAL_DASHBOARD = "127.0.0.1:0"
-LOCAL_SCHEDULERS = ("auto", "local", "processes", "threads", "sync", "synchronous")
 # No scheduler named: the job's size decides (`auto`, the command line's: no current client).
 DEFAULTS = (None, "", "auto")
 # A job reading less than this ends in seconds on a laptop, before anyone could open a

@@ -20,6 +20,19 @@ from shardwright.options import ConvertOptions
 
 DEFAULT_LEASE_TIMEOUT = 120.0  # seconds without a heartbeat before a lease may be taken over
 DASHBOARD = {"auto": None, "on": True, "off": False}
+# Schedulers named rather than addressed: the job's size decides, a cluster of our own, or
+# the tasks run in this process.
+LOCAL_SCHEDULERS = ("auto", "local", "processes", "threads", "sync", "synchronous")
+
+
+def is_scheduler_address(text: str) -> bool:
+    """Whether `text` can name a Dask scheduler as distributed reads an address: a
+    protocol and a location (`tcp://10.0.0.5:8786`, `inproc://...`), or a host and a port."""
+    protocol, sep, location = text.partition("://")
+    if sep:
+        return bool(protocol) and bool(location)
+    host, _, port = text.rpartition(":")
+    return bool(host) and port.isdigit()
 
 
 def parse_dashboard(text: str) -> bool | None:
@@ -133,6 +146,16 @@ class RunOptions:
                 "{resume} and {overwrite} contradict each other; pass one",
                 resume=True,
                 overwrite=True,
+            )
+        scheduler = self.scheduler
+        if scheduler not in (None, "", *LOCAL_SCHEDULERS) and not (
+            isinstance(scheduler, str) and is_scheduler_address(scheduler)
+        ):
+            raise OptionError(
+                f"{{scheduler}} {scheduler!r} is neither a scheduler's address (tcp://HOST:PORT "
+                f"or HOST:PORT) nor one of {', '.join(LOCAL_SCHEDULERS[:-1])} (where none is "
+                "named, $DASK_SCHEDULER_ADDRESS is read)",
+                scheduler=NAMED,
             )
         if self.workers is not None and (
             isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1
