@@ -547,6 +547,9 @@ def bad(tmp_path: pathlib.Path) -> pathlib.Path:
     np.save(tmp_path / "times.npy", np.zeros((3, 1, 2, 4, 5), np.uint8))  # t, c, z, y, x
     np.save(tmp_path / "six.npy", np.zeros((1, 1, 2, 3, 4, 5), np.uint8))
     (tmp_path / "notes.txt").write_text("hello")
+    (tmp_path / "garbage.npy").write_bytes(b"not numpy at all")  # read as a pickle by NumPy
+    (tmp_path / "empty.npy").write_bytes(b"")
+    (tmp_path / "cut.npy").write_bytes((tmp_path / "v.npy").read_bytes()[:100])
     (tmp_path / "empty").mkdir()
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "readme.md").write_text("no volume here")
@@ -595,6 +598,9 @@ ERRORS = [
     ("six.npy", {}, "a 6-D array is not a volume .*pass axes"),
     ("times.npy", {}, "its t axis holds 3 time points; a conversion writes one volume"),
     ("v.npy", {"scale_key": "1"}, "a .npy array has no scales"),
+    ("garbage.npy", {}, r"not a .npy file \(it does not begin with NumPy's header"),
+    ("empty.npy", {}, r"not a .npy file \(it does not begin with NumPy's header"),
+    ("cut.npy", {}, r"not a readable .npy array \(EOF: reading array header"),
 ]
 
 

@@ -15,6 +15,19 @@ class NpySource(ArraySource):
 
     def __init__(self, path: str, axes: str | None = None, url: str | None = None):
         self.path = path
+        # NumPy reads a file without its magic bytes as a pickle, and refuses it as "pickled
+        # (object) data": a truncated or foreign file is named for what it is instead.
+        try:
+            with open(path, "rb") as f:
+                magic = np.lib.format.MAGIC_PREFIX
+                foreign = f.read(len(magic)) != magic
+        except OSError as exc:
+            raise SourceError(f"{url or path}: not a readable .npy array ({exc})") from exc
+        if foreign:
+            raise SourceError(
+                f"{url or path}: not a .npy file (it does not begin with NumPy's header, "
+                "\\x93NUMPY); a truncated copy, or another format named .npy?"
+            )
         try:
             array = np.load(path, mmap_mode="r", allow_pickle=False)
         except (ValueError, OSError, EOFError) as exc:
