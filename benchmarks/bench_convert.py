@@ -311,15 +311,14 @@ def write_floor(nbytes: int, workdir: pathlib.Path, cores: int) -> float:
 
 
 def _shard_work(
-    source: str, chunk_zyx: tuple[int, int, int], shard_zyx: tuple[int, int, int]
-) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
-    """The corners of the source's shard boxes and, inside one box, the corners of its chunks
-    (the volumes are whole shards)."""
-    shape = np.load(source, mmap_mode="r").shape
+    shape: tuple[int, ...], chunk_zyx: tuple[int, int, int], shard_zyx: tuple[int, int, int]
+) -> tuple[list[int], list[tuple[int, ...]], list[tuple[int, ...]]]:
+    """A shard's box in voxels, the corners of a volume's shard boxes and, inside one box,
+    the corners of its chunks (the volumes are whole shards)."""
     box = [c * s for c, s in zip(chunk_zyx, shard_zyx, strict=True)]
     corners = list(itertools.product(*(range(0, n, b) for n, b in zip(shape, box, strict=True))))
     steps = list(itertools.product(*(range(0, b, c) for b, c in zip(box, chunk_zyx, strict=True))))
-    return corners, steps
+    return box, corners, steps
 
 
 def _cut(region: np.ndarray, corner: tuple[int, ...], chunk: np.ndarray) -> np.ndarray:
@@ -342,8 +341,7 @@ def gather_floor(
     source), which no converter of a C-ordered volume can skip. It includes the read floor's
     work (the bytes leave the page cache here too)."""
     data = np.load(source, mmap_mode="r")
-    corners, steps = _shard_work(source, chunk_zyx, shard_zyx)
-    box = [c * s for c, s in zip(chunk_zyx, shard_zyx, strict=True)]
+    box, corners, steps = _shard_work(data.shape, chunk_zyx, shard_zyx)
 
     def shard(number: int) -> None:
         z0, y0, x0 = corners[number]
@@ -371,8 +369,7 @@ def bare_pipeline(
     takes, the practical floor of a Python converter here (the volumes are whole shards)."""
     data = np.load(source, mmap_mode="r")
     offset, shape, dtype = data.offset, data.shape, data.dtype
-    corners, steps = _shard_work(source, chunk_zyx, shard_zyx)
-    box = [c * s for c, s in zip(chunk_zyx, shard_zyx, strict=True)]
+    box, corners, steps = _shard_work(shape, chunk_zyx, shard_zyx)
     folder = workdir / "bare-pipeline"
     folder.mkdir(exist_ok=True)
 

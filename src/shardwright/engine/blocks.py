@@ -86,8 +86,8 @@ def cut_cells(block: Block, chunk: Triple) -> Iterator[Cell]:
     buffer = np.empty((voxels.shape[3], cz, cy, cx), voxels.dtype)  # [c, z, y, x]
     for gz, gy, gx in itertools.product(range(z1 - z0), range(y1 - y0), range(x1 - x0)):
         view = voxels[gx * cx : (gx + 1) * cx, gy * cy : (gy + 1) * cy, gz * cz : (gz + 1) * cz]
-        nx, ny, nz, nc = view.shape
-        out = buffer[:nc, :nz, :ny, :nx]
+        nx, ny, nz, _ = view.shape
+        out = buffer[:, :nz, :ny, :nx]
         copy_runs(out, view.transpose(3, 2, 1, 0))
         yield (gx + x0, gy + y0, gz + z0), out.transpose(3, 2, 1, 0)
 
