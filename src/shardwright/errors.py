@@ -134,6 +134,11 @@ class EncodingError(ShardwrightError, ValueError):
     """An encoding that cannot store this data type / channel count / layer type."""
 
 
+class CodecUnavailable(EncodingError):
+    """A chunk encoding read through a package that is not installed (compresso, crackle):
+    the message names the encoding, the package and the command that installs it."""
+
+
 # -- bytes that do not follow a format ---------------------------------------------------------
 
 

@@ -5,6 +5,10 @@ libraries of the encodings it runs. The batched forms the GPU engine runs over a
 namespace live here too: `compressed_segmentation_batch` (a whole epoch of chunks in one pass),
 `nvcomp` (gzip and zstd on the device; nvCOMP imported only when it runs) and `gzip_frame`
 (gzip members around nvCOMP's raw DEFLATE streams).
+
+Precomputed encodings are written (`chunk_encoding`: `CHUNK_ENCODINGS`) or, for those other tools
+write and we only read from sources, decoded (`chunk_decoding`: `READ_ENCODINGS` too: compresso
+and crackle, `label_streams`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ if TYPE_CHECKING:
     from shardwright.codecs.compressed_segmentation import CompressedSegmentationEncoding
     from shardwright.codecs.gzip import GzipCodec
     from shardwright.codecs.jpeg import JpegEncoding
+    from shardwright.codecs.label_streams import CompressoEncoding, CrackleEncoding
     from shardwright.codecs.png import PngEncoding
     from shardwright.codecs.raw import RawEncoding
     from shardwright.codecs.zstd import ZstdCodec
@@ -29,6 +34,8 @@ if TYPE_CHECKING:
 _CLASSES = {
     "BloscCodec": "blosc",
     "CompressedSegmentationEncoding": "compressed_segmentation",
+    "CompressoEncoding": "label_streams",
+    "CrackleEncoding": "label_streams",
     "GzipCodec": "gzip",
     "JpegEncoding": "jpeg",
     "PngEncoding": "png",
@@ -42,6 +49,8 @@ CHUNK_ENCODINGS: dict[str, str] = {
     "jpeg": "JpegEncoding",
     "png": "PngEncoding",
 }
+# read from precomputed sources only: no output of ours is written in them
+READ_ENCODINGS: dict[str, str] = {"compresso": "CompressoEncoding", "crackle": "CrackleEncoding"}
 
 
 __getattr__ = lazy_attributes(__name__, _CLASSES)
@@ -71,12 +80,25 @@ def byte_codec(name: str | None, **options: Any) -> ByteCodec | None:
 
 def chunk_encoding(name: str, **options: Any) -> ChunkEncoding:
     """The precomputed chunk encoding called `name` (block_size for compressed_segmentation,
-    quality for jpeg, level for png)."""
+    quality for jpeg, level for png): one that can be written."""
     if name not in CHUNK_ENCODINGS:
-        raise EncodingError(
-            f"unknown precomputed encoding {name!r}; choose {', '.join(CHUNK_ENCODINGS)}"
-        )
+        said = f"unknown precomputed encoding {name!r}"
+        if name in READ_ENCODINGS:
+            said = f"precomputed encoding {name!r} is read from sources, never written"
+        raise EncodingError(f"{said}; choose {', '.join(CHUNK_ENCODINGS)}")
     encoding: ChunkEncoding = _build("encoding", name, __getattr__(CHUNK_ENCODINGS[name]), options)
+    return encoding
+
+
+def chunk_decoding(name: str, **options: Any) -> ChunkEncoding:
+    """The precomputed encoding called `name` as a source's chunks are read: any that
+    `chunk_encoding` writes, and those read only (`READ_ENCODINGS`), whose `encode` refuses."""
+    if name in CHUNK_ENCODINGS:
+        return chunk_encoding(name, **options)
+    if name not in READ_ENCODINGS:
+        read = ", ".join([*CHUNK_ENCODINGS, *READ_ENCODINGS])
+        raise EncodingError(f"unknown precomputed encoding {name!r}; shardwright reads {read}")
+    encoding: ChunkEncoding = _build("encoding", name, __getattr__(READ_ENCODINGS[name]), options)
     return encoding
 
 
@@ -87,12 +109,16 @@ __all__ = [
     "ByteCodec",
     "ChunkEncoding",
     "CompressedSegmentationEncoding",
+    "CompressoEncoding",
+    "CrackleEncoding",
     "EncodingError",
     "GzipCodec",
     "JpegEncoding",
     "PngEncoding",
+    "READ_ENCODINGS",
     "RawEncoding",
     "ZstdCodec",
     "byte_codec",
+    "chunk_decoding",
     "chunk_encoding",
 ]

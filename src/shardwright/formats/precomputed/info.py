@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from shardwright.codecs import ChunkEncoding, chunk_encoding
+from shardwright.codecs import ChunkEncoding, chunk_decoding, chunk_encoding
 from shardwright.common.vocabulary import VolumeType, names
 from shardwright.errors import InfoError
 from shardwright.formats.precomputed.morton import compressed_morton_code
@@ -103,6 +103,14 @@ class PrecomputedScale:
         if self.encoding == "jpeg" and jpeg_quality is not None:
             options["quality"] = jpeg_quality
         return chunk_encoding(self.encoding, **options)
+
+    def chunk_decoding(self) -> ChunkEncoding:
+        """The codec a source's chunks of this scale are read with: any encoding written, and
+        those read only (compresso, crackle: `codecs.READ_ENCODINGS`)."""
+        options: dict[str, Any] = {}
+        if self.compressed_segmentation_block_size is not None:
+            options["block_size"] = self.compressed_segmentation_block_size
+        return chunk_decoding(self.encoding, **options)
 
     @property
     def grid_shape(self) -> tuple[int, int, int]:
