@@ -9,7 +9,7 @@ from shardwright.errors import LeaseHeld, PlanError
 from shardwright.lifecycle.manifest import Manifest
 from shardwright.lifecycle.run_options import RunOptions, split_keywords
 from shardwright.options import ConvertOptions
-from shardwright.planning import TopPlan, plan_conversion
+from shardwright.planning import TopPlan, plan_addition, plan_conversion
 from shardwright.sources import Source
 from shardwright.verification import verify
 
@@ -37,17 +37,27 @@ __all__ = [
 
 
 def plan(
-    source: str | Source, dest: str, options: ConvertOptions | None = None, **option_values: Any
+    source: str | Source,
+    dest: str | None = None,
+    options: ConvertOptions | None = None,
+    **option_values: Any,
 ) -> TopPlan:
     """Decide everything about a conversion and write nothing; `print(plan.report())`.
 
     A mesh or skeleton directory (its `info` says which) gets an ObjectPlan; a volume a
     ConversionPlan, with its meshes / skeletons alongside when `with_meshes` /
-    `with_skeletons` ask for them.
+    `with_skeletons` ask for them. Without `dest`, `source` is a dataset that exists and
+    the plan adds to it in place (an AdditionPlan: `generate_meshes`, `generate_skeletons`).
     """
     from shardwright.lifecycle.destination import check_plan_places
 
-    decided = plan_conversion(source, dest, _options(options, option_values))
+    chosen = _options(options, option_values)
+    if dest is None:
+        if not isinstance(source, str):
+            raise PlanError("an addition names the dataset it adds to by its path or URL")
+        decided: TopPlan = plan_addition(source, chosen)
+    else:
+        decided = plan_conversion(source, dest, chosen)
     check_plan_places(decided)
     return decided
 
@@ -63,7 +73,9 @@ def convert(
     **values: Any,
 ) -> Manifest | PendingConversion:
     """Convert a volume to sharded output; returns the manifest (or, with `compute=False`, a
-    `PendingConversion` whose `.compute()` runs the job).
+    `PendingConversion` whose `.compute()` runs the job). Without `dest`, add to the dataset
+    at `source` in place (`generate_meshes=True`, `generate_skeletons=True`): nothing it has
+    changes but its `info`, written last; returns the record of what was added.
 
     Keyword arguments are conversion options (`ConvertOptions`: what is written) or run
     options (`RunOptions`: how the job runs), by name; `options` and `run` give either whole.
@@ -92,8 +104,6 @@ def convert(
             raise TypeError("convert(plan, ...) takes run options only: the plan is decided")
         the_plan = source
     else:
-        if dest is None:
-            raise PlanError("convert needs a destination")
         the_plan = plan(source, dest, _options(options, conversion))
     jobs.require_local_gpu(the_plan, settings)
     pending = PendingConversion(check(the_plan, settings), window=window)

@@ -135,7 +135,8 @@ def test_adding_segment_properties_where_they_cannot_go_is_refused(tmp_path: pat
     assert "segment_properties" not in json.loads((dest / "info").read_text())
     done = subprocess.run([sys.executable, "-m", "shardwright", "convert", str(dest)],
                           capture_output=True, text=True)  # fmt: skip
-    assert done.returncode != 0 and "DEST alone only with --segment-properties" in done.stderr
+    assert done.returncode != 0 and "DEST alone only with what it adds" in done.stderr
+    assert "--generate-meshes / --generate-skeletons, or --segment-properties TABLE" in done.stderr
 
 
 def test_adding_segment_properties_stopped_before_the_manifest_goes_on_when_run_again(

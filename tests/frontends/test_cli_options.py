@@ -311,8 +311,8 @@ def test_a_missing_argument_gets_a_short_usage() -> None:
         assert run.returncode == 2
         assert run.stderr.strip() == (
             "shardwright convert: error: convert takes SOURCE and DEST; DEST alone only with "
-            "--segment-properties TABLE (and the stores' options), which adds them to a "
-            "segmentation of shardwright's"
+            "what it adds: --generate-meshes / --generate-skeletons, or --segment-properties "
+            "TABLE (and the stores' options) to a segmentation of shardwright's"
         )
 
 

@@ -94,7 +94,7 @@ def test_a_coarser_level_is_meshed_on_its_own_voxels() -> None:
     ("volume", "options", "error", "message"),
     [
         (np.zeros((8, 8, 8), np.uint8), {}, PlanError,
-         r"need a segmentation \(integer labels\), not a image of uint8"),
+         r"need a segmentation \(integer labels\), not an image of uint8"),
         (None, {"format": "zarr3"}, PlanError,
          "beside a precomputed volume: use format precomputed"),
         # (a precomputed segmentation has one channel: its info refuses two first)

@@ -4,9 +4,10 @@
 
 PAUSE names the step: `lease` (the lease taken, nothing else written), `begin` (the job
 recorded in its destination), `shards:N` (N shards stored with their receipts), `manifest`
-(the manifest written,
-nothing removed yet), `cleanup` (the first object of a replaced dataset removed), `slow`
-(every shard task sleeps 0.2 s first, no pause) or `none`. At the pause the driver creates
+(the manifest written, nothing removed yet), `addition` (an addition's lease and record
+taken, nothing else written), `info` (an addition's info written, its record not yet
+finished), `cleanup` (the first object of a replaced dataset removed), `slow` (every shard
+task sleeps 0.2 s first, no pause) or `none`. At the pause the driver creates
 MARKER and sleeps until it is killed. Runs with `--scheduler sync`: one process, so SIGKILL
 of its process group stops every part of the job at once.
 """
@@ -21,7 +22,7 @@ from typing import Any
 import shardwright.engine.engines as engines
 import shardwright.jobs.coordinator as coordinator
 from shardwright.cli import main
-from shardwright.lifecycle import journal, lease
+from shardwright.lifecycle import addition, journal, lease
 from shardwright.stores.local import LocalStore
 
 PAUSE, MARKER = sys.argv[1], pathlib.Path(sys.argv[2])
@@ -60,6 +61,10 @@ elif PAUSE.startswith("shards:"):
     after(journal, "record", count)
 elif PAUSE == "manifest":
     after(coordinator, "write_manifest")
+elif PAUSE == "addition":
+    after(addition, "begin_addition")
+elif PAUSE == "info":
+    after(addition, "write_info_last")
 elif PAUSE == "cleanup":  # inside the removal of a replaced dataset's objects
     removing = {"on": False}
     remove = journal.remove

@@ -12,10 +12,11 @@ import sys
 import time
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 from shardwright.cli import outcomes
 from shardwright.cli.parser import build_parser, options_from, run_options_from, subparser
-from shardwright.errors import OptionError, ShardwrightWarning
+from shardwright.errors import NAMED, OptionError, ShardwrightWarning
 from shardwright.jobs import logs, stops
 from shardwright.lifecycle.run_options import flag_wording
 from shardwright.options import ConvertOptions
@@ -106,7 +107,7 @@ def _freeze_startup_objects() -> None:
 
 
 def _run(args: argparse.Namespace, own_process: bool = False) -> int:
-    if args.command == "convert" and args.dest is None:
+    if args.command == "convert" and args.dest is None and _only_segment_properties(args):
         return _add_segment_properties(args)
     if args.command == "plan" or (args.command == "convert" and args.dry_run):
         return _plan(args)
@@ -160,6 +161,18 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _only_segment_properties(args: argparse.Namespace) -> bool:
+    """`convert DEST --segment-properties TABLE` with no meshes or skeletons to add."""
+    generates = args.generate_meshes or args.generate_skeletons
+    if generates and args.segment_properties is not None:
+        raise OptionError(
+            "add {segment_properties} in a run of their own: an addition of meshes or "
+            "skeletons takes them after it",
+            segment_properties="TABLE",
+        )
+    return not generates
+
+
 def _add_segment_properties(args: argparse.Namespace) -> int:
     """`convert DEST --segment-properties TABLE`: DEST alone, a dataset of ours."""
     from shardwright import api
@@ -170,8 +183,11 @@ def _add_segment_properties(args: argparse.Namespace) -> int:
              and getattr(options, f.name) != getattr(defaults, f.name)]  # fmt: skip
     if options.segment_properties is None or given or args.dry_run:
         raise OptionError(
-            "convert takes SOURCE and DEST; DEST alone only with {segment_properties} (and the "
-            "stores' options), which adds them to a segmentation of shardwright's",
+            "convert takes SOURCE and DEST; DEST alone only with what it adds: "
+            "{generate_meshes} / {generate_skeletons}, or {segment_properties} (and the "
+            "stores' options) to a segmentation of shardwright's",
+            generate_meshes=NAMED,
+            generate_skeletons=NAMED,
             segment_properties="TABLE",
         )
     api.add_segment_properties(args.source, options.segment_properties,
@@ -185,7 +201,7 @@ def _add_segment_properties(args: argparse.Namespace) -> int:
 def _convert(args: argparse.Namespace) -> int:
     from shardwright import api
     from shardwright.jobs.progress import Progress
-    from shardwright.lifecycle.manifest import OBJECTS
+    from shardwright.lifecycle.manifest import ADDITION, OBJECTS
     from shardwright.planning.text import counted
     from shardwright.sources import missing
 
@@ -200,6 +216,8 @@ def _convert(args: argparse.Namespace) -> int:
     if args.progress.enabled:
         print(plan.report(), file=sys.stderr)
     manifest = pending.compute()
+    if manifest.dataset == ADDITION:
+        return _added(args, manifest)
     totals = manifest.totals
     unit = "segment" if manifest.dataset == OBJECTS else "chunk"
     where = f" on {manifest.cluster}" if manifest.cluster else ""
@@ -223,6 +241,23 @@ def _convert(args: argparse.Namespace) -> int:
         )
     if args.progress.enabled and "://" not in args.dest.removeprefix("file://"):
         print(f"view it: {args.program} view {shlex.quote(args.dest)}", file=sys.stderr)
+    return 0
+
+
+def _added(args: argparse.Namespace, manifest: Any) -> int:
+    """What an addition says it added (its companions), and that the info names them."""
+    from shardwright.planning.text import counted
+
+    for where, part in manifest.companions.items():
+        present = "" if part.segments_present is None else f" of {part.segments_present:,} present"
+        print(
+            f"added {counted(part.shards, 'shard')}, {counted(part.chunks, 'segment')}{present}, "
+            f"{counted(part.bytes, 'byte')} to {where} "
+            f"({part.resumed_shards:,} kept from an earlier run)"
+        )
+    names = ", ".join(f"{k} -> {v}" for k, v in manifest.plan.get("adds", {}).items())
+    print(f"{args.source}/info names them ({names}); nothing else there changed, in "
+          f"{manifest.totals.seconds} s")  # fmt: skip
     return 0
 
 

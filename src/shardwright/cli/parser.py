@@ -96,7 +96,8 @@ def _add_conversion_options(p: argparse.ArgumentParser, *, dest_alone: bool = Fa
         help="a .npy file, zarr array or OME-Zarr group, N5, precomputed volume, TIFF file or "
         "directory/glob of slices, file.h5#/dataset, a TensorStore spec (.json), or a table "
         "(.csv, .parquet) of annotations"
-        + ("; alone with --segment-properties: a segmentation of ours they are added to"
+        + ("; alone: a precomputed segmentation that --generate-meshes / "
+           "--generate-skeletons add to in place (or, with --segment-properties, one of ours)"
            if dest_alone else ""),
     )  # fmt: skip
     p.add_argument(
@@ -175,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "plan", parents=[talk], help="print the plan of a conversion; writes nothing"
     )
-    _add_conversion_options(p)
+    _add_conversion_options(p, dest_alone=True)
     p.add_argument("--json", action="store_true", help="machine-readable plan")
 
     c = sub.add_parser("convert", parents=[talk], help="convert SOURCE to sharded output at DEST")

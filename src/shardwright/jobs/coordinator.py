@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from shardwright.lifecycle import journal, lease
+from shardwright.lifecycle import addition, journal, lease
 from shardwright.lifecycle.job import Claim, begin
 from shardwright.lifecycle.manifest import (
     CompanionTotals,
@@ -26,7 +26,7 @@ from shardwright.lifecycle.manifest import (
     write_manifest,
 )
 from shardwright.lifecycle.runs import CONTROL_DIR, FencedStore, JobRun, run_of
-from shardwright.planning import ANNOTATIONS, GENERATED, Plan
+from shardwright.planning import ADDITION, ANNOTATIONS, GENERATED, AdditionPlan, Plan
 from shardwright.stores import Store
 
 
@@ -60,7 +60,10 @@ def begin_dataset(
     before = store.requests.snapshot()
     run: JobRun | None = None
     if claim is not None:
-        run, notices = begin(store, claim)
+        run, notices = (
+            _begin_addition(plan, store, claim) if plan.dataset == ADDITION
+            else begin(store, claim)
+        )  # fmt: skip
         for notice in notices:
             print(f"shardwright: {notice}", file=sys.stderr)
     writer = FencedStore(store, run) if run is not None else store
@@ -80,6 +83,17 @@ def finish_dataset(
     the manifest's own PUT) are not in the manifest's totals."""
     store = begun.store
     run = run_of(store)
+    if begun.plan.dataset == ADDITION:
+        assert isinstance(begun.plan, AdditionPlan)
+        return addition.finish_addition(
+            store,
+            description=begun.plan.describe(),
+            info_after=begun.plan.info_after,
+            version=begun.plan.version,
+            companions=list(companions),
+            seconds=time.time() - begun.started,
+            cluster=cluster,
+        )
     store.remove_stale_temporaries(nested_marker=CONTROL_DIR)
     metadata = metadata_digests(begun.plan.metadata_documents())
     manifest = build_manifest(
@@ -109,3 +123,20 @@ def finish_dataset(
         journal.remove(store, found)
         lease.release(store)
     return manifest
+
+
+def _begin_addition(plan: Plan, store: Store, claim: Claim) -> tuple[JobRun, list[str]]:
+    """An addition's first step: the dataset's lease and the addition's record."""
+    assert isinstance(plan, AdditionPlan)
+    record = addition.Record(
+        job=claim.job,
+        run=claim.run,
+        info_before=plan.info_read,
+        info_after_sha256=addition.sha256(plan.info_after),
+        fingerprint=claim.fingerprint,
+        options=claim.words,
+    )
+    return addition.begin_addition(
+        store, job=claim.job, run=claim.run, owner=claim.owner, timeout=claim.timeout,
+        wait=claim.wait, break_lease=claim.break_lease, record=record,
+    )  # fmt: skip

@@ -34,6 +34,7 @@ from shardwright.generation.exchange import Exchange, SpooledShardTask
 from shardwright.lifecycle import journal
 from shardwright.lifecycle.manifest import Receipt
 from shardwright.planning import (
+    ADDITION,
     ANNOTATIONS,
     GENERATED,
     OBJECTS,
@@ -312,5 +313,7 @@ def shard_nodes(
     if plan.dataset == ANNOTATIONS:
         assert isinstance(plan, AnnotationPlan)
         return _annotation_nodes(plan, token, {} if exchanges is None else exchanges)
+    if plan.dataset == ADDITION:  # no shard of its own: its companions are what it writes
+        return iter(())
     assert plan.dataset == GENERATED and isinstance(plan, GeneratedPlan)
     return _generated_nodes(plan, token, {} if exchanges is None else exchanges)

@@ -85,12 +85,22 @@ def objects_fingerprint(plan: Any) -> Fingerprint:
 
 
 def generated_fingerprint(plan: Any) -> Fingerprint:
-    """Of a GeneratedPlan: the volume's source and everything that shapes the objects."""
+    """Of a GeneratedPlan: the volume's source and everything that shapes the objects (not
+    `fill_missing`: a job stopped by a missing chunk goes on with `--resume --fill-missing`,
+    as a volume's does)."""
+    described = {k: v for k, v in plan.describe().items() if k != "fill_missing"}
     return {
         "source": source_fingerprint(plan.source),
         "output": _json(dict(plan.metadata_documents())),
-        "generation": _json(plan.describe()),
+        "generation": _json(described),
     }
+
+
+def addition_fingerprint(plan: Any) -> Fingerprint:
+    """Of an AdditionPlan: the scale it reads (the source's identity: not the rest of the
+    info, which a person may edit while the job is stopped) and what is added; its
+    companions have fingerprints of their own."""
+    return {"source": source_fingerprint(plan.source), "adds": dict(plan.names)}
 
 
 def annotations_fingerprint(plan: Any) -> Fingerprint:
@@ -122,7 +132,8 @@ WORDED_PLAN = {
     "format": "format", "layer_type": "layer type", "data_type": "data type",
     "channels": "channels", "size_xyz": "size", "resolution_xyz": "voxel size (nm)",
     "voxel_offset_xyz": "voxel offset", "chunk_size_xyz": "chunk size", "encoding": "encoding",
-    "pyramid": "pyramid", "generated_from_level": "mesh level", "block_xyz": "mesh block",
+    "pyramid": "pyramid", "generated_from_level": "mesh level",
+    "generated_from_scale": "source scale", "block_xyz": "mesh block",
     "max_error_nm": "mesh max error (nm)", "lods": "mesh levels of detail",
     "dust_threshold": "dust threshold", "object_ids": "object ids",
 }  # fmt: skip

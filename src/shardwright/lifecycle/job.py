@@ -18,15 +18,13 @@ releases the lease; a job that fails is released by its starter, or expires.
 from __future__ import annotations
 
 import functools
-import sys
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from shardwright.errors import StoreError
 from shardwright.lifecycle import fencing, journal
 from shardwright.lifecycle import fingerprint as fingerprints
+from shardwright.lifecycle.addition import check_addition
 from shardwright.lifecycle.destination import (
     Holding,
     check_holding,
@@ -36,18 +34,16 @@ from shardwright.lifecycle.destination import (
 )
 from shardwright.lifecycle.lease import (
     Lease,
-    LeaseHeld,
     Owner,
     Renewer,
+    acquire_waiting,
     check_free,
     release_run,
 )
 from shardwright.lifecycle.run_options import DEFAULT_LEASE_TIMEOUT, RunOptions
 from shardwright.lifecycle.runs import FencedStore, JobRun
-from shardwright.planning import ANNOTATIONS, GENERATED, OBJECTS, Plan
+from shardwright.planning import ADDITION, ANNOTATIONS, GENERATED, OBJECTS, Plan
 from shardwright.stores import Store, open_store
-
-LEASE_POLL_SECONDS = 5.0  # how often a job waiting for a lease looks again
 
 
 @dataclass(frozen=True)
@@ -76,6 +72,7 @@ class Dataset:
     plan: Plan
     store: Store
     claim: Claim
+    in_place: bool = False  # written inside the dataset it reads (an addition and its parts)
 
     @property
     def places(self) -> list[tuple[str, str]]:
@@ -114,6 +111,7 @@ class Job:
                     shards=p.shard_total,
                     words=fingerprints.in_words(p),
                 ),
+                in_place=plan.dataset == ADDITION,
             )
             for p in [plan, *plan.companions]
         ]
@@ -122,7 +120,14 @@ class Job:
         """Everything that can be refused without writing a byte (reads only): where each
         destination lies, whether another job is writing it, what it holds."""
         for dataset in self.datasets:
-            check_location(dataset.plan.dest, dataset.store.storage_options, dataset.sources)
+            if dataset.plan.dataset == ADDITION:
+                claim = dataset.claim
+                check_addition(dataset.store, mode=self.mode, job=claim.job,
+                               fingerprint=claim.fingerprint, words=claim.words,
+                               wait=claim.wait, break_lease=self.break_lease)  # fmt: skip
+                continue
+            sources = [] if dataset.in_place else dataset.sources  # its own dataset's parts
+            check_location(dataset.plan.dest, dataset.store.storage_options, sources)
             holding = inspect(dataset.store)
             if holding.kind == "ours" and not dataset.claim.wait:
                 check_free(dataset.store, break_lease=self.break_lease)
@@ -144,7 +149,7 @@ def begin(store: Store, claim: Claim) -> tuple[JobRun, list[str]]:
     the run the job's writes carry (fenced by the lease) and the notices of a lease taken
     over."""
     lease = Lease(store, claim.job, claim.timeout, run=claim.run, owner=claim.owner)
-    notice = _acquire(lease, claim)
+    notice = acquire_waiting(lease, claim.wait, claim.break_lease)
     try:
         holding = inspect(store)
         if (holding.job or {}).get("run") != claim.run:  # not begun yet (this is no retry)
@@ -164,31 +169,6 @@ def begin(store: Store, claim: Claim) -> tuple[JobRun, list[str]]:
     return run, [notice] if notice else []
 
 
-def _acquire(lease: Lease, claim: Claim) -> str | None:
-    """The lease, waiting up to `claim.wait` for another job's to go; a destination that
-    cannot take objects at all (a missing bucket, bad credentials, a read-only bucket) shows
-    here, at the job's first write, as one error naming it."""
-    url = lease.store.url
-    deadline = time.monotonic() + claim.wait
-    while True:
-        try:
-            return lease.acquire(break_lease=claim.break_lease)
-        except LeaseHeld as held:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise
-            waiting_for = held.holder or "a lease that cannot be read"
-            print(f"shardwright: waiting up to {left:.0f} s for the lease on {url}, held by "
-                  f"{waiting_for}", file=sys.stderr)  # fmt: skip
-            time.sleep(min(LEASE_POLL_SECONDS, left))
-        except FileNotFoundError as exc:
-            if lease.store.is_local:
-                raise
-            raise StoreError(f"cannot write to {url}: the bucket does not exist ({exc})") from None
-        except StoreError as exc:
-            raise StoreError(f"cannot write to {url}: {exc}") from None
-
-
 def _check_holding(store: Store, holding: Holding, claim: Claim) -> None:
     check_holding(store, holding, mode=claim.mode, job=claim.job, fingerprint=claim.fingerprint,
                   words=claim.words)  # fmt: skip
@@ -201,4 +181,6 @@ def _fingerprint(plan: Plan) -> fingerprints.Fingerprint:
         return fingerprints.generated_fingerprint(plan)
     if plan.dataset == ANNOTATIONS:
         return fingerprints.annotations_fingerprint(plan)
+    if plan.dataset == ADDITION:
+        return fingerprints.addition_fingerprint(plan)
     return fingerprints.volume_fingerprint(plan)

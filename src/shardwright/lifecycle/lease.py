@@ -24,6 +24,7 @@ import json
 import os
 import re
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -445,3 +446,31 @@ class Renewer:
         with self._lock:
             self._renewed[run] = max(self._renewed.get(run, asked), asked)
             self._failure.pop(run, None)
+
+
+LEASE_POLL_SECONDS = 5.0  # how often a job waiting for a lease looks again
+
+
+def acquire_waiting(lease: Lease, wait: float, break_lease: bool) -> str | None:
+    """The lease, waiting up to `wait` seconds for another job's to go; a destination that
+    cannot take objects at all (a missing bucket, bad credentials, a read-only bucket) shows
+    here, at the job's first write, as one error naming it."""
+    url = lease.store.url
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return lease.acquire(break_lease=break_lease)
+        except LeaseHeld as held:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise
+            waiting_for = held.holder or "a lease that cannot be read"
+            print(f"shardwright: waiting up to {left:.0f} s for the lease on {url}, held by "
+                  f"{waiting_for}", file=sys.stderr)  # fmt: skip
+            time.sleep(min(LEASE_POLL_SECONDS, left))
+        except FileNotFoundError as exc:
+            if lease.store.is_local:
+                raise
+            raise StoreError(f"cannot write to {url}: the bucket does not exist ({exc})") from None
+        except StoreError as exc:
+            raise StoreError(f"cannot write to {url}: {exc}") from None

@@ -30,8 +30,8 @@ from shardwright.version import __version__
 
 VOLUME, OBJECTS = "volume", "objects"  # the kinds of dataset a job writes (`Plan.dataset`)
 GENERATED = "generated"  # meshes or skeletons made from the volume by the same job
-ANNOTATIONS = "annotations"  # precomputed annotations from a table
-DATASETS = (VOLUME, OBJECTS, GENERATED, ANNOTATIONS)
+ANNOTATIONS, ADDITION = "annotations", "addition"  # from a table; added to an existing one
+DATASETS = (VOLUME, OBJECTS, GENERATED, ANNOTATIONS, ADDITION)
 
 MANIFEST_KEY = "shardwright-manifest.json"
 MISSING_EXAMPLES = 5  # absent source chunks a manifest names

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from shardwright.errors import DestinationError, ManifestError
+from shardwright.lifecycle.addition import read_additions, read_record
 from shardwright.lifecycle.destination import readable_manifest
 from shardwright.lifecycle.journal import EXCHANGE, RECEIPTS, read_job, receipt_key
 from shardwright.lifecycle.lease import current_lease, lease_key
@@ -43,6 +44,7 @@ class JobStatus:
     bytes_per_second: float | None = None
     seconds_left: float | None = None
     lease_unreadable: str | None = None  # what is wrong with a lease object that is there
+    adds: list[str] | None = None  # an addition's: the directories it adds (no shards itself)
     companions: list[JobStatus] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -57,6 +59,10 @@ class JobStatus:
             lines.append(f"  lease        {self.lease_unreadable}")
         if self.started:
             lines.append(f"  started      {self.started}")
+        if self.adds is not None:
+            added = ", ".join(f"{name}/" for name in self.adds)
+            lines.append(f"  adds         {added}; the info names them last")
+            return "\n".join([*self._stopped(lines), *(c.summary() for c in self.companions)])
         planned = f" / {self.shards_planned:,}" if self.shards_planned else ""
         share = (
             f" ({100 * self.shards_stored / self.shards_planned:.1f} %)"
@@ -74,9 +80,12 @@ class JobStatus:
                 else ""
             )
             lines.append(f"  rate         {human_bytes(int(self.bytes_per_second))}/s{left}")
-        if self.state == "stopped":
-            lines.append("  continue it with the same convert command and --resume")
-        return "\n".join([*lines, *(c.summary() for c in self.companions)])
+        return "\n".join([*self._stopped(lines), *(c.summary() for c in self.companions)])
+
+    def _stopped(self, lines: list[str]) -> list[str]:
+        if self.state != "stopped":
+            return lines
+        return [*lines, "  continue it with the same convert command and --resume"]
 
 
 def job_status(dest: str, storage_options: dict[str, Any] | None = None) -> JobStatus:
@@ -88,11 +97,44 @@ def job_status(dest: str, storage_options: dict[str, Any] | None = None) -> JobS
             f"under {CONTROL_PREFIX}, its manifest)"
         )
     names = _companions(store)
-    status = _dataset_status(store, names)
+    added = _addition_status(store)
+    if added is not None and added.adds is not None:
+        names = [*names, *(n for n in added.adds if n not in names)]
+    if read_job(store) is None and readable_manifest(store) is None and added is not None:
+        status = added  # a dataset another tool wrote: what shardwright added to it
+    else:
+        status = _dataset_status(store, names)
+        if added is not None and added.state != "finished":
+            status.companions.append(added)
     for name in names:
         sub = open_store(f"{store.url}/{name}", storage_options)
         if read_job(sub) is not None or read_manifest(sub) is not None:
             status.companions.append(_dataset_status(sub))
+    return status
+
+
+def _addition_status(store: Store) -> JobStatus | None:
+    """The addition running or stopped in the dataset (its record), or else the last one
+    that finished; None where nothing was ever added."""
+    record = read_record(store)
+    if record is None:
+        finished = read_additions(store)
+        if not finished:
+            return None
+        last = finished[-1]
+        adds = list(last.plan.get("adds", {}).values())
+        return JobStatus(dest=f"{store.url} (addition)", state="finished", job=last.job,
+                         started=last.created, adds=adds)  # fmt: skip
+    adds = list(record.fingerprint.get("adds", {}).values())
+    status = JobStatus(dest=f"{store.url} (addition)", state="stopped", job=record.job,
+                       run=record.run, adds=adds)  # fmt: skip
+    lease = current_lease(store)
+    if lease is not None and lease[1] is not None and lease[1].run == record.run:
+        holder, now = lease[1], time.time()
+        status.holder = f"host {holder.host}, pid {holder.pid}, run {holder.run[:12]}"
+        status.heard_seconds_ago = round(now - lease[2], 1)
+        if now - lease[2] <= holder.timeout and not holder.gone_here():
+            status.state = "running"
     return status
 
 

@@ -8,15 +8,17 @@
 - `layouts`: the output formats (`precomputed`, `zarr3`), each a `VolumeLayout` the plan holds.
 - `levels`: the plans of a pyramid's upper levels. `builder`: `make_plan`.
 - `objects`: meshes and skeletons (`ObjectPlan`); `conversion`: what a source is planned as
-  (`plan_conversion`), meshes and skeletons in a volume's job.
+  (`plan_conversion`), meshes and skeletons in a volume's job; `addition`: meshes and
+  skeletons added to a dataset that exists (`plan_addition`).
 - `capabilities`: what each engine can run, as data. `checks`: values no conversion can
   honour. `report`, `text`: the printed plan.
 """
 
 from __future__ import annotations
 
+from shardwright.planning.addition import AdditionPlan, plan_addition
 from shardwright.planning.annotations import AnnotationPlan
-from shardwright.planning.base import ANNOTATIONS, GENERATED, OBJECTS, VOLUME, Plan
+from shardwright.planning.base import ADDITION, ANNOTATIONS, GENERATED, OBJECTS, VOLUME, Plan
 from shardwright.planning.builder import make_plan
 from shardwright.planning.conversion import plan_conversion, with_companions
 from shardwright.planning.geometry import to_zarr_order
@@ -24,10 +26,13 @@ from shardwright.planning.objects import ObjectPlan, ObjectShardTask, make_objec
 from shardwright.planning.pyramid import Box
 from shardwright.planning.volume import ConversionPlan, ShardTask
 
-# What `plan_conversion` returns: a volume's plan, a mesh or skeleton directory's, a table's.
-TopPlan = ConversionPlan | ObjectPlan | AnnotationPlan
+# What `plan_conversion` returns: a volume's plan, a mesh or skeleton directory's, a table's;
+# and `plan_addition`: what is added to a dataset that exists.
+TopPlan = ConversionPlan | ObjectPlan | AnnotationPlan | AdditionPlan
 
 __all__ = [
+    "ADDITION",
+    "AdditionPlan",
     "ANNOTATIONS",
     "AnnotationPlan",
     "GENERATED",
@@ -42,6 +47,7 @@ __all__ = [
     "TopPlan",
     "make_object_plan",
     "make_plan",
+    "plan_addition",
     "plan_conversion",
     "to_zarr_order",
     "with_companions",

@@ -1,8 +1,9 @@
 """What every plan offers the graph, the lifecycle and the front ends.
 
-Four kinds of plan exist: a volume's (`volume.ConversionPlan`), a directory of meshes or
+Five kinds of plan exist: a volume's (`volume.ConversionPlan`), a directory of meshes or
 skeletons' (`objects.ObjectPlan`), meshes or skeletons made from a volume
-(`generated.GeneratedPlan`) and a table's annotations (`annotations.AnnotationPlan`).
+(`generated.GeneratedPlan`), a table's annotations (`annotations.AnnotationPlan`) and what is
+added to a dataset that exists (`addition.AdditionPlan`: its companions are what it writes).
 Callers use them through this protocol and branch, where they must, on `dataset`, never on
 the class.
 """
@@ -12,10 +13,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from shardwright.lifecycle.manifest import ANNOTATIONS, GENERATED, OBJECTS, VOLUME
+from shardwright.lifecycle.manifest import ADDITION, ANNOTATIONS, GENERATED, OBJECTS, VOLUME
 from shardwright.options import ConvertOptions
 
-__all__ = ["ANNOTATIONS", "GENERATED", "OBJECTS", "VOLUME", "ExchangePlan", "Plan", "ShardOfPlan"]
+__all__ = [
+    "ADDITION",
+    "ANNOTATIONS",
+    "GENERATED",
+    "OBJECTS",
+    "VOLUME",
+    "ExchangePlan",
+    "Plan",
+    "ShardOfPlan",
+]
 
 
 class ShardOfPlan(Protocol):

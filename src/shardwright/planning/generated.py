@@ -67,6 +67,7 @@ class Generation:
     shardings: dict[int, ShardingSpec]
     exchange: str  # the destination whose `.shardwright/exchange/` holds the block spools
     estimated_segments: int
+    scale: str | None = None  # the stored scale read, where blocks read a dataset as it is
 
     def wants(self, segment: int) -> bool:
         return segment != 0 and (self.object_ids is None or segment in self.object_ids)
@@ -168,6 +169,8 @@ class GeneratedPlan(ExchangePlan):
             "format": "precomputed",
             "object_type": self.info["@type"],
             "generated_from_level": g.level,
+            "generated_from_scale": g.scale,
+            "fill_missing": self.options.fill_missing,
             "resolution_nm": list(g.grid.resolution),
             "grid_origin_nm": list(g.grid.origin_nm),
             "block_xyz": list(g.grid.block),
@@ -196,7 +199,8 @@ class GeneratedPlan(ExchangePlan):
         each = f"each of {g.dust_threshold:,} voxels or more" if g.dust_threshold > 1 else "each"
         lines = [
             f"generated    {self.dest}: {what}",
-            f"  from       level {g.level} of the volume ({xyz(g.grid.shape)} voxels of "
+            f"  from       {f'scale {g.scale}' if g.scale else f'level {g.level}'} of the volume "
+            f"({xyz(g.grid.shape)} voxels of "
             f"{xyz(g.grid.resolution)} nm), {g.grid.block_count:,} blocks of {xyz(g.grid.block)}",
             f"  segments   ~{g.estimated_segments:,} present (estimated from sampled blocks), "
             f"{each} gets its {kind}; the job counts them",
@@ -222,15 +226,32 @@ def _exchange_estimate(g: Generation) -> int:
     return sum(BYTES_PER_SEGMENT[o] for o in g.outputs) * g.estimated_segments * 2
 
 
+@dataclass(frozen=True)
+class Labels:
+    """What meshes and skeletons are made from: the segmentation's source, the dataset they go
+    beside (`dest`: its `mesh/` and `skeletons/`), its geometry, and the pyramid a level
+    above the source's own is reduced by (a conversion's `--mips`; none for a dataset read as
+    it is stored)."""
+
+    source: Source
+    dest: str
+    size: tuple[int, int, int]
+    resolution: tuple[float, float, float]
+    voxel_offset: tuple[int, int, int]
+    level_count: int = 1
+    factor: tuple[int, int, int] | None = None
+    scale: str | None = None  # a dataset's scale read as stored (an addition's)
+
+    @classmethod
+    def of_volume(cls, volume: ConversionPlan) -> Labels:
+        factor = volume.pyramid.factor if volume.pyramid is not None else None
+        return cls(volume.source, volume.dest, three(volume.size), three(volume.resolution),
+                   three(volume.voxel_offset), volume.level_count, factor)  # fmt: skip
+
+
 def with_generated(volume: ConversionPlan, options: ConvertOptions) -> ConversionPlan:
     """The volume plan with the meshes / skeletons the options ask to make from it."""
-    if volume.layer_type != "segmentation" or volume.dtype.kind not in "ui":
-        raise PlanError(
-            "{generate_meshes} / {generate_skeletons} need a segmentation (integer labels), "
-            f"not a {volume.layer_type} of {volume.dtype}",
-            generate_meshes=NAMED,
-            generate_skeletons=NAMED,
-        )
+    check_segmentation(volume.layer_type, volume.dtype, volume.num_channels)
     if not volume.layout.names_companions:
         raise PlanError(
             "{generate_meshes} / {generate_skeletons} write precomputed meshes and skeletons "
@@ -239,7 +260,24 @@ def with_generated(volume: ConversionPlan, options: ConvertOptions) -> Conversio
             generate_skeletons=NAMED,
             format=NAMED,
         )
-    if volume.num_channels != 1:
+    plans = generated_plans(Labels.of_volume(volume), options)
+    return dataclasses.replace(
+        volume, layout=volume.layout.naming(directory_names(plans)),
+        companions=(*volume.companions, *plans),
+    )  # fmt: skip
+
+
+def check_segmentation(layer_type: str | None, dtype: np.dtype, channels: int) -> None:
+    """Refuse to mesh what is no single-channel segmentation, or without the meshes extra."""
+    if layer_type != "segmentation" or dtype.kind not in "ui":
+        kind = layer_type or "volume"
+        raise PlanError(
+            "{generate_meshes} / {generate_skeletons} need a segmentation (integer labels), "
+            f"not {'an' if kind[0] in 'aeiou' else 'a'} {kind} of {dtype}",
+            generate_meshes=NAMED,
+            generate_skeletons=NAMED,
+        )
+    if channels != 1:
         raise PlanError("meshes and skeletons need a single-channel segmentation")
     missing = [name for name in NEEDED if importlib.util.find_spec(name) is None]
     if missing:
@@ -249,8 +287,18 @@ def with_generated(volume: ConversionPlan, options: ConvertOptions) -> Conversio
             generate_meshes=NAMED,
             generate_skeletons=NAMED,
         )
-    grid = _grid(volume, options)
-    needed = _block_task_bytes(grid, volume.dtype.itemsize)
+
+
+def directory_names(plans: tuple[GeneratedPlan, ...]) -> dict[str, str]:
+    """What the volume's `info` names: `mesh` and / or `skeletons`, each its directory."""
+    return {"mesh" if p.output == MESH else "skeletons": DIRECTORIES[p.output] for p in plans}
+
+
+def generated_plans(labels: Labels, options: ConvertOptions) -> tuple[GeneratedPlan, ...]:
+    """The meshes / skeletons the options ask to make from `labels`, each to its directory
+    below `labels.dest` (the first output's plan runs the block tasks)."""
+    grid = _grid(labels, options)
+    needed = _block_task_bytes(grid, labels.source.dtype.itemsize)
     if needed > options.memory_budget:
         raise PlanError(
             f"a block task of {xyz(grid.block)} voxels needs ~{human_bytes(needed)}, more than "
@@ -263,7 +311,7 @@ def with_generated(volume: ConversionPlan, options: ConvertOptions) -> Conversio
         o for o, asked in ((MESH, options.generate_meshes),
                            (SKELETON, options.generate_skeletons)) if asked
     )  # fmt: skip
-    segments = _estimate_segments(volume.source, grid, options)
+    segments = _estimate_segments(labels.source, grid, options)
     plain = dataclasses.replace(
         options, compression=None, shard_bits=None, minishard_bits=None, preshift_bits=None,
         hash=None,
@@ -273,11 +321,11 @@ def with_generated(volume: ConversionPlan, options: ConvertOptions) -> Conversio
                            segments * BYTES_PER_SEGMENT[o])
         for o in outputs
     }  # fmt: skip
-    dests = {o: f"{volume.dest.rstrip('/')}/{DIRECTORIES[o]}" for o in outputs}
+    dests = {o: f"{labels.dest.rstrip('/')}/{DIRECTORIES[o]}" for o in outputs}
     generation = Generation(
         grid=grid,
         level=options.mesh_level,
-        step=volume.pyramid.factor if volume.pyramid is not None else (1, 1, 1),
+        step=labels.factor or (1, 1, 1),
         max_error=min(grid.resolution) if options.mesh_max_error is None
         else float(options.mesh_max_error),
         lods=None if options.mesh_lods == "auto" else int(options.mesh_lods),
@@ -287,39 +335,36 @@ def with_generated(volume: ConversionPlan, options: ConvertOptions) -> Conversio
         shardings=shardings,
         exchange=dests[outputs[0]],
         estimated_segments=segments,
+        scale=labels.scale,
     )  # fmt: skip
-    plans = tuple(
-        GeneratedPlan(o, dests[o], options, volume.source, generation, i == 0)
+    return tuple(
+        GeneratedPlan(o, dests[o], options, labels.source, generation, i == 0)
         for i, o in enumerate(outputs)
     )
-    names = {"mesh" if o == MESH else "skeletons": DIRECTORIES[o] for o in outputs}
-    return dataclasses.replace(
-        volume, layout=volume.layout.naming(names), companions=(*volume.companions, *plans)
-    )
 
 
-def _grid(volume: ConversionPlan, options: ConvertOptions) -> BlockGrid:
+def _grid(labels: Labels, options: ConvertOptions) -> BlockGrid:
     level = options.mesh_level
-    if level >= volume.level_count:
+    if level >= labels.level_count:
         raise PlanError(
-            f"{{mesh_level}} {level}: the volume has {volume.level_count} level(s); pass "
+            f"{{mesh_level}} {level}: the volume has {labels.level_count} level(s); pass "
             "{mips} to build the pyramid it is made from",
             mesh_level=NAMED,
             mips=NAMED,
         )
     factor: tuple[int, int, int] = (1, 1, 1)
-    resolution = volume.resolution
-    if level and volume.pyramid is not None:
-        f = volume.pyramid.factor
+    resolution = labels.resolution
+    if level and labels.factor is not None:
+        f = labels.factor
         factor = (f[0] ** level, f[1] ** level, f[2] ** level)
-        resolution = three(level_resolution(volume.resolution, f, level))
-    shape = three(-(-s // f) for s, f in zip(volume.size, factor, strict=True))
+        resolution = three(level_resolution(labels.resolution, f, level))
+    shape = three(-(-s // f) for s, f in zip(labels.size, factor, strict=True))
     block = three(
         max(2, min(b, s)) for b, s in zip(options.mesh_block or DEFAULT_BLOCK, shape, strict=True)
     )
     origin = three(
         o * r0 + 0.5 * r
-        for o, r0, r in zip(volume.voxel_offset, volume.resolution, resolution, strict=True)
+        for o, r0, r in zip(labels.voxel_offset, labels.resolution, resolution, strict=True)
     )
     return BlockGrid(shape, block, resolution, factor, origin)
 

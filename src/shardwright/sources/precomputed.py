@@ -14,6 +14,7 @@ travels as a hint, so an output keeps the source's placement.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +23,7 @@ import numpy as np
 
 from shardwright.codecs.base import ChunkEncoding
 from shardwright.common.vocabulary import VolumeType, names
-from shardwright.errors import NAMED, FormatError, SourceError
+from shardwright.errors import NAMED, CodecUnavailable, FormatError, SourceError
 from shardwright.formats.precomputed.info import PrecomputedScale
 from shardwright.formats.precomputed.sharded_reader import ShardedReader
 from shardwright.sources import missing
@@ -35,6 +36,7 @@ from shardwright.stores import open_store
 # The leading bytes by which a chunk's own encoding is told from a compressed form of it.
 JPEG_START = b"\xff\xd8\xff"
 PNG_START = b"\x89PNG\r\n\x1a\n"
+SIGNATURES = {"jpeg": JPEG_START, "png": PNG_START, "compresso": b"cpso", "crackle": b"crkl"}
 
 
 def open_precomputed(request: SourceRequest, location: Location) -> PrecomputedSource:
@@ -68,8 +70,10 @@ def open_precomputed(request: SourceRequest, location: Location) -> PrecomputedS
         scale = PrecomputedScale.from_json(scales[index])
         dtype = np.dtype(str(info["data_type"]))
         channels = int(info.get("num_channels", 1))
-        encoding = scale.chunk_encoding()
+        encoding = scale.chunk_decoding()
         encoding.check(dtype, channels, "image")
+    except CodecUnavailable as exc:  # compresso, crackle: their package, in one line
+        raise SourceError(f"{url}: scale {keys[index]!r}: {exc}") from None
     except (KeyError, TypeError, ValueError) as exc:
         raise SourceError(
             f"{url}: scale {keys[index]!r} has an info entry this reader cannot use ({exc})"
@@ -80,10 +84,20 @@ def open_precomputed(request: SourceRequest, location: Location) -> PrecomputedS
         layer_type=info["type"],
         placed_by=f"its info (scale {scale.key})",
     )
-    digest = hashlib.sha256(text).hexdigest()
+    digest = volume_digest(info, index)
     return PrecomputedSource(
         url, scale, dtype, channels, hints, storage_options, fill_missing, digest
     )
+
+
+def volume_digest(info: dict[str, Any], index: int) -> str:
+    """The sha256 of what defines the voxels of scale `index`: its entry, the volume's type,
+    data type and channels. What else the info holds (the names of meshes, skeletons and
+    properties, other scales, a lab's own notes) changes no voxel read here: adding to the
+    dataset in place must not make a resumed job's source look changed."""
+    volume = {k: info.get(k) for k in ("type", "data_type", "num_channels")}
+    volume["scale"] = info["scales"][index]
+    return hashlib.sha256(json.dumps(volume, sort_keys=True).encode()).hexdigest()
 
 
 class PrecomputedSource(ArraySource):
@@ -106,7 +120,7 @@ class PrecomputedSource(ArraySource):
         self.fill_missing = fill_missing
         self.info_sha256 = info_sha256
         self.storage_options = storage_options
-        self._encoding: ChunkEncoding = scale.chunk_encoding()
+        self._encoding: ChunkEncoding = scale.chunk_decoding()
         self._store = open_store(f"{url.rstrip('/')}/{scale.key}", storage_options)
         self._objects = StoredObjects(self._store)
         self._sharded: ShardedReader | None = None
@@ -167,16 +181,15 @@ class PrecomputedSource(ArraySource):
 
     def _recognizer(self, shape: tuple[int, int, int, int]) -> Callable[[bytes], bool]:
         """Whether bytes are a chunk in this scale's encoding (rather than a compressed form
-        of one): its exact size for raw, its signature for jpeg and png, the offset of the
-        first channel's data for compressed_segmentation."""
+        of one): its exact size for raw, its signature for jpeg, png, compresso and crackle,
+        the offset of the first channel's data for compressed_segmentation."""
         encoding = self.scale.encoding
         if encoding == "raw":
             size = math.prod(shape) * self.dtype.itemsize
             return lambda data: len(data) == size
-        if encoding == "jpeg":
-            return lambda data: data.startswith(JPEG_START)
-        if encoding == "png":
-            return lambda data: data.startswith(PNG_START)
+        if encoding in SIGNATURES:
+            signature = SIGNATURES[encoding]
+            return lambda data: data.startswith(signature)
         first_offset = int(shape[3]).to_bytes(4, "little")
         return lambda data: data[:4] == first_offset
 

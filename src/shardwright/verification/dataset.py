@@ -18,7 +18,8 @@
 
 A destination with no manifest but an `info` or `zarr.json` (a sharded dataset TensorStore,
 Igneous or zarr-python wrote) is checked as its format defines it (`foreign.py`): "no manifest:
-format-level checks only".
+format-level checks only". What shardwright added to a dataset in place (its meshes and
+skeletons, ours or another tool's dataset) is checked as its own manifests prove it.
 
 Every problem is reported, each naming the object and what differs; `ok` is False when there
 is any. Only a destination that cannot be read at all raises.
@@ -37,7 +38,7 @@ from shardwright.verification.annotation_table import compare_with_table
 from shardwright.verification.annotations import verify_annotations
 from shardwright.verification.compare import compare_levels, judge_absent, same_size
 from shardwright.verification.foreign import verify_foreign
-from shardwright.verification.objects import verify_companions, verify_objects
+from shardwright.verification.objects import verify_additions, verify_companions, verify_objects
 from shardwright.verification.placement import check_placement
 from shardwright.verification.report import DEFAULT_SAMPLE, VerifyReport
 from shardwright.verification.shards import check_inventory, check_shards, dataset_of
@@ -88,11 +89,13 @@ def verify(
             if against is None or source is not None:
                 verify_foreign(report, store, metadata_key, source, full=full, sample=sample,
                                against=against, scale=source_scale)  # fmt: skip
+            verify_additions(report, store, full=full, sample=sample)
         return report
     report.format = manifest.format
     check_state(report, store)
     documents = check_metadata(report, store, manifest)
     verify_companions(report, store, manifest, full=full, sample=sample)  # generated objects
+    verify_additions(report, store, full=full, sample=sample)  # and those added later
     if manifest.dataset == ANNOTATIONS:
         if documents is not None and "info" in documents:
             verify_annotations(report, store, manifest, documents["info"])

@@ -34,6 +34,7 @@ from shardwright.formats.precomputed.sharding import ShardingSpec
 from shardwright.formats.precomputed.skeletons import check_skeleton, vertex_attributes
 from shardwright.generation import census
 from shardwright.generation.grid import three
+from shardwright.lifecycle.addition import read_additions
 from shardwright.lifecycle.journal import CENSUS
 from shardwright.lifecycle.manifest import GENERATED, Manifest
 from shardwright.planning.objects import LEGACY, MULTILOD, OBJECT_TYPES, SKELETONS, segment_id_of
@@ -99,10 +100,43 @@ def verify_companions(
     """The meshes and skeletons a volume's job generated beside it (each directory its
     manifest's companions name), checked as `verify` checks each alone: their problems and
     notes named by the directory."""
-    for where in manifest.companions:
-        name = where.rstrip("/").rpartition("/")[2]
+    names = [where.rstrip("/").rpartition("/")[2] for where in manifest.companions]
+    _verify_directories(report, store, names, full=full, sample=sample)
+
+
+def verify_additions(report: VerifyReport, store: Store, *, full: bool, sample: int) -> None:
+    """What shardwright added to the dataset in place (lifecycle/addition.py), ours or
+    another tool's: each finished addition's directories, named by the info, checked as
+    `verify` checks each alone."""
+    additions = read_additions(store)
+    if not additions:
+        return
+    try:
+        info = json.loads(store.read("info"))
+    except (FileNotFoundError, ValueError):
+        info = {}
+    names: list[str] = []
+    for added in additions:
+        for member, name in added.plan.get("adds", {}).items():
+            if info.get(member) != name:
+                report.problems.append(
+                    f"info: names {member} {info.get(member)!r}, not the {name!r} that "
+                    f"shardwright added (job {str(added.job)[:12]})"
+                )
+            elif name not in names:
+                names.append(name)
+    _verify_directories(report, store, names, full=full, sample=sample)
+    report.notes.append(
+        f"added by shardwright in place: {', '.join(f'{n}/' for n in names) or 'nothing'}"
+    )
+
+
+def _verify_directories(
+    report: VerifyReport, store: Store, names: list[str], *, full: bool, sample: int
+) -> None:
+    for name in names:
         sub = open_store(f"{store.url}/{name}", store.storage_options)
-        part = VerifyReport(sub.url, manifest.format)
+        part = VerifyReport(sub.url, "precomputed")
         companion = manifest_of(part, sub)
         if companion is not None and companion.dataset == GENERATED:
             check_metadata(part, sub, companion)
@@ -163,7 +197,9 @@ def _verify_generated(
     what = "mesh" if info.get("@type") == meshes.MULTILOD_TYPE else "skeleton"
     if full:
         segments = _volume_census(report, store, plan)
-        counted = f"the volume (level {plan.get('generated_from_level', 0)})"
+        counted = (f"the volume (scale {plan['generated_from_scale']})"
+                   if plan.get("generated_from_scale")
+                   else f"the volume (level {plan.get('generated_from_level', 0)})")  # fmt: skip
     else:
         segments = _job_census(report, store, manifest)
         counted = "the job's census"
@@ -233,8 +269,10 @@ def _volume_census(report: VerifyReport, store: Store, plan: dict[str, Any]) -> 
         if name not in (volume_info.get("mesh"), volume_info.get("skeletons")):
             raise ValueError(f"its info names no {name!r} directory")
         level = int(plan.get("generated_from_level", 0))
-        source = open_source(volume_url, scale_key=str(volume_info["scales"][level]["key"]),
-                             storage_options=store.storage_options)  # fmt: skip
+        scale = plan.get("generated_from_scale") or volume_info["scales"][level]["key"]
+        source = open_source(volume_url, scale_key=str(scale),
+                             storage_options=store.storage_options,
+                             fill_missing=bool(plan.get("fill_missing")))  # fmt: skip
     except (OSError, ValueError, KeyError, IndexError, TypeError, ShardwrightError) as exc:
         report.problems.append(
             f"{volume_url}: not the volume these objects were made from ({exc}); --full "

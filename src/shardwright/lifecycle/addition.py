@@ -1,0 +1,250 @@
+"""An addition to a dataset that already exists (ours or another tool's): its record, the
+checks before it runs, its first step and its last.
+
+The dataset itself is never written but for two things: its `info`, last, in one write
+conditional on the version the job read (planning/addition.py), and `.shardwright/` beside its
+objects (the lease that keeps other jobs out, the record of the running addition, one record
+per finished addition). What the addition makes (meshes, skeletons) are datasets of their own
+in directories below it, each with its own lease, receipts and manifest.
+
+Under `.shardwright/`:
+- `addition.json`: the addition running or stopped: its job, the info before it and the
+  digest of the info after it. A run killed after the info was written finds here that the
+  info it sees is its own, and plans from the info before;
+- `additions/<job>.json`: the manifest of what a finished addition added (its companions'
+  totals, the info's digest before and after). For a dataset of ours, its own manifest's
+  digest of `info` follows the info.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import json
+from typing import Any
+
+from shardwright.errors import DestinationError, ManifestError
+from shardwright.lifecycle import fencing, lease
+from shardwright.lifecycle.destination import check_location, readable_manifest
+from shardwright.lifecycle.fingerprint import Fingerprint, differences
+from shardwright.lifecycle.manifest import (
+    ADDITION,
+    CompanionTotals,
+    Manifest,
+    ReceiptTable,
+    build_manifest,
+    parse_manifest,
+    write_manifest,
+)
+from shardwright.lifecycle.runs import CONTROL_PREFIX, FencedStore, JobRun, run_of
+from shardwright.stores import Store
+from shardwright.stores.base import Expected
+from shardwright.version import __version__
+
+RECORD = f"{CONTROL_PREFIX}addition.json"
+ADDED = f"{CONTROL_PREFIX}additions/"
+INFO = "info"
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """The running (or stopped) addition's record (RECORD)."""
+
+    job: str
+    run: str
+    info_before: bytes
+    info_after_sha256: str
+    fingerprint: Fingerprint
+    options: dict[str, str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "job": self.job,
+            "run": self.run,
+            "started": _now(),
+            "shardwright_version": __version__,
+            "info_before": self.info_before.decode(),
+            "info_after_sha256": self.info_after_sha256,
+            "fingerprint": self.fingerprint,
+            "options": self.options,
+        }
+
+
+def read_record(store: Store) -> Record | None:
+    """The record of an addition that began here and has not finished; None without one."""
+    try:
+        found = json.loads(store.read(RECORD, small=True))
+        return Record(
+            job=str(found["job"]),
+            run=str(found["run"]),
+            info_before=str(found["info_before"]).encode(),
+            info_after_sha256=str(found["info_after_sha256"]),
+            fingerprint=dict(found["fingerprint"]),
+            options=dict(found.get("options") or {}),
+        )
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DestinationError(
+            f"{store.url}/{RECORD} is not an addition record shardwright can read ({exc}); "
+            "shardwright changes nothing there"
+        ) from None
+
+
+def info_before(store: Store, current: bytes) -> bytes:
+    """The dataset's info as it was before any addition of ours that has not finished: the
+    info itself, or, where an addition killed after writing it left its record, the info
+    that addition began from."""
+    record = read_record(store)
+    if record is not None and sha256(current) == record.info_after_sha256:
+        return record.info_before
+    return current
+
+
+def check_addition(
+    store: Store,
+    *,
+    mode: str,
+    job: str,
+    fingerprint: Fingerprint,
+    words: dict[str, str],
+    wait: float,
+    break_lease: bool,
+) -> None:
+    """Refuse, reading only, an addition this mode ("new", "resume", "overwrite") must not
+    begin: the dataset is the current or home directory, another job holds its lease, or
+    another addition is unfinished there (a new one must not bury it; a resume must be of
+    the same job)."""
+    check_location(store.url, store.storage_options, [])
+    if not wait:
+        lease.check_free(store, break_lease=break_lease)
+    record = read_record(store)
+    if record is None or mode == "overwrite":
+        return
+    if record.job != job:
+        found = differences(record.fingerprint, fingerprint, record.options, words)
+        raise DestinationError(
+            f"{store.url}: an addition that differs from this one began here and did not "
+            f"finish ({'; '.join(found) or 'fingerprints differ'}); run that addition again "
+            "with {resume}, or pass {overwrite} to make this one instead",
+            resume=True,
+            overwrite=True,
+        )
+    if mode == "new":
+        raise DestinationError(
+            f"{store.url}: this addition began here and did not finish; pass {{resume}} to "
+            "finish it",
+            resume=True,
+        )
+
+
+def begin_addition(
+    store: Store,
+    *,
+    job: str,
+    run: str,
+    owner: lease.Owner,
+    timeout: float,
+    wait: float,
+    break_lease: bool,
+    record: Record,
+) -> tuple[JobRun, list[str]]:
+    """The addition's first step: the dataset's lease, then its record (returns the run its
+    writes carry and the notice of a lease taken over). Nothing of the dataset's own is
+    written."""
+    held = lease.Lease(store, job, timeout, run=run, owner=owner)
+    notice = lease.acquire_waiting(held, wait, break_lease)
+    try:
+        fenced = fencing.fenced(held.job_run)
+        FencedStore(store, fenced).write_text(RECORD, json.dumps(record.to_json(), indent=1))
+    except BaseException:
+        held.release()
+        raise
+    return fenced, [notice] if notice else []
+
+
+def write_info_last(store: Store, before: bytes, after: bytes, version: Expected | None) -> None:
+    """The dataset's info replaced by `after`, only if it is still `before` (as the job read
+    it when planned): conditional on its version where the store has one (S3's ETag),
+    compared just before the write elsewhere. Nothing is written where it is `after` already
+    (a resumed run's)."""
+    current = store.read(INFO, small=True)
+    if current == after:
+        return
+    changed = DestinationError(
+        f"{store.url}/{INFO} changed since this job read it (another writer?); shardwright "
+        "wrote nothing to it: what this job added is complete below the dataset, and the "
+        "same command run again with {resume} names it in the info as it is now",
+        resume=True,
+    )
+    if current != before:
+        raise changed
+    run = run_of(store)
+    if run is not None and run.fence is not None:
+        run.fence(store)  # the lease still names this job
+    condition = version if version is not None and version.version is not None else None
+    try:
+        store.write_object(INFO, after, condition)
+    except FileExistsError:
+        raise changed from None
+
+
+def finish_addition(
+    store: Store,
+    *,
+    description: dict[str, Any],
+    info_after: bytes,
+    version: Expected | None,
+    companions: list[CompanionTotals],
+    seconds: float,
+    cluster: str | None,
+) -> Manifest:
+    """The addition's last step, once every companion's manifest is written: the info names
+    them (written last, conditionally), our own dataset's manifest follows its digest, the
+    record of what was added is kept, and the lease released."""
+    run = run_of(store)
+    assert run is not None, "an addition writes through its run"
+    record = read_record(store)
+    before = record.info_before if record is not None else store.read(INFO, small=True)
+    write_info_last(store, before, info_after, version)
+    digest = sha256(info_after)
+    try:
+        ours = readable_manifest(store)
+    except DestinationError:
+        ours = None
+    if ours is not None and ours.metadata.get(INFO) != digest:
+        write_manifest(store, dataclasses.replace(ours, metadata={**ours.metadata, INFO: digest}))
+    added = build_manifest(
+        description,
+        ReceiptTable(),
+        seconds,
+        companions=companions,
+        job=run.job,
+        metadata={INFO: digest},
+        cluster=cluster,
+        dataset=ADDITION,
+    )
+    store.write_text(f"{ADDED}{run.job}.json", json.dumps(added.to_json(), indent=1) + "\n")
+    store.delete(RECORD)
+    lease.release(store)
+    return added
+
+
+def read_additions(store: Store) -> list[Manifest]:
+    """The records of every finished addition to the dataset, oldest first."""
+    found = []
+    for key in store.list_keys(ADDED.rstrip("/")):
+        try:
+            found.append(parse_manifest(store.read(key, small=True), f"{store.url}/{key}"))
+        except (ManifestError, FileNotFoundError):
+            continue
+    return sorted(found, key=lambda m: m.created or "")
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")

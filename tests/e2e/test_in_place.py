@@ -1,0 +1,319 @@
+"""Meshes and skeletons added to segmentations that already exist (`convert DEST
+--generate-meshes --generate-skeletons`): CloudVolume's, TensorStore's and ours, on disk and
+in S3. Every object the dataset had keeps its bytes (crc32c before and after), its info gains
+only the names of what was added, written last; independent readers (CloudVolume's mesh and
+skeleton readers, TensorStore) read the result; refusals write nothing; a kill at each step
+leaves the dataset as it was and `--resume` finishes it."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+from shardwright import api
+from shardwright.errors import DestinationError, LeaseHeld, PlanError
+from shardwright.lifecycle.lease import Lease
+from shardwright.stores import open_store
+from tests.support import SUPPORT, existing_datasets, label_shapes
+
+pytest.importorskip("zmesh")
+pytest.importorskip("kimimaro")
+pytest.importorskip("cloudvolume")
+
+ADD = ["--generate-meshes", "--generate-skeletons", "--mesh-block", "32,32,32"]
+QUIET = [*ADD, "--scheduler", "sync", "--quiet"]
+DRIVER = SUPPORT / "lifecycle_driver.py"
+ADDED = ("mesh/", "skeletons/", ".shardwright/")  # what an addition may create
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "shardwright.cli", *args], capture_output=True, text=True
+    )
+
+
+def _check_added(
+    url: str, before: dict[str, int], info_before: dict[str, Any], *, ours: bool = False
+) -> None:
+    """Nothing the dataset had changed but its info, which gained only the directories'
+    names (and, for ours, the manifest's digest of it); nothing new but the directories and
+    `.shardwright/`; every segment has its mesh and skeleton as CloudVolume reads them; the
+    added directories verify (each segment of the job's census with its object)."""
+    from cloudvolume import CloudVolume
+
+    store = open_store(url)
+    after = existing_datasets.object_crc32cs(url)
+    changed = existing_datasets.kept(before, after)
+    assert changed == (["info", "shardwright-manifest.json"] if ours else ["info"]), changed
+    new = [key for key in after if key not in before and not key.startswith(ADDED)]
+    assert new == [], new
+    info = json.loads(store.read("info"))
+    assert info == {**info_before, "mesh": "mesh", "skeletons": "skeletons"}
+    volume = CloudVolume(url if "://" in url else f"file://{url}", progress=False)
+    for name, segment in label_shapes.SEGMENTS.items():
+        mesh = volume.mesh.get(segment, lod=0)
+        mesh = mesh[segment] if isinstance(mesh, dict) else mesh
+        assert len(mesh.faces) > 0, name
+        skeleton = volume.skeleton.get(segment)
+        assert len(skeleton.edges) > 0 and len(skeleton.components()) == 1, name
+    for sub in ("mesh", "skeletons"):
+        report = api.verify(f"{url}/{sub}", full=True)
+        assert report.ok, report.problems
+        assert f"{len(label_shapes.SEGMENTS)} segments over the dust threshold" in report.notes[0]
+
+
+@pytest.fixture()
+def cloudvolume_dataset(tmp_path: pathlib.Path) -> pathlib.Path:
+    path = tmp_path / "cloudvolume"
+    label_shapes.write_precomputed(path)
+    return path
+
+
+def test_added_to_a_cloudvolume_segmentation_in_place(cloudvolume_dataset: pathlib.Path) -> None:
+    url = str(cloudvolume_dataset)
+    before = existing_datasets.object_crc32cs(url)
+    info_before = json.loads((cloudvolume_dataset / "info").read_text())
+    done = _cli("convert", url, *ADD, "--scheduler", "sync")
+    assert done.returncode == 0, done.stderr
+    assert "written by another tool: it gains only .shardwright/ beside its objects" in (
+        done.stderr
+    )
+    assert "added 1 shard, 5 segments of 5 present" in done.stdout
+    assert "info names them (mesh -> mesh, skeletons -> skeletons)" in done.stdout
+    _check_added(url, before, info_before)
+    control = sorted(p.name for p in (cloudvolume_dataset / ".shardwright").iterdir())
+    assert control == ["additions"]  # the lease released, the running record gone
+    record = next((cloudvolume_dataset / ".shardwright" / "additions").iterdir())
+    added = json.loads(record.read_text())
+    assert added["dataset"] == "addition" and set(added["companions"]) == {
+        f"{url}/mesh",
+        f"{url}/skeletons",
+    }
+    again = _cli("convert", url, *QUIET)  # a second addition finds the directories
+    assert again.returncode == 2 and "pass --resume" in again.stderr, again.stderr
+
+
+def test_added_to_a_tensorstore_sharded_segmentation(tmp_path: pathlib.Path) -> None:
+    """TensorStore stores no chunk that is all 0: read as missing unless the user says
+    --fill-missing, as for any precomputed source."""
+    import tensorstore as ts
+
+    url = existing_datasets.write_tensorstore_sharded(tmp_path / "tensorstore")
+    before = existing_datasets.object_crc32cs(url)
+    info_before = json.loads((tmp_path / "tensorstore" / "info").read_text())
+    refused = _cli("convert", url, *QUIET)
+    assert refused.returncode == 2 and "Pass --fill-missing" in refused.stderr, refused.stderr
+    assert existing_datasets.object_crc32cs(url) == before
+    done = _cli("convert", url, *QUIET, "--fill-missing")
+    assert done.returncode == 0, done.stderr
+    _check_added(url, before, info_before)
+    spec = {"driver": "neuroglancer_precomputed", "kvstore": {"driver": "file", "path": url}}
+    read = ts.open(spec).result().read().result()[..., 0]
+    assert np.array_equal(read, label_shapes.labels())  # TensorStore reads it as before
+
+
+def test_added_to_our_own_conversion_keeps_its_manifest_true(
+    cloudvolume_dataset: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    """Our dataset's manifest follows its new info: `verify` of the volume against its
+    source still passes, and its shards are untouched."""
+    ours = tmp_path / "ours"
+    done = _cli("convert", str(cloudvolume_dataset), str(ours), "--quiet", "--scheduler", "sync")
+    assert done.returncode == 0, done.stderr
+    before = existing_datasets.object_crc32cs(str(ours))
+    info_before = json.loads((ours / "info").read_text())
+    plan = api.plan(str(ours), generate_meshes=True, generate_skeletons=True,
+                    mesh_block=(32, 32, 32))  # fmt: skip
+    assert "converted by shardwright" in plan.report()
+    added = api.convert(str(ours), generate_meshes=True, generate_skeletons=True,
+                        mesh_block=(32, 32, 32), scheduler="sync", progress=False)  # fmt: skip
+    assert added.dataset == "addition" and len(added.companions) == 2
+    _check_added(str(ours), before, info_before, ours=True)
+    report = api.verify(str(ours), str(cloudvolume_dataset), full=True)
+    assert report.ok, report.problems
+
+
+def test_added_in_s3(cloudvolume_dataset: pathlib.Path, s3: Any) -> None:
+    """A dataset in a bucket: read there and written there; the info's write is
+    conditional on the ETag the plan read, so a change in between is refused."""
+    s3.make_bucket("lab")
+    options = s3.options()
+    url = "s3://lab/segmentation"
+    bucket = open_store(url, options)
+    local = open_store(str(cloudvolume_dataset))
+    for key in local.list_keys():
+        bucket.write_object(key, local.read(key))
+    before = existing_datasets.object_crc32cs(url, options)
+    info_before = json.loads(bucket.read("info"))
+    pending = api.convert(url, generate_meshes=True, generate_skeletons=True,
+                          mesh_block=(32, 32, 32), storage_options=options,
+                          scheduler="sync", progress=False, compute=False)  # fmt: skip
+    assert isinstance(pending, api.PendingConversion)
+    changed = {**info_before, "note": "edited by a person meanwhile"}
+    bucket.write_object("info", json.dumps(changed).encode())
+    with pytest.raises(DestinationError, match="changed since this job read it"):
+        pending.compute()
+    assert json.loads(bucket.read("info")) == changed  # the person's edit stands
+    again = api.convert(url, generate_meshes=True, generate_skeletons=True,
+                        mesh_block=(32, 32, 32), storage_options=options, scheduler="sync",
+                        progress=False, resume=True)  # fmt: skip
+    assert again.dataset == "addition"
+    after = existing_datasets.object_crc32cs(url, options)
+    assert existing_datasets.kept(before, after) == ["info"]
+    info = json.loads(bucket.read("info"))
+    assert info == {**changed, "mesh": "mesh", "skeletons": "skeletons"}
+    for sub in ("mesh", "skeletons"):
+        assert api.verify(f"{url}/{sub}", storage_options=options).ok
+
+
+@pytest.mark.parametrize("pause", ["lease", "addition", "shards:6", "manifest", "info"])
+def test_a_killed_addition_leaves_the_dataset_readable_and_resumes(
+    cloudvolume_dataset: pathlib.Path, tmp_path: pathlib.Path, pause: str
+) -> None:
+    """Killed at each step (whole process group): the dataset's objects are as they were,
+    its info names nothing half-written (the info step: it names what is complete), and
+    `--resume` finishes the same addition."""
+    url = str(cloudvolume_dataset)
+    before = existing_datasets.object_crc32cs(url)
+    info_before = json.loads((cloudvolume_dataset / "info").read_text())
+    marker = tmp_path / "paused"
+    proc = subprocess.Popen(
+        [sys.executable, str(DRIVER), pause, str(marker), "convert", url, *ADD],
+        start_new_session=True,
+    )  # fmt: skip
+    deadline = time.time() + 120
+    while not marker.exists():
+        assert proc.poll() is None and time.time() < deadline, "the job never paused"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    after = existing_datasets.object_crc32cs(url)
+    info = json.loads((cloudvolume_dataset / "info").read_text())
+    if pause == "info":
+        assert info == {**info_before, "mesh": "mesh", "skeletons": "skeletons"}
+        for sub in ("mesh", "skeletons"):  # complete before the info named them
+            assert api.verify(f"{url}/{sub}").ok
+    else:
+        assert existing_datasets.kept(before, after) == []
+    if pause == "lease":  # nothing begun: the same command takes the dead job's lease over
+        done = _cli("convert", url, *QUIET)
+        assert "that process is gone" in done.stderr
+    else:  # not over an unfinished addition: it is resumed
+        fresh = _cli("convert", url, *QUIET)
+        assert fresh.returncode == 2 and "--resume" in fresh.stderr, fresh.stderr
+        done = _cli("convert", url, *QUIET, "--resume")
+    assert done.returncode == 0, done.stderr
+    _check_added(url, before, info_before)
+
+
+@pytest.mark.parametrize(
+    ("flags", "wording"),
+    [
+        (["--chunk-size", "64,64,64"], "--chunk-size shape a conversion's volume"),
+        (["--mesh-level", "1"], "pass --source-scale KEY to mesh a coarser scale"),
+        ([], None),  # no flag: nothing to add
+    ],
+)
+def test_options_an_addition_cannot_take_are_refused(
+    cloudvolume_dataset: pathlib.Path, flags: list[str], wording: str | None
+) -> None:
+    before = existing_datasets.object_crc32cs(str(cloudvolume_dataset))
+    asked = ["--generate-meshes", *flags] if flags else []
+    done = _cli("convert", str(cloudvolume_dataset), *asked)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert (wording or "convert takes SOURCE and DEST") in done.stderr.replace("\n", " ")
+    assert existing_datasets.object_crc32cs(str(cloudvolume_dataset)) == before
+
+
+def _image(path: pathlib.Path) -> str:
+    from cloudvolume import CloudVolume
+
+    info = CloudVolume.create_new_info(
+        num_channels=1, layer_type="image", data_type="uint8", encoding="raw",
+        resolution=[8, 8, 8], voxel_offset=[0, 0, 0], chunk_size=[32, 32, 32],
+        volume_size=[64, 64, 32],
+    )  # fmt: skip
+    volume = CloudVolume(f"file://{path}", info=info, progress=False)
+    volume.commit_info()
+    volume[:, :, :] = np.zeros((64, 64, 32), np.uint8)
+    return str(path)
+
+
+def test_what_cannot_be_added_to_is_refused_before_anything_is_written(
+    tmp_path: pathlib.Path, cloudvolume_dataset: pathlib.Path
+) -> None:
+    image = _image(tmp_path / "image")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    zarr = tmp_path / "volume.zarr"
+    zarr.mkdir()
+    (zarr / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group"}')
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "info").write_text("{not json")
+    foreign_mesh = tmp_path / "igneous"
+    label_shapes.write_precomputed(foreign_mesh)
+    info = json.loads((foreign_mesh / "info").read_text())
+    (foreign_mesh / "info").write_text(json.dumps({**info, "mesh": "mesh"}))
+    (foreign_mesh / "mesh").mkdir()
+    (foreign_mesh / "mesh" / "info").write_text('{"@type": "neuroglancer_legacy_mesh"}')
+    cases = [
+        (image, "need a segmentation (integer labels), not an image of uint8"),
+        (str(empty), "has no info: no precomputed dataset to add to"),
+        (str(zarr), "is a Zarr dataset"),
+        (str(broken), "info is not valid JSON"),
+        (str(foreign_mesh), "which shardwright did not write"),
+    ]
+    for dest, wording in cases:
+        before = existing_datasets.object_crc32cs(dest)
+        with pytest.raises(PlanError, match=re.escape(wording)):
+            api.plan(dest, generate_meshes=True, generate_skeletons=True)
+        done = _cli("convert", dest, *QUIET)
+        assert done.returncode == 2 and wording in done.stderr.replace("\n", " "), done.stderr
+        assert "Traceback" not in done.stderr
+        assert existing_datasets.object_crc32cs(dest) == before, dest
+
+
+def test_a_dataset_another_job_holds_is_refused(cloudvolume_dataset: pathlib.Path) -> None:
+    store = open_store(str(cloudvolume_dataset))
+    held = Lease(store, "another-job")
+    held.acquire()
+    try:
+        with pytest.raises(LeaseHeld):
+            api.convert(str(cloudvolume_dataset), generate_meshes=True, scheduler="sync",
+                        progress=False)  # fmt: skip
+        assert not (cloudvolume_dataset / "mesh").exists()
+        assert "mesh" not in json.loads((cloudvolume_dataset / "info").read_text())
+    finally:
+        held.release()
+
+
+def test_an_addition_is_replaced_only_with_overwrite(cloudvolume_dataset: pathlib.Path) -> None:
+    """--overwrite makes the meshes again (the old ones removed only after the new
+    manifest); the dataset's own objects are untouched throughout."""
+    url = str(cloudvolume_dataset)
+    before = existing_datasets.object_crc32cs(url)
+    info_before = json.loads((cloudvolume_dataset / "info").read_text())
+    assert _cli("convert", url, *QUIET).returncode == 0
+    done = _cli("convert", url, *QUIET, "--overwrite", "--dust-threshold", "3000")
+    assert done.returncode == 0, done.stderr
+    after = existing_datasets.object_crc32cs(url)
+    assert existing_datasets.kept(before, after) == ["info"]
+    assert json.loads((cloudvolume_dataset / "info").read_text()) == {
+        **info_before, "mesh": "mesh", "skeletons": "skeletons"
+    }  # fmt: skip
+    labels = label_shapes.labels()
+    large = {s for s in label_shapes.SEGMENTS.values() if (labels == s).sum() >= 3000}
+    report = api.verify(f"{url}/mesh", full=True)
+    assert report.ok, report.problems
+    assert f"{len(large)} segments over the dust threshold" in report.notes[0]
