@@ -6,6 +6,7 @@ import concurrent.futures
 from typing import TYPE_CHECKING, Any
 
 from shardwright.errors import LeaseHeld, PlanError
+from shardwright.lifecycle.destination import check_plan_places
 from shardwright.lifecycle.manifest import Manifest
 from shardwright.lifecycle.run_options import RunOptions, split_keywords
 from shardwright.options import ConvertOptions
@@ -49,8 +50,6 @@ def plan(
     `with_skeletons` ask for them. Without `dest`, `source` is a dataset that exists and
     the plan adds to it in place (an AdditionPlan: `generate_meshes`, `generate_skeletons`).
     """
-    from shardwright.lifecycle.destination import check_plan_places
-
     chosen = _options(options, option_values)
     if dest is None:
         if not isinstance(source, str):
@@ -234,11 +233,20 @@ def add_segment_properties(
     *,
     storage_options: dict[str, Any] | None = None,
     source_storage_options: dict[str, Any] | None = None,
+    **run_values: Any,
 ) -> Manifest:
     """Add segment properties (`table`: a .csv or .parquet path or URL, or a DataFrame: `id`,
-    then `label`, `description`, `tags`, numbers) to a precomputed segmentation this project
-    wrote at `dest`, without converting it again; returns its manifest as it now stands."""
-    from shardwright.jobs.segment_properties import add_segment_properties as add
+    then `label`, `description`, `tags`, numbers) to the precomputed segmentation at `dest`
+    (ours or another tool's), as `convert(dest, segment_properties=...)` does; returns the
+    record of what was added. Run options (`resume`, ...) by name."""
+    from shardwright.sources.tables import segment_properties_of
 
-    return add(dest, table, storage_options=storage_options,
-               source_storage_options=source_storage_options)  # fmt: skip
+    where = table if isinstance(table, str) else "the table"
+    properties = segment_properties_of(table, source_storage_options, where)
+    options = ConvertOptions(storage_options=storage_options or {})
+    added = plan_addition(dest, options, properties)
+    check_plan_places(added)
+    values = {"scheduler": "sync", "progress": False, **run_values}
+    manifest = convert(added, **values)
+    assert isinstance(manifest, Manifest)
+    return manifest

@@ -110,11 +110,11 @@ def test_adding_segment_properties_where_they_cannot_go_is_refused(tmp_path: pat
     pd.DataFrame({"id": [3], "label": ["c"]}).to_csv(tmp_path / "one.csv", index=False)
     table = str(tmp_path / "one.csv")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(DestinationError, match="no dataset of shardwright's"):
+    with pytest.raises(PlanError, match="has no info: no precomputed dataset to add to"):
         api.add_segment_properties(str(tmp_path / "empty"), table)
     np.save(tmp_path / "image.npy", np.zeros((8, 8, 8), np.uint8))
     api.convert(str(tmp_path / "image.npy"), str(tmp_path / "image"), **RUN)
-    with pytest.raises(DestinationError, match="describe a precomputed segmentation; this is"):
+    with pytest.raises(PlanError, match="need a segmentation .integer labels., not an image"):
         api.add_segment_properties(str(tmp_path / "image"), table)
     dest = tmp_path / "seg"
     api.convert(_segmentation(tmp_path), str(dest), **RUN)
@@ -129,37 +129,43 @@ def test_adding_segment_properties_where_they_cannot_go_is_refused(tmp_path: pat
         held.release()
     (dest / "segment_properties").mkdir()
     (dest / "segment_properties" / "info").write_text("{}")  # someone else's
-    with pytest.raises(DestinationError, match="shardwright did not write it"):
+    with pytest.raises(PlanError, match="is there and shardwright did not write it"):
         api.add_segment_properties(str(dest), table)
     assert json.loads((dest / "segment_properties" / "info").read_text()) == {}
     assert "segment_properties" not in json.loads((dest / "info").read_text())
     done = subprocess.run([sys.executable, "-m", "shardwright", "convert", str(dest)],
                           capture_output=True, text=True)  # fmt: skip
     assert done.returncode != 0 and "DEST alone only with what it adds" in done.stderr
-    assert "--generate-meshes / --generate-skeletons, or --segment-properties TABLE" in done.stderr
+    assert "--generate-skeletons and / or --segment-properties" in done.stderr
 
 
-def test_adding_segment_properties_stopped_before_the_manifest_goes_on_when_run_again(
+def test_adding_segment_properties_stopped_before_the_info_goes_on_with_resume(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Stopped after its documents and before the manifest (the process dying there is the
-    same for the destination), the run left a document its recorded digest proves its own:
-    the same call goes on, and the dataset verifies."""
-    from shardwright.jobs import segment_properties
+    """Stopped after its document and before the info (the process dying there is the same
+    for the destination), the run left a document its record proves its own: the info and
+    the manifest are as before, the same call with `resume` goes on, and the dataset
+    verifies."""
+    from shardwright.lifecycle import addition
 
     dest = tmp_path / "seg"
     api.convert(_segmentation(tmp_path), str(dest), **RUN)
+    info = (dest / "info").read_bytes()
     labels = pd.DataFrame({"id": [1, 2], "label": ["a", "b"]})
 
     def stopped(*args: object) -> None:
         raise KeyboardInterrupt
 
     with monkeypatch.context() as patch:
-        patch.setattr(segment_properties, "write_manifest", stopped)
+        patch.setattr(addition, "write_info_last", stopped)
         with pytest.raises(KeyboardInterrupt):
             api.add_segment_properties(str(dest), labels)
     assert (dest / "segment_properties" / "info").exists()
-    assert not api.verify(str(dest)).ok  # the info the manifest does not know yet
-    api.add_segment_properties(str(dest), labels)
+    assert (dest / "info").read_bytes() == info  # names nothing yet
+    assert api.verify(str(dest)).ok  # the dataset as it was
+    with pytest.raises(DestinationError, match="did not finish; pass resume=True"):
+        api.add_segment_properties(str(dest), labels)
+    api.add_segment_properties(str(dest), labels, resume=True)
     assert api.verify(str(dest)).ok
-    assert not (dest / segment_properties.INTENT).exists()
+    assert json.loads((dest / "info").read_text())["segment_properties"] == "segment_properties"
+    assert not (dest / addition.RECORD).exists()

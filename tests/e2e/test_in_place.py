@@ -317,3 +317,42 @@ def test_an_addition_is_replaced_only_with_overwrite(cloudvolume_dataset: pathli
     report = api.verify(f"{url}/mesh", full=True)
     assert report.ok, report.problems
     assert f"{len(large)} segments over the dust threshold" in report.notes[0]
+
+
+def test_meshes_skeletons_and_segment_properties_in_one_job(
+    cloudvolume_dataset: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    """All three added to another tool's dataset by one job: the table's document beside the
+    meshes and skeletons, the info naming the three; a second table replaces only the
+    document shardwright wrote; another tool's document is never replaced."""
+    import pandas as pd
+
+    url = str(cloudvolume_dataset)
+    before = existing_datasets.object_crc32cs(url)
+    info_before = json.loads((cloudvolume_dataset / "info").read_text())
+    cells = tmp_path / "cells.csv"
+    ids = sorted(label_shapes.SEGMENTS.values())
+    pd.DataFrame({"id": ids, "label": [f"cell {i}" for i in ids]}).to_csv(cells, index=False)
+    done = _cli("convert", url, *QUIET, "--segment-properties", str(cells))
+    assert done.returncode == 0, done.stderr
+    info = json.loads((cloudvolume_dataset / "info").read_text())
+    assert info == {**info_before, "mesh": "mesh", "skeletons": "skeletons",
+                    "segment_properties": "segment_properties"}  # fmt: skip
+    document = json.loads((cloudvolume_dataset / "segment_properties" / "info").read_text())
+    assert document["inline"]["ids"] == [str(i) for i in ids]
+    assert existing_datasets.kept(before, existing_datasets.object_crc32cs(url)) == ["info"]
+    report = api.verify(url)
+    assert report.ok and "segment_properties/info" in report.notes[-1], report
+    pd.DataFrame({"id": [ids[0]], "label": ["renamed"]}).to_csv(cells, index=False)
+    again = _cli("convert", url, "--segment-properties", str(cells), "--quiet")
+    assert again.returncode == 0, again.stderr
+    document = json.loads((cloudvolume_dataset / "segment_properties" / "info").read_text())
+    assert document["inline"]["ids"] == [str(ids[0])] and api.verify(url).ok
+    other = tmp_path / "other"
+    label_shapes.write_precomputed(other)
+    (other / "segment_properties").mkdir()
+    (other / "segment_properties" / "info").write_text(
+        '{"@type": "neuroglancer_segment_properties"}'
+    )
+    refused = _cli("convert", str(other), "--segment-properties", str(cells))
+    assert refused.returncode == 2 and "shardwright did not write it" in refused.stderr

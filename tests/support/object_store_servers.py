@@ -100,10 +100,11 @@ class FaultyProxy:
     `gcs_conformance` adds four things real GCS does and the emulator does not: the
     `x-goog-generation` header on media reads (TensorStore's sharded readers make conditional
     reads with it), suffix ranges (`bytes=-N`, how TensorStore reads a shard index stored at
-    the end), uploads with `ifGenerationMatch=0` that fail with 412 when the object exists
-    (how a job creates its lease exclusively), and CORS as the bucket's `cors` configuration
-    allows it (preflights answered, `Access-Control-Allow-Origin` on reads: what a browser
-    reading a public bucket, as Neuroglancer does, needs)."""
+    the end), uploads with `ifGenerationMatch=N` that fail with 412 unless the object is at
+    generation N (N = 0: absent; how a job creates its lease exclusively and replaces an
+    object only if unchanged; the emulator ignores the parameter), and CORS as the bucket's
+    `cors` configuration allows it (preflights answered, `Access-Control-Allow-Origin` on
+    reads: what a browser reading a public bucket, as Neuroglancer does, needs)."""
 
     def __init__(
         self,
@@ -186,13 +187,17 @@ class FaultyProxy:
                 media = "alt=media" in self.path or _public_object(self.path) is not None
                 if proxy.gcs_conformance and self.command == "GET" and media:
                     extra, suffix = proxy._gcs_media_fixes(self.path, headers)
-                exclusive = (
-                    proxy.gcs_conformance
-                    and self.command == "POST"
-                    and "ifGenerationMatch=0" in self.path
+                # An upload's precondition (checked at each request of a resumable upload, whose
+                # session URL keeps the query it began with), checked and the upload forwarded
+                # as one step.
+                wanted = (
+                    re.search(r"[?&]ifGenerationMatch=(\d+)", self.path)
+                    if proxy.gcs_conformance and self.command == "POST"
+                    else None
                 )
-                with proxy._create_lock if exclusive else contextlib.nullcontext():
-                    if exclusive and proxy._gcs_object_exists(self.path, body, headers):
+                with proxy._create_lock if wanted else contextlib.nullcontext():
+                    current = proxy._gcs_generation(self.path, body, headers) if wanted else None
+                    if wanted and (current or "0") != wanted.group(1):
                         payload = json.dumps(
                             {"error": {"code": 412, "message": "conditionNotMet",
                                        "errors": [{"reason": "conditionNotMet"}]}}
@@ -307,25 +312,26 @@ class FaultyProxy:
                 }
         return {}
 
-    def _gcs_object_exists(self, path: str, body: bytes, headers: dict[str, str]) -> bool:
-        """Whether the object an upload names exists (its name is in the query of a media
-        or resumable upload, or in the JSON part of a multipart one)."""
+    def _gcs_generation(self, path: str, body: bytes, headers: dict[str, str]) -> str | None:
+        """The generation of the object an upload names, None where it does not exist (its
+        name is in the query of a media or resumable upload, or in the JSON part of a
+        multipart one)."""
         bucket = re.search(r"/upload/storage/v1/b/([^/]+)/o", path)
         name = re.search(r"[?&]name=([^&]+)", path) or re.search(rb'"name": ?"([^"]+)"', body)
         if bucket is None or name is None:
-            return False
+            return None
         value = name.group(1)
         key = urllib.parse.unquote(value.decode() if isinstance(value, bytes) else value)
         plain = {
             k: v for k, v in headers.items() if k.lower() not in ("content-length", "content-type")
         }
-        status, _, _ = self._forward(
+        status, _, data = self._forward(
             "GET",
             f"/storage/v1/b/{bucket.group(1)}/o/{urllib.parse.quote(key, safe='')}",
             b"",
             plain,
         )
-        return status == 200
+        return str(json.loads(data)["generation"]) if status == 200 else None
 
     def _draw(self) -> str | None:
         with self._lock:

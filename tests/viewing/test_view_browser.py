@@ -14,6 +14,8 @@ import io
 import json
 import pathlib
 import shutil
+import subprocess
+import sys
 import threading
 import urllib.request
 import warnings
@@ -302,6 +304,46 @@ def test_generated_meshes_and_skeletons_show_as_their_unsharded_twin(
     state["layers"][0]["segments"] = []
     bare = render(state, "data/ours-generated", "generated-none-selected")
     assert (mine != bare).any(axis=-1).mean() > 0.02  # the objects are on screen
+
+
+def test_meshes_and_skeletons_added_in_place_to_a_cloudvolume_dataset_show(
+    volumes: dict[str, Any], render: Render
+) -> None:
+    """`convert PATH --generate-meshes --generate-skeletons` on a segmentation CloudVolume
+    wrote: `view PATH` then selects its segments, and Neuroglancer's 3-D panel draws the
+    added meshes and skeletons exactly as those generated in a conversion of the same labels.
+    The controls: the dataset as it was before draws nothing there (its view selects nothing),
+    and each of the mesh and the skeleton, drawn alone, is on screen where the object is."""
+    root = volumes["root"]
+    label_shapes.write_precomputed(root / "added-in-place")
+    shutil.copytree(root / "added-in-place", root / "before-addition")
+    done = subprocess.run(
+        [sys.executable, "-m", "shardwright.cli", "convert", str(root / "added-in-place"),
+         "--generate-meshes", "--generate-skeletons", "--mesh-block", "32,32,32",
+         "--scheduler", "sync", "--quiet"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "segments" not in _state_of(root / "before-addition")["layers"][0]
+    state = _state_of(root / "added-in-place", layout="3d")
+    layer = state["layers"][0]
+    assert {int(s) for s in layer["segments"]} == set(label_shapes.SEGMENTS.values())
+    added = render(state, "data/added-in-place", "added-in-place")
+    before = render(state, "data/before-addition", "before-addition")
+    assert (added != before).any(axis=-1).mean() > 0.02  # the objects are on screen
+    generated = render(state, "data/ours-generated", "generated-in-a-conversion")
+    assert np.array_equal(added, generated), f"{(added != generated).any(-1).sum()} pixels differ"
+    # Each alone (the other's subsource off): the skeletons, lines hidden inside the meshes
+    # when both are drawn, run within the meshes' outline.
+    layer["source"] = {"url": layer["source"], "subsources": {"skeletons": False}}
+    meshes = render(state, "data/added-in-place", "added-meshes-alone")
+    layer["source"]["subsources"] = {"mesh": False}
+    skeletons = render(state, "data/added-in-place", "added-skeletons-alone")
+    drawn_mesh = (meshes != before).any(axis=-1)
+    drawn_skeleton = (skeletons != before).any(axis=-1)
+    assert drawn_mesh.mean() > 0.02 and drawn_skeleton.sum() > 100
+    assert drawn_skeleton.sum() < drawn_mesh.sum() / 4  # lines: the mesh was off
+    assert (drawn_skeleton & ~drawn_mesh).sum() < 0.05 * drawn_skeleton.sum()
 
 
 def test_an_ome_zarr_pyramid_level_shows_as_tensorstores(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gc
 import json
 import os
@@ -16,10 +15,9 @@ from typing import Any
 
 from shardwright.cli import outcomes
 from shardwright.cli.parser import build_parser, options_from, run_options_from, subparser
-from shardwright.errors import NAMED, OptionError, ShardwrightWarning
+from shardwright.errors import ShardwrightWarning
 from shardwright.jobs import logs, stops
 from shardwright.lifecycle.run_options import flag_wording
-from shardwright.options import ConvertOptions
 
 
 def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int:
@@ -107,8 +105,6 @@ def _freeze_startup_objects() -> None:
 
 
 def _run(args: argparse.Namespace, own_process: bool = False) -> int:
-    if args.command == "convert" and args.dest is None and _only_segment_properties(args):
-        return _add_segment_properties(args)
     if args.command == "plan" or (args.command == "convert" and args.dry_run):
         return _plan(args)
     if args.command == "convert":
@@ -161,43 +157,6 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _only_segment_properties(args: argparse.Namespace) -> bool:
-    """`convert DEST --segment-properties TABLE` with no meshes or skeletons to add."""
-    generates = args.generate_meshes or args.generate_skeletons
-    if generates and args.segment_properties is not None:
-        raise OptionError(
-            "add {segment_properties} in a run of their own: an addition of meshes or "
-            "skeletons takes them after it",
-            segment_properties="TABLE",
-        )
-    return not generates
-
-
-def _add_segment_properties(args: argparse.Namespace) -> int:
-    """`convert DEST --segment-properties TABLE`: DEST alone, a dataset of ours."""
-    from shardwright import api
-
-    options, defaults = options_from(args), ConvertOptions()
-    reaching = {"segment_properties", "storage_options", "source_storage_options", "timeout"}
-    given = [f.name for f in dataclasses.fields(options) if f.name not in reaching
-             and getattr(options, f.name) != getattr(defaults, f.name)]  # fmt: skip
-    if options.segment_properties is None or given or args.dry_run:
-        raise OptionError(
-            "convert takes SOURCE and DEST; DEST alone only with what it adds: "
-            "{generate_meshes} / {generate_skeletons}, or {segment_properties} (and the "
-            "stores' options) to a segmentation of shardwright's",
-            generate_meshes=NAMED,
-            generate_skeletons=NAMED,
-            segment_properties="TABLE",
-        )
-    api.add_segment_properties(args.source, options.segment_properties,
-                               storage_options=options.storage_options,
-                               source_storage_options=options.source_storage_options)  # fmt: skip
-    print(f"wrote segment properties from {options.segment_properties} to "
-          f"{args.source}/segment_properties (named by its info)")  # fmt: skip
-    return 0
-
-
 def _convert(args: argparse.Namespace) -> int:
     from shardwright import api
     from shardwright.jobs.progress import Progress
@@ -245,7 +204,8 @@ def _convert(args: argparse.Namespace) -> int:
 
 
 def _added(args: argparse.Namespace, manifest: Any) -> int:
-    """What an addition says it added (its companions), and that the info names them."""
+    """What an addition says it added (its companions, its documents), and that the info
+    names them."""
     from shardwright.planning.text import counted
 
     for where, part in manifest.companions.items():

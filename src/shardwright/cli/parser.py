@@ -96,8 +96,8 @@ def _add_conversion_options(p: argparse.ArgumentParser, *, dest_alone: bool = Fa
         help="a .npy file, zarr array or OME-Zarr group, N5, precomputed volume, TIFF file or "
         "directory/glob of slices, file.h5#/dataset, a TensorStore spec (.json), or a table "
         "(.csv, .parquet) of annotations"
-        + ("; alone: a precomputed segmentation that --generate-meshes / "
-           "--generate-skeletons add to in place (or, with --segment-properties, one of ours)"
+        + ("; alone: a precomputed segmentation that --generate-meshes, "
+           "--generate-skeletons and --segment-properties add to in place"
            if dest_alone else ""),
     )  # fmt: skip
     p.add_argument(

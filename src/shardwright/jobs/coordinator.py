@@ -88,6 +88,7 @@ def finish_dataset(
         return addition.finish_addition(
             store,
             description=begun.plan.describe(),
+            documents=begun.plan.documents,
             info_after=begun.plan.info_after,
             version=begun.plan.version,
             companions=list(companions),
@@ -135,6 +136,7 @@ def _begin_addition(plan: Plan, store: Store, claim: Claim) -> tuple[JobRun, lis
         info_after_sha256=addition.sha256(plan.info_after),
         fingerprint=claim.fingerprint,
         options=claim.words,
+        documents={key: addition.sha256(document) for key, document in plan.documents},
     )
     return addition.begin_addition(
         store, job=claim.job, run=claim.run, owner=claim.owner, timeout=claim.timeout,

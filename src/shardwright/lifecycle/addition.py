@@ -1,19 +1,21 @@
 """An addition to a dataset that already exists (ours or another tool's): its record, the
 checks before it runs, its first step and its last.
 
-The dataset itself is never written but for two things: its `info`, last, in one write
-conditional on the version the job read (planning/addition.py), and `.shardwright/` beside its
-objects (the lease that keeps other jobs out, the record of the running addition, one record
-per finished addition). What the addition makes (meshes, skeletons) are datasets of their own
-in directories below it, each with its own lease, receipts and manifest.
+The dataset itself is never written but for its `info`, last, in one write conditional on
+the version the job read (planning/addition.py), and `.shardwright/` beside its objects (the
+lease that keeps other jobs out, the record of the running addition, one record per finished
+addition). What the addition makes are new objects: meshes and skeletons, datasets of their
+own in directories below it, each with its own lease, receipts and manifest; segment
+properties, one document written just before the info.
 
 Under `.shardwright/`:
 - `addition.json`: the addition running or stopped: its job, the info before it and the
-  digest of the info after it. A run killed after the info was written finds here that the
-  info it sees is its own, and plans from the info before;
-- `additions/<job>.json`: the manifest of what a finished addition added (its companions'
-  totals, the info's digest before and after). For a dataset of ours, its own manifest's
-  digest of `info` follows the info.
+  digests of the info after it and of the documents it writes (segment properties). A run
+  killed after the info was written finds here that the info it sees is its own, and plans
+  from the info before;
+- `additions/<time>-<job>.json`: the manifest of what a finished addition added (its companions'
+  totals, the digests of the info and the documents it wrote). For a dataset of ours, its
+  own manifest's digests follow them.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import dataclasses
 import datetime
 import hashlib
 import json
+import time
 from typing import Any
 
 from shardwright.errors import DestinationError, ManifestError
@@ -61,6 +64,7 @@ class Record:
     info_after_sha256: str
     fingerprint: Fingerprint
     options: dict[str, str]
+    documents: dict[str, str] = dataclasses.field(default_factory=dict)  # key: sha256 written
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -72,6 +76,7 @@ class Record:
             "info_after_sha256": self.info_after_sha256,
             "fingerprint": self.fingerprint,
             "options": self.options,
+            "documents": self.documents,
         }
 
 
@@ -86,6 +91,7 @@ def read_record(store: Store) -> Record | None:
             info_after_sha256=str(found["info_after_sha256"]),
             fingerprint=dict(found["fingerprint"]),
             options=dict(found.get("options") or {}),
+            documents={str(k): str(v) for k, v in (found.get("documents") or {}).items()},
         )
     except FileNotFoundError:
         return None
@@ -104,6 +110,23 @@ def info_before(store: Store, current: bytes) -> bytes:
     if record is not None and sha256(current) == record.info_after_sha256:
         return record.info_before
     return current
+
+
+def written_here(store: Store, key: str) -> set[str]:
+    """The sha256 of every version of `key` shardwright wrote in the dataset: as its own
+    manifest, its finished additions and the addition stopped there record them."""
+    digests = set()
+    try:
+        manifest = readable_manifest(store)
+    except DestinationError:
+        manifest = None
+    for record in [*([manifest] if manifest is not None else []), *read_additions(store)]:
+        if key in record.metadata:
+            digests.add(record.metadata[key])
+    running = read_record(store)
+    if running is not None and key in running.documents:
+        digests.add(running.documents[key])
+    return digests
 
 
 def check_addition(
@@ -198,38 +221,45 @@ def finish_addition(
     store: Store,
     *,
     description: dict[str, Any],
+    documents: list[tuple[str, bytes]],
     info_after: bytes,
     version: Expected | None,
     companions: list[CompanionTotals],
     seconds: float,
     cluster: str | None,
 ) -> Manifest:
-    """The addition's last step, once every companion's manifest is written: the info names
-    them (written last, conditionally), our own dataset's manifest follows its digest, the
-    record of what was added is kept, and the lease released."""
+    """The addition's last step, once every companion's manifest is written: its documents
+    (segment properties), then the info naming them all (written last, conditionally); our
+    own dataset's manifest follows their digests, the record of what was added is kept, and
+    the lease released."""
     run = run_of(store)
     assert run is not None, "an addition writes through its run"
     record = read_record(store)
     before = record.info_before if record is not None else store.read(INFO, small=True)
+    for key, document in documents:
+        if store.size(key) != len(document) or store.read(key, small=True) != document:
+            store.write_object(key, document)
     write_info_last(store, before, info_after, version)
-    digest = sha256(info_after)
+    digests = {key: sha256(document) for key, document in [*documents, (INFO, info_after)]}
     try:
         ours = readable_manifest(store)
     except DestinationError:
         ours = None
-    if ours is not None and ours.metadata.get(INFO) != digest:
-        write_manifest(store, dataclasses.replace(ours, metadata={**ours.metadata, INFO: digest}))
+    if ours is not None and any(ours.metadata.get(k) != d for k, d in digests.items()):
+        write_manifest(store, dataclasses.replace(ours, metadata={**ours.metadata, **digests}))
     added = build_manifest(
         description,
         ReceiptTable(),
         seconds,
         companions=companions,
         job=run.job,
-        metadata={INFO: digest},
+        metadata=digests,
         cluster=cluster,
         dataset=ADDITION,
     )
-    store.write_text(f"{ADDED}{run.job}.json", json.dumps(added.to_json(), indent=1) + "\n")
+    # Named by when it finished, so that a listing gives the additions in order.
+    name = f"{ADDED}{time.time_ns():020d}-{run.job}.json"
+    store.write_text(name, json.dumps(added.to_json(), indent=1) + "\n")
     store.delete(RECORD)
     lease.release(store)
     return added
@@ -238,12 +268,12 @@ def finish_addition(
 def read_additions(store: Store) -> list[Manifest]:
     """The records of every finished addition to the dataset, oldest first."""
     found = []
-    for key in store.list_keys(ADDED.rstrip("/")):
+    for key in sorted(store.list_keys(ADDED.rstrip("/"))):
         try:
             found.append(parse_manifest(store.read(key, small=True), f"{store.url}/{key}"))
         except (ManifestError, FileNotFoundError):
             continue
-    return sorted(found, key=lambda m: m.created or "")
+    return found
 
 
 def _now() -> str:

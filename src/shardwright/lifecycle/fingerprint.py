@@ -100,7 +100,9 @@ def addition_fingerprint(plan: Any) -> Fingerprint:
     """Of an AdditionPlan: the scale it reads (the source's identity: not the rest of the
     info, which a person may edit while the job is stopped) and what is added; its
     companions have fingerprints of their own."""
-    return {"source": source_fingerprint(plan.source), "adds": dict(plan.names)}
+    documents = {key: hashlib.sha256(text).hexdigest() for key, text in plan.documents}
+    return {"source": source_fingerprint(plan.source), "adds": dict(plan.names),
+            "documents": documents}  # fmt: skip
 
 
 def annotations_fingerprint(plan: Any) -> Fingerprint:

@@ -1,11 +1,13 @@
-"""Meshes and skeletons added to a precomputed segmentation that already exists, ours or
-another tool's, without copying a voxel (`shardwright convert DEST --generate-meshes`).
+"""Meshes, skeletons and segment properties added to a precomputed segmentation that
+already exists, ours or another tool's, without copying a voxel (`shardwright convert DEST
+--generate-meshes --generate-skeletons --segment-properties TABLE`, any of them).
 
 The dataset is read once, by the block tasks of its meshes and skeletons (planning/
-generated.py), which are written below it (`mesh/`, `skeletons/`) as datasets of their own.
-The dataset's own objects are never written: only its `info`, last, naming them, in one write
-conditional on the version read here (lifecycle/addition.py), and `.shardwright/` beside its
-objects. Whatever cannot be done is refused here, before anything is written.
+generated.py), which are written below it (`mesh/`, `skeletons/`) as datasets of their own;
+segment properties are one document (`segment_properties/info`). The dataset's own objects
+are never written: only its `info`, last, naming what was added, in one write conditional on
+the version read here (lifecycle/addition.py), and `.shardwright/` beside its objects.
+Whatever cannot be done is refused here, before anything is written.
 """
 
 from __future__ import annotations
@@ -21,32 +23,38 @@ from shardwright.common import deadlines
 from shardwright.common.urls import absolute
 from shardwright.errors import NAMED, PlanError, SourceError
 from shardwright.generation.exchange import MESH, SKELETON
-from shardwright.lifecycle.addition import INFO, info_before, sha256
+from shardwright.lifecycle.addition import INFO, info_before, sha256, written_here
 from shardwright.lifecycle.journal import JOB_KEY
 from shardwright.lifecycle.manifest import ADDITION, MANIFEST_KEY, metadata_text
 from shardwright.options import ConvertOptions
 from shardwright.planning.generated import (
     DIRECTORIES,
+    GENERATING,
     GeneratedPlan,
     Labels,
+    check_meshes_extra,
     check_segmentation,
     directory_names,
     generated_plans,
 )
+from shardwright.planning.layouts.precomputed import SEGMENT_PROPERTIES
 from shardwright.planning.text import counted, human_bytes, xyz
 from shardwright.sources import open_source
 from shardwright.sources.precomputed import PrecomputedSource
+from shardwright.sources.tables import segment_properties_of
 from shardwright.stores import Store, open_store
 from shardwright.stores.base import Expected
 
-# The options an addition takes: what its meshes and skeletons are, what it reads and how
-# it reaches the dataset. Every other option shapes a conversion's volume and is refused.
+# The options an addition takes: what it adds (its meshes and skeletons, how they are made;
+# segment properties), what it reads and how it reaches the dataset (`storage_options`; the
+# table, `source_storage_options`). Every other option shapes a conversion's volume and is refused.
 ADDITION_OPTIONS = frozenset({
     "generate_meshes", "generate_skeletons", "mesh_max_error", "mesh_lods", "mesh_block",
     "dust_threshold", "object_ids", "memory_budget", "target_shard_bytes", "min_shards",
     "compression_level", "source_scale", "fill_missing", "timeout", "storage_options",
-    "source_storage_options",
+    "source_storage_options", "segment_properties",
 })  # fmt: skip
+PROPERTIES_KEY = f"{SEGMENT_PROPERTIES}/info"
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,7 @@ class AdditionPlan:
     version: Expected | None  # its version as looked up when planned (S3's ETag)
     ours: bool  # a dataset shardwright converted (its manifest follows the new info)
     companions: tuple[GeneratedPlan, ...]
+    properties: dict[str, Any] | None = None  # the segment properties document, if asked
 
     dataset: ClassVar[str] = ADDITION
     shard_count: ClassVar[int] = 0
@@ -83,7 +92,17 @@ class AdditionPlan:
     @property
     def names(self) -> dict[str, str]:
         """What the info names once the job is done: each added directory."""
-        return directory_names(self.companions)
+        named = directory_names(self.companions)
+        if self.properties is not None:
+            named["segment_properties"] = SEGMENT_PROPERTIES
+        return named
+
+    @property
+    def documents(self) -> list[tuple[str, bytes]]:
+        """What is written just before the info that names it: segment properties."""
+        if self.properties is None:
+            return []
+        return [(PROPERTIES_KEY, metadata_text(self.properties).encode())]
 
     @property
     def info_after(self) -> bytes:
@@ -124,11 +143,18 @@ class AdditionPlan:
         )
         added = ", ".join(f"{name}/" for name in self.names.values())
         read = sum(c.source_bytes for c in self.companions)
-        lines = [
-            f"addition     {self.dest}: a precomputed segmentation {written_by}",
-            f"  reads      scale {source.scale.key}: {xyz(source.shape_xyz)} "
-            f"voxels of {xyz(_resolution(source))} nm, {counted(chunks, 'chunk')} of "
-            f"{xyz(chunk)}, {human_bytes(read)} decoded, once",
+        lines = [f"addition     {self.dest}: a precomputed segmentation {written_by}"]
+        if self.companions:
+            lines.append(
+                f"  reads      scale {source.scale.key}: {xyz(source.shape_xyz)} voxels of "
+                f"{xyz(_resolution(source))} nm, {counted(chunks, 'chunk')} of {xyz(chunk)}, "
+                f"{human_bytes(read)} decoded, once"
+            )
+        if self.properties is not None:
+            count = len(self.properties["inline"]["ids"])
+            lines.append(f"  properties {counted(count, 'segment')}' labels and numbers, one "
+                         f"document ({human_bytes(len(self.documents[0][1]))})")  # fmt: skip
+        lines += [
             f"  adds       {added}; then, last, the info names them (one write, only if the "
             "info is still as read now)",
             "  keeps      every object the dataset has now, byte for byte",
@@ -136,28 +162,38 @@ class AdditionPlan:
         return "\n".join([*lines, *(c.report() for c in self.companions)])
 
 
-def plan_addition(dest: str, options: ConvertOptions) -> AdditionPlan:
-    """The addition the options ask of the dataset at `dest` (see the module's docstring)."""
+def plan_addition(
+    dest: str, options: ConvertOptions, properties: dict[str, Any] | None = None
+) -> AdditionPlan:
+    """The addition the options ask of the dataset at `dest` (see the module's docstring);
+    `properties`: a segment properties document made already (else the options' table)."""
     deadlines.set_timeout(options.timeout)
     dest = absolute(dest).rstrip("/")
-    _check_options(options)
-    options = _reaching_the_dataset(options)
+    asked = _check_options(options, properties is not None)
+    if properties is None and options.segment_properties is not None:
+        properties = _properties_of(options.segment_properties, options)
+    options = dataclasses.replace(options, source_storage_options=options.storage_options)
     store = open_store(dest, options.storage_options)
     current = _read_info(store, dest)
     before = info_before(store, current)
     document = _info_document(before, dest)
     _check_finished(store, dest)
     source = _open(dest, options)
-    check_segmentation(document.get("type"), source.dtype, source.num_channels)
+    check_segmentation(document.get("type"), source.dtype, source.num_channels, asked)
     scales = {str(s.get("key")) for s in document.get("scales", []) if isinstance(s, dict)}
-    asked = ((MESH, "mesh", options.generate_meshes),
-             (SKELETON, "skeletons", options.generate_skeletons))  # fmt: skip
-    for output, member, wanted in asked:
-        if wanted:
+    wanted = ((MESH, "mesh", options.generate_meshes),
+              (SKELETON, "skeletons", options.generate_skeletons))  # fmt: skip
+    for output, member, generates in wanted:
+        if generates:
             _check_directory(store, dest, document, member, DIRECTORIES[output], scales)
-    labels = Labels(source, dest, source.shape_xyz, _resolution(source), _offset(source),
-                    scale=source.scale.key)  # fmt: skip
-    companions = generated_plans(labels, options)
+    if properties is not None:
+        _check_properties(store, dest, document, scales)
+    companions: tuple[GeneratedPlan, ...] = ()
+    if options.generate_meshes or options.generate_skeletons:
+        check_meshes_extra()
+        labels = Labels(source, dest, source.shape_xyz, _resolution(source), _offset(source),
+                        scale=source.scale.key)  # fmt: skip
+        companions = generated_plans(labels, options)
     return AdditionPlan(
         dest=dest,
         options=options,
@@ -166,14 +202,21 @@ def plan_addition(dest: str, options: ConvertOptions) -> AdditionPlan:
         version=store.expected(INFO) if before == current else None,
         ours=store.exists(MANIFEST_KEY),
         companions=companions,
+        properties=properties,
     )
 
 
-def _check_options(options: ConvertOptions) -> None:
-    if not (options.generate_meshes or options.generate_skeletons):
+def _check_options(options: ConvertOptions, has_properties: bool) -> tuple[str, ...]:
+    """The options that ask for something to add (refused where none does, or where an
+    option shapes a conversion's volume instead)."""
+    asked = tuple(name for name in (*GENERATING, "segment_properties")
+                  if getattr(options, name) not in (False, None))  # fmt: skip
+    if has_properties and "segment_properties" not in asked:
+        asked = (*asked, "segment_properties")
+    if not asked:
         raise PlanError(
-            "convert DEST alone adds to the dataset at DEST: name what, with "
-            "{generate_meshes}, {generate_skeletons} or {segment_properties}",
+            "convert takes SOURCE and DEST; DEST alone only with what it adds: "
+            "{generate_meshes} / {generate_skeletons} and / or {segment_properties}",
             generate_meshes=NAMED, generate_skeletons=NAMED, segment_properties=NAMED,
         )  # fmt: skip
     if options.mesh_level:
@@ -191,27 +234,44 @@ def _check_options(options: ConvertOptions) -> None:
     ]
     if given:
         raise PlanError(
-            "convert DEST alone adds meshes and skeletons to the dataset at DEST and writes "
-            "no volume: " + ", ".join(f"{{{name}}}" for name in given) + " shape a "
-            "conversion's volume (convert SOURCE DEST)",
+            "convert DEST alone adds to the dataset at DEST and writes no volume: "
+            + ", ".join(f"{{{name}}}" for name in given)
+            + " shape a conversion's volume (convert SOURCE DEST)",
             **dict.fromkeys(given, NAMED),
         )
+    return asked
 
 
-def _reaching_the_dataset(options: ConvertOptions) -> ConvertOptions:
-    """The dataset is both read and written: one set of storage options reaches it."""
-    reach = options.storage_options or options.source_storage_options
-    if (
-        options.storage_options
-        and options.source_storage_options
-        and (options.storage_options != options.source_storage_options)
-    ):
+def _properties_of(table: str, options: ConvertOptions) -> dict[str, Any]:
+    """The segment properties document of the table at `table` (read here, on threads)."""
+    import dask
+
+    with dask.config.set(scheduler="threads"):  # as the annotations' plan reads tables
+        return segment_properties_of(table, options.source_storage_options, table)
+
+
+def _check_properties(store: Store, dest: str, document: dict[str, Any], scales: set[str]) -> None:
+    """Refuse segment properties the addition cannot write: where the info names another
+    tool's, or a document is there that shardwright did not write (ours it replaces)."""
+    if SEGMENT_PROPERTIES in scales:
+        raise PlanError(f"{dest}: scale {SEGMENT_PROPERTIES!r} is where the properties would go")
+    named = document.get("segment_properties")
+    if named not in (None, SEGMENT_PROPERTIES):
         raise PlanError(
-            "{storage_options} and {source_storage_options} differ, but an addition reads "
-            "and writes one dataset: give {storage_options} alone",
-            storage_options=NAMED, source_storage_options=NAMED,
-        )  # fmt: skip
-    return dataclasses.replace(options, storage_options=reach, source_storage_options=reach)
+            f"{dest}/info names segment properties {named!r}, which shardwright did not "
+            "write: shardwright never replaces another tool's; leave out {segment_properties}",
+            segment_properties=NAMED,
+        )
+    try:
+        there = store.read(PROPERTIES_KEY, small=True)
+    except FileNotFoundError:
+        return
+    if sha256(there) not in written_here(store, PROPERTIES_KEY):
+        raise PlanError(
+            f"{dest}/{PROPERTIES_KEY} is there and shardwright did not write it: shardwright "
+            "never replaces another tool's; leave out {segment_properties}",
+            segment_properties=NAMED,
+        )
 
 
 def _read_info(store: Store, dest: str) -> bytes:

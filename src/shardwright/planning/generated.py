@@ -251,7 +251,8 @@ class Labels:
 
 def with_generated(volume: ConversionPlan, options: ConvertOptions) -> ConversionPlan:
     """The volume plan with the meshes / skeletons the options ask to make from it."""
-    check_segmentation(volume.layer_type, volume.dtype, volume.num_channels)
+    check_segmentation(volume.layer_type, volume.dtype, volume.num_channels, GENERATING)
+    check_meshes_extra()
     if not volume.layout.names_companions:
         raise PlanError(
             "{generate_meshes} / {generate_skeletons} write precomputed meshes and skeletons "
@@ -267,18 +268,30 @@ def with_generated(volume: ConversionPlan, options: ConvertOptions) -> Conversio
     )  # fmt: skip
 
 
-def check_segmentation(layer_type: str | None, dtype: np.dtype, channels: int) -> None:
-    """Refuse to mesh what is no single-channel segmentation, or without the meshes extra."""
+GENERATING = ("generate_meshes", "generate_skeletons")  # the options that ask for them
+
+
+def check_segmentation(
+    layer_type: str | None, dtype: np.dtype, channels: int, asked: tuple[str, ...]
+) -> None:
+    """Refuse what no single-channel segmentation is, naming the options (`asked`) that
+    need one."""
+    named = " / ".join(f"{{{option}}}" for option in asked)
     if layer_type != "segmentation" or dtype.kind not in "ui":
         kind = layer_type or "volume"
         raise PlanError(
-            "{generate_meshes} / {generate_skeletons} need a segmentation (integer labels), "
+            f"{named} need a segmentation (integer labels), "
             f"not {'an' if kind[0] in 'aeiou' else 'a'} {kind} of {dtype}",
-            generate_meshes=NAMED,
-            generate_skeletons=NAMED,
+            **dict.fromkeys(asked, NAMED),
         )
     if channels != 1:
-        raise PlanError("meshes and skeletons need a single-channel segmentation")
+        raise PlanError(
+            f"{named} need a single-channel segmentation", **dict.fromkeys(asked, NAMED)
+        )
+
+
+def check_meshes_extra() -> None:
+    """Refuse to mesh without the meshes extra's packages, naming how to install them."""
     missing = [name for name in NEEDED if importlib.util.find_spec(name) is None]
     if missing:
         raise PlanError(

@@ -5,11 +5,16 @@ from the spool) that the store makes visible only when complete; an upload that 
 is discarded, never completed torn. Creating an object only if absent is the store's own
 conditional request (GCS `ifGenerationMatch=0`, S3 `If-None-Match: *`), or, on any other
 filesystem, only what it declares with `exclusive_create`. A conditional write (`Expected`,
-stores/base.py) is made on the object's version as looked up before it: on S3 `If-None-Match: *`
-where it was absent, `If-Match: <ETag>` where a single PUT replaces it (a multipart upload's
-completion is conditional on AWS, but moto ignores it: not relied on); on GCS only
-`ifGenerationMatch=0` where it was absent (gcsfs sends no other generation). Every request is
-retried on transient failures and counted.
+stores/base.py) is made on the object's version as looked up before it (`expected`: S3's
+ETag, GCS's generation): where it was absent, `If-None-Match: *` on S3, `ifGenerationMatch=0`
+on GCS, whatever the object's size; where an object smaller than one block (the
+filesystem's `block_size`) replaces it, one request carrying the condition: s3fs's single
+PUT with `If-Match: <ETag>`, or on GCS our own single-request (multipart) upload with
+`ifGenerationMatch=<generation>`, made through gcsfs's request machinery (gcsfs sends no
+generation but 0). A larger replacement is unconditional: a multipart upload's completion is
+conditional on AWS, but moto ignores it, and gcsfs's resumable upload can carry no
+generation but 0 (not relied on). A precondition that no longer holds (HTTP 412) is
+FileExistsError. Every request is retried on transient failures and counted.
 """
 
 from __future__ import annotations
@@ -17,11 +22,14 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import json
+import urllib.parse
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Self
 
 import fsspec
-from fsspec.asyn import AsyncFileSystem
+from fsspec.asyn import AsyncFileSystem, sync
 from fsspec.spec import AbstractBufferedFile
 
 from shardwright.common import deadlines
@@ -30,7 +38,8 @@ from shardwright.formats.shardfile import Piece, write_pieces
 from shardwright.stores.base import TMP_MARKER, Expected, Store
 
 S3_PROTOCOLS = frozenset({"s3", "s3a"})
-EXCLUSIVE_PROTOCOLS = S3_PROTOCOLS | {"gs", "gcs"}  # conditional create on the server
+GCS_PROTOCOLS = frozenset({"gs", "gcs"})
+EXCLUSIVE_PROTOCOLS = S3_PROTOCOLS | GCS_PROTOCOLS  # conditional create on the server
 
 
 def open_filesystem(url: str, storage_options: dict[str, Any]) -> fsspec.AbstractFileSystem:
@@ -105,21 +114,25 @@ class FsspecStore(Store):
     ) -> tuple[int, int]:
         path = self.path(key)
         absent = expected is not None and expected.version is None
-        replaces = expected.version if expected is not None else None  # the ETag it must have
+        replaces = expected.version if expected is not None else None  # its ETag / generation
 
         def upload(**_: float) -> tuple[int, int]:  # an upload's length has no deadline
-            out = self.filesystem().open(path, "xb" if absent else "wb")
+            fs = self.filesystem()
+            out = fs.open(path, "xb" if absent else "wb")
             try:
                 written = write_pieces(pieces(), out)
             except BaseException:
                 _abandon(out)
                 raise
-            if replaces is not None and self._is_s3() and _one_put(out):
-                out.kwargs["IfMatch"] = replaces  # s3fs sends it with its single PUT
             try:
+                if replaces is not None and self._is_s3() and _one_put(out):
+                    out.kwargs["IfMatch"] = replaces  # s3fs sends it with its single PUT
+                elif replaces is not None and self._is_gcs() and _unsent_gcs_upload(out):
+                    _replace_if_generation(fs, path, out, replaces)  # one request, ours
+                    return written
                 out.close()
             except OSError as exc:
-                if _precondition_failed(exc):
+                if isinstance(exc, FileExistsError) or _precondition_failed(exc):
                     raise FileExistsError(f"{path} changed since it was looked up") from None
                 raise
             return written
@@ -131,7 +144,8 @@ class FsspecStore(Store):
         return bool(EXCLUSIVE_PROTOCOLS & set(protocols_of(self.filesystem())))
 
     def expected(self, key: str) -> Expected | None:
-        """S3: the object's ETag (None where absent); GCS: absent or unconditional."""
+        """The object's version: S3's ETag, GCS's generation; Expected(None) where it is
+        absent, None (unconditional) where neither is given."""
         if not self.conditional_writes():
             return None
         self.requests.add("heads")
@@ -142,8 +156,8 @@ class FsspecStore(Store):
             )
         except FileNotFoundError:
             return Expected(None)
-        etag = found.get("ETag")
-        return Expected(str(etag)) if self._is_s3() and etag else None
+        version = found.get("ETag") if self._is_s3() else found.get("generation")
+        return Expected(str(version)) if version else None
 
     def create_exclusive(self, key: str, data: bytes) -> None:
         """GCS uploads with ifGenerationMatch=0, S3 with If-None-Match; any other filesystem
@@ -183,6 +197,9 @@ class FsspecStore(Store):
 
     def _is_s3(self) -> bool:
         return bool(S3_PROTOCOLS & set(protocols_of(self.filesystem())))
+
+    def _is_gcs(self) -> bool:
+        return bool(GCS_PROTOCOLS & set(protocols_of(self.filesystem())))
 
     def read_range(self, key: str, start: int, end: int) -> bytes:
         if end <= start:
@@ -332,6 +349,58 @@ def _one_put(out: Any) -> bool:
         and isinstance(getattr(out, "kwargs", None), dict)
         and out.tell() < out.blocksize
     )
+
+
+def _unsent_gcs_upload(out: Any) -> bool:
+    """A gcsfs file of the JSON API (not a zonal bucket's) that has sent nothing yet: its
+    bytes all fit in its buffer, less than one block, so no resumable upload was begun."""
+    from gcsfs.core import GCSFile  # imported already: the filesystem is gcsfs's
+
+    return type(out) is GCSFile and out.offset is None
+
+
+def _replace_if_generation(fs: Any, path: str, out: Any, generation: str) -> None:
+    """Upload the bytes `out` holds to `path` in one request, only if the object there is
+    still at `generation` (FileExistsError if not); `out` is closed having sent nothing."""
+    data = out.buffer.getvalue()
+    out.closed = True  # its bytes go up in our request, or nowhere
+    bucket, key, _ = fs.split_path(path)
+    try:
+        sync(fs.loop, _upload_if_generation, fs, bucket, key, data, out.content_type, generation)
+    finally:
+        fs.invalidate_cache(path)  # as a closed file does: listings of its folders are stale
+
+
+async def _upload_if_generation(
+    fs: Any, bucket: str, key: str, data: bytes, content_type: str, generation: str
+) -> dict[str, Any]:
+    """A single-request (multipart) upload to the JSON API with `ifGenerationMatch`, through
+    gcsfs's own request machinery (its session, credentials, retries of transient failures;
+    HTTP 412, a precondition that no longer holds, raised as FileExistsError). gcsfs's own
+    single-request upload sends no generation but 0."""
+    boundary = f"shardwright-{uuid.uuid4().hex}"  # never found in the bytes it bounds
+    head = (
+        f"--{boundary}\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n"
+        f"{json.dumps({'name': key})}\r\n"
+        f"--{boundary}\r\nContent-Type: {content_type}\r\n\r\n"
+    )
+    body = b"".join((head.encode(), data, f"\r\n--{boundary}--\r\n".encode()))
+    quoted = urllib.parse.quote(bucket, safe="")
+    try:
+        found: dict[str, Any] = await fs._call(
+            "POST",
+            f"{fs._location}/upload/storage/v1/b/{quoted}/o",
+            uploadType="multipart",
+            ifGenerationMatch=generation,
+            headers={"Content-Type": f'multipart/related; boundary="{boundary}"'},
+            data=body,
+            json_out=True,
+        )
+    except Exception as exc:
+        if isinstance(exc, FileExistsError) or getattr(exc, "code", None) == 412:  # gcsfs's 412
+            raise FileExistsError(f"{bucket}/{key}: no longer at generation {generation}") from None
+        raise
+    return found
 
 
 def _precondition_failed(exc: OSError) -> bool:

@@ -20,6 +20,7 @@ every one is looked up, a seeded sample decoded (all with `full=True`).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 from collections.abc import Iterator
@@ -106,8 +107,9 @@ def verify_companions(
 
 def verify_additions(report: VerifyReport, store: Store, *, full: bool, sample: int) -> None:
     """What shardwright added to the dataset in place (lifecycle/addition.py), ours or
-    another tool's: each finished addition's directories, named by the info, checked as
-    `verify` checks each alone."""
+    another tool's: the info still names what each finished addition added, each document it
+    wrote is as written (its sha256), and each directory of meshes or skeletons is checked as
+    `verify` checks it alone."""
     additions = read_additions(store)
     if not additions:
         return
@@ -115,7 +117,8 @@ def verify_additions(report: VerifyReport, store: Store, *, full: bool, sample: 
         info = json.loads(store.read("info"))
     except (FileNotFoundError, ValueError):
         info = {}
-    names: list[str] = []
+    directories: list[str] = []
+    documents: dict[str, str] = {}  # the last digest recorded for each document
     for added in additions:
         for member, name in added.plan.get("adds", {}).items():
             if info.get(member) != name:
@@ -123,12 +126,21 @@ def verify_additions(report: VerifyReport, store: Store, *, full: bool, sample: 
                     f"info: names {member} {info.get(member)!r}, not the {name!r} that "
                     f"shardwright added (job {str(added.job)[:12]})"
                 )
-            elif name not in names:
-                names.append(name)
-    _verify_directories(report, store, names, full=full, sample=sample)
-    report.notes.append(
-        f"added by shardwright in place: {', '.join(f'{n}/' for n in names) or 'nothing'}"
-    )
+        for where in added.companions:
+            name = where.rstrip("/").rpartition("/")[2]
+            if name in info.values() and name not in directories:
+                directories.append(name)
+        documents.update((k, d) for k, d in added.metadata.items() if k != "info")
+    for key, digest in documents.items():
+        try:
+            found = hashlib.sha256(store.read(key)).hexdigest()
+        except FileNotFoundError:
+            found = "absent"
+        if found != digest:
+            report.problems.append(f"{key}: not the document shardwright wrote ({found})")
+    _verify_directories(report, store, directories, full=full, sample=sample)
+    added_names = [*(f"{n}/" for n in directories), *documents]
+    report.notes.append(f"added by shardwright in place: {', '.join(added_names)}")
 
 
 def _verify_directories(
