@@ -136,7 +136,7 @@ def test_adding_segment_properties_where_they_cannot_go_is_refused(tmp_path: pat
     done = subprocess.run([sys.executable, "-m", "shardwright", "convert", str(dest)],
                           capture_output=True, text=True)  # fmt: skip
     assert done.returncode != 0 and "DEST alone only with what it adds" in done.stderr
-    assert "--generate-skeletons and / or --segment-properties" in done.stderr
+    assert "--generate-skeletons, --segment-properties, --mips" in done.stderr
 
 
 def test_adding_segment_properties_stopped_before_the_info_goes_on_with_resume(

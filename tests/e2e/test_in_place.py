@@ -356,3 +356,175 @@ def test_meshes_skeletons_and_segment_properties_in_one_job(
     )
     refused = _cli("convert", str(other), "--segment-properties", str(cells))
     assert refused.returncode == 2 and "shardwright did not write it" in refused.stderr
+
+
+def _tinybrain_levels(labels: np.ndarray, factor: tuple[int, int, int], count: int) -> list:
+    """tinybrain's mode reduction (Igneous's), level by level from `labels` ([x, y, z])."""
+    tinybrain = pytest.importorskip("tinybrain")
+    out = [labels]
+    for _ in range(count):
+        (level,) = tinybrain.downsample_segmentation(np.asfortranarray(out[-1]), factor)
+        out.append(np.asarray(level))
+    return out[1:]
+
+
+def _read_scale(url: str, index: int) -> np.ndarray:
+    import tensorstore as ts
+
+    spec = {"driver": "neuroglancer_precomputed", "kvstore": {"driver": "file", "path": url},
+            "scale_index": index}  # fmt: skip
+    return np.asarray(ts.open(spec).result().read().result())
+
+
+@pytest.mark.parametrize("writer", ["cloudvolume", "tensorstore"])
+def test_levels_added_to_a_segmentation_equal_tinybrains(
+    tmp_path: pathlib.Path, writer: str
+) -> None:
+    """Two levels above the only scale, 2,2,1: each, as TensorStore and CloudVolume read
+    it, is tinybrain's mode reduction of the level below; the scale read keeps its bytes
+    and its entry in the info; the new scales are sharded and listed after it."""
+    from cloudvolume import CloudVolume
+
+    path = tmp_path / writer
+    if writer == "cloudvolume":
+        label_shapes.write_precomputed(path)
+    else:
+        existing_datasets.write_tensorstore_sharded(path)
+    url = str(path)
+    before = existing_datasets.object_crc32cs(url)
+    info_before = json.loads((path / "info").read_text())
+    flags = ["--mips", "2", "--factor", "2,2,1", "--fill-missing", "--scheduler", "sync"]
+    done = _cli("convert", url, *flags)
+    assert done.returncode == 0, done.stderr
+    assert "added 10 shards" in done.stdout and "scales 16_16_16, 32_32_16" in done.stdout
+    info = json.loads((path / "info").read_text())
+    assert info["scales"][0] == info_before["scales"][0]
+    assert [s["key"] for s in info["scales"]] == ["8_8_16", "16_16_16", "32_32_16"]
+    assert all(s["sharding"]["@type"] == "neuroglancer_uint64_sharded_v1"
+               for s in info["scales"][1:])  # fmt: skip
+    assert {k: v for k, v in info.items() if k != "scales"} == {
+        k: v for k, v in info_before.items() if k != "scales"
+    }
+    assert existing_datasets.kept(before, existing_datasets.object_crc32cs(url)) == ["info"]
+    expected = _tinybrain_levels(label_shapes.labels(), (2, 2, 1), 2)
+    for index, want in enumerate(expected, start=1):
+        assert np.array_equal(_read_scale(url, index)[..., 0], want), index
+        read = CloudVolume(f"file://{url}", mip=index, progress=False, fill_missing=True)
+        assert np.array_equal(np.asarray(read[:, :, :])[..., 0], want), index
+    report = api.verify(url, full=True)
+    assert report.ok and "scale 16_16_16, scale 32_32_16" in report.notes[-1], report
+
+
+def test_a_level_added_to_an_image_is_its_average(tmp_path: pathlib.Path) -> None:
+    """An image (raw uint8, CloudVolume) gains a level: the average reduction, as the
+    reference written from the method's definition computes it."""
+    from cloudvolume import CloudVolume
+
+    from tests.support.downsampling_reference import reference
+
+    image = np.random.default_rng(3).integers(0, 256, (96, 80, 40), dtype=np.uint8)
+    info = CloudVolume.create_new_info(
+        num_channels=1, layer_type="image", data_type="uint8", encoding="raw",
+        resolution=[4, 4, 40], voxel_offset=[10, 20, 3], chunk_size=[32, 32, 16],
+        volume_size=list(image.shape),
+    )  # fmt: skip
+    volume = CloudVolume(f"file://{tmp_path / 'em'}", info=info, progress=False)
+    volume.commit_info()
+    volume[:, :, :] = image
+    url = str(tmp_path / "em")
+    done = _cli("convert", url, "--mips", "1", "--factor", "2,2,1", "--quiet")
+    assert done.returncode == 0, done.stderr
+    scale = json.loads((tmp_path / "em" / "info").read_text())["scales"][1]
+    assert (scale["key"], scale["resolution"], scale["voxel_offset"]) == ("8_8_40", [8, 8, 40],
+                                                                           [5, 10, 3])  # fmt: skip
+    want = reference(image[..., np.newaxis], (2, 2, 1), "average")
+    assert np.array_equal(_read_scale(url, 1), want)
+    assert api.verify(url, full=True).ok
+
+
+def test_levels_meshes_skeletons_and_properties_in_one_job_on_our_dataset(
+    cloudvolume_dataset: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    import pandas as pd
+
+    ours = tmp_path / "ours"
+    assert _cli("convert", str(cloudvolume_dataset), str(ours), "--quiet").returncode == 0
+    before = existing_datasets.object_crc32cs(str(ours))
+    cells = tmp_path / "cells.csv"
+    pd.DataFrame({"id": [11, 31], "label": ["ball", "tube"]}).to_csv(cells, index=False)
+    done = _cli("convert", str(ours), *QUIET, "--mips", "1", "--segment-properties", str(cells))
+    assert done.returncode == 0, done.stderr
+    changed = existing_datasets.kept(before, existing_datasets.object_crc32cs(str(ours)))
+    assert changed == ["info", "shardwright-manifest.json"]
+    info = json.loads((ours / "info").read_text())
+    assert [s["key"] for s in info["scales"]] == ["8_8_16", "16_16_32"]
+    assert (info["mesh"], info["skeletons"], info["segment_properties"]) == (
+        "mesh", "skeletons", "segment_properties"
+    )  # fmt: skip
+    (want,) = _tinybrain_levels(label_shapes.labels(), (2, 2, 2), 1)
+    assert np.array_equal(_read_scale(str(ours), 1)[..., 0], want)
+    report = api.verify(str(ours), str(cloudvolume_dataset), full=True)
+    assert report.ok, report.problems
+    shown = _cli("status", str(ours))
+    assert "(addition): finished" in shown.stdout, shown.stdout
+
+
+def test_a_killed_level_addition_resumes(
+    cloudvolume_dataset: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    """Killed after one level shard was stored: the info names no level yet; `--resume`
+    keeps the proven shard and writes the rest."""
+    url = str(cloudvolume_dataset)
+    info_before = (cloudvolume_dataset / "info").read_bytes()
+    marker = tmp_path / "paused"
+    flags = ["--mips", "2", "--factor", "2,2,1"]
+    proc = subprocess.Popen(
+        [sys.executable, str(DRIVER), "shards:1", str(marker), "convert", url, *flags],
+        start_new_session=True,
+    )  # fmt: skip
+    deadline = time.time() + 120
+    while not marker.exists():
+        assert proc.poll() is None and time.time() < deadline, "the job never paused"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert (cloudvolume_dataset / "info").read_bytes() == info_before
+    done = _cli("convert", url, *flags, "--resume", "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert "(1 kept from an earlier run)" in done.stdout, done.stdout
+    assert api.verify(url, full=True).ok
+
+
+def test_levels_the_dataset_cannot_take_are_refused(cloudvolume_dataset: pathlib.Path) -> None:
+    url = str(cloudvolume_dataset)
+    before = existing_datasets.object_crc32cs(url)
+    for flags, wording in [
+        (["--mips", "9"], "--mips"),
+        (["--mips", "1", "--factor", "1,1,1"], "downsampling factor must be"),
+        (["--mips", "1", "--chunk-size", "16,16,16"], "--chunk-size shape a conversion's"),
+    ]:
+        done = _cli("convert", url, *flags)
+        assert done.returncode == 2 and wording in done.stderr, (flags, done.stderr)
+        assert "Traceback" not in done.stderr
+    assert existing_datasets.object_crc32cs(url) == before
+    for _ in range(2):  # each addition goes on from the coarsest scale
+        done = _cli("convert", url, "--mips", "1", "--quiet")
+        assert done.returncode == 0, done.stderr
+    info = json.loads((cloudvolume_dataset / "info").read_text())
+    assert [s["key"] for s in info["scales"]] == ["8_8_16", "16_16_32", "32_32_64"]
+    after = existing_datasets.object_crc32cs(url)
+    assert existing_datasets.kept(before, after) == ["info"]
+    assert api.verify(url, full=True).ok
+
+
+def test_a_level_whose_key_is_taken_is_refused(cloudvolume_dataset: pathlib.Path) -> None:
+    """A dataset whose scale is keyed as the level above it would be (keys are names, not
+    resolutions): refused, naming the key, before anything is written."""
+    info = json.loads((cloudvolume_dataset / "info").read_text())
+    info["scales"][0]["key"] = "16_16_32"
+    (cloudvolume_dataset / "8_8_16").rename(cloudvolume_dataset / "16_16_32")
+    (cloudvolume_dataset / "info").write_text(json.dumps(info))
+    before = existing_datasets.object_crc32cs(str(cloudvolume_dataset))
+    clash = _cli("convert", str(cloudvolume_dataset), "--mips", "1")
+    assert clash.returncode == 2 and "scale '16_16_32' is there already" in clash.stderr
+    assert existing_datasets.object_crc32cs(str(cloudvolume_dataset)) == before

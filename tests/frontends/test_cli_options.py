@@ -306,13 +306,12 @@ def test_a_missing_argument_gets_a_short_usage() -> None:
         "shardwright convert: error: the following arguments are required: source",
         "('shardwright convert --help' lists every option)",
     ]
-    for words in (["--chunk-size", "16,16,8"], ["--dry-run"]):  # DEST alone: a dataset of ours
+    for words in (["--chunk-size", "16,16,8"], ["--dry-run"]):  # DEST alone: an addition
         run = _cli("convert", "in.npy", *words)
         assert run.returncode == 2
         assert run.stderr.strip() == (
             "shardwright convert: error: convert takes SOURCE and DEST; DEST alone only with "
-            "what it adds: --generate-meshes / --generate-skeletons, or --segment-properties "
-            "TABLE (and the stores' options) to a segmentation of shardwright's"
+            "what it adds: --generate-meshes / --generate-skeletons, --segment-properties, --mips"
         )
 
 

@@ -49,8 +49,9 @@ class Engine:
         pieces: Sequence[Piece],
         *,
         resume: bool,
-    ) -> tuple[Receipt, Handoff]:
-        """One shard of a pyramid level, and the reduced pieces for the level above."""
+    ) -> tuple[Receipt | None, Handoff]:
+        """One shard of a pyramid level (None: a stored base, read only), and the reduced
+        pieces for the level above."""
         return run_pyramid_shard(plan, task, store, pieces, resume=resume, xp=self.namespace())
 
 
@@ -86,7 +87,7 @@ class GpuEngine(Engine):
         pieces: Sequence[Piece],
         *,
         resume: bool,
-    ) -> tuple[Receipt, Handoff]:
+    ) -> tuple[Receipt | None, Handoff]:
         with own_stream(cupy_module()):
             return super().run_level_shard(plan, task, store, pieces, resume=resume)
 

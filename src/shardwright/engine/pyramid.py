@@ -48,10 +48,12 @@ def run_pyramid_shard(
     resume: bool = False,
     spool_dir: str | None = None,
     xp: Any = None,
-) -> tuple[Receipt, Handoff]:
+) -> tuple[Receipt | None, Handoff]:
     """Write one shard of any level of `plan` (the base plan); return its receipt and the
     pieces for the level above. A shard kept on resume is not rewritten, but its voxels are
-    still reduced: the level above needs them.
+    still reduced: the level above needs them. A base that is stored already
+    (`plan.writes_base` False: levels added in place) is read and reduced, never written: no
+    receipt.
 
     With an array namespace `xp` (CuPy on GPU workers; NumPy for the CPU twin) the shard goes
     through the batched engine and the reductions run in `xp` too; only the reduced pieces
@@ -63,6 +65,9 @@ def run_pyramid_shard(
     blocks: Iterator[Block]
     if task.level == 0:  # epochs of the source, each reduced as it is read
         blocks = epoch_blocks(level, task, space, on_epoch=handoff.add)
+        if not plan.writes_base:
+            deque(blocks, maxlen=0)
+            return None, handoff.finish()
     else:  # the region the level below handed up, reduced at once
         box = level.voxel_box(task)
         region = space.asarray(assemble(box, pieces, level.dtype, level.num_channels))

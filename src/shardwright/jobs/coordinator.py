@@ -92,6 +92,7 @@ def finish_dataset(
             info_after=begun.plan.info_after,
             version=begun.plan.version,
             companions=list(companions),
+            receipts=receipts,
             seconds=time.time() - begun.started,
             cluster=cluster,
         )

@@ -39,6 +39,7 @@ from shardwright.planning import (
     GENERATED,
     OBJECTS,
     VOLUME,
+    AdditionPlan,
     ConversionPlan,
     Plan,
     ShardTask,
@@ -64,8 +65,9 @@ class TaskContext:
     @classmethod
     def of(cls, plan: Plan, store: Store, resume: bool) -> TaskContext:
         """The context of `plan`'s shard tasks, its engine decided here, once."""
-        engine = engine_for(plan) if isinstance(plan, ConversionPlan) else None
-        return cls(plan.for_shard_tasks(), store, resume, engine)
+        tasks_plan = plan.for_shard_tasks()
+        engine = engine_for(tasks_plan) if isinstance(tasks_plan, ConversionPlan) else None
+        return cls(tasks_plan, store, resume, engine)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,7 +156,8 @@ def _pyramid_shard(
     receipt, handoff = engine.run_level_shard(
         plan, task, context.store, pieces, resume=context.resume
     )
-    return LevelResult([journal.record(context.store, receipt), *receipts], handoff)
+    stored = [] if receipt is None else [journal.record(context.store, receipt)]  # None: read
+    return LevelResult([*stored, *receipts], handoff)
 
 
 def _piece(context: TaskContext, consumer: str, result: LevelResult) -> Piece:
@@ -313,7 +316,8 @@ def shard_nodes(
     if plan.dataset == ANNOTATIONS:
         assert isinstance(plan, AnnotationPlan)
         return _annotation_nodes(plan, token, {} if exchanges is None else exchanges)
-    if plan.dataset == ADDITION:  # no shard of its own: its companions are what it writes
-        return iter(())
+    if plan.dataset == ADDITION:  # the levels it adds (its companions run their own)
+        assert isinstance(plan, AdditionPlan)
+        return iter(()) if plan.levels is None else _pyramid_nodes(plan.levels, token)
     assert plan.dataset == GENERATED and isinstance(plan, GeneratedPlan)
     return _generated_nodes(plan, token, {} if exchanges is None else exchanges)

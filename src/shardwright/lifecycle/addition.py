@@ -225,13 +225,15 @@ def finish_addition(
     info_after: bytes,
     version: Expected | None,
     companions: list[CompanionTotals],
+    receipts: ReceiptTable,
     seconds: float,
     cluster: str | None,
 ) -> Manifest:
-    """The addition's last step, once every companion's manifest is written: its documents
-    (segment properties), then the info naming them all (written last, conditionally); our
-    own dataset's manifest follows their digests, the record of what was added is kept, and
-    the lease released."""
+    """The addition's last step, once every companion's manifest is written and every level
+    shard stored (`receipts`): its documents (segment properties), then the info naming them
+    all (written last, conditionally); our own dataset's manifest follows their digests, the
+    record of what was added (the level shards with their sizes and crc32c) is kept, and the
+    lease released."""
     run = run_of(store)
     assert run is not None, "an addition writes through its run"
     record = read_record(store)
@@ -249,7 +251,7 @@ def finish_addition(
         write_manifest(store, dataclasses.replace(ours, metadata={**ours.metadata, **digests}))
     added = build_manifest(
         description,
-        ReceiptTable(),
+        receipts,
         seconds,
         companions=companions,
         job=run.job,

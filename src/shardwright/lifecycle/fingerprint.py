@@ -101,8 +101,9 @@ def addition_fingerprint(plan: Any) -> Fingerprint:
     info, which a person may edit while the job is stopped) and what is added; its
     companions have fingerprints of their own."""
     documents = {key: hashlib.sha256(text).hexdigest() for key, text in plan.documents}
+    levels = None if plan.levels is None else volume_fingerprint(plan.levels)
     return {"source": source_fingerprint(plan.source), "adds": dict(plan.names),
-            "documents": documents}  # fmt: skip
+            "documents": documents, "levels": levels}  # fmt: skip
 
 
 def annotations_fingerprint(plan: Any) -> Fingerprint:

@@ -104,7 +104,7 @@ def job_status(dest: str, storage_options: dict[str, Any] | None = None) -> JobS
         status = added  # a dataset another tool wrote: what shardwright added to it
     else:
         status = _dataset_status(store, names)
-        if added is not None and added.state != "finished":
+        if added is not None:
             status.companions.append(added)
     for name in names:
         sub = open_store(f"{store.url}/{name}", storage_options)

@@ -19,14 +19,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from shardwright.codecs import CHUNK_ENCODINGS
 from shardwright.common import deadlines
 from shardwright.common.urls import absolute
 from shardwright.errors import NAMED, PlanError, SourceError
 from shardwright.generation.exchange import MESH, SKELETON
+from shardwright.generation.grid import three
 from shardwright.lifecycle.addition import INFO, info_before, sha256, written_here
 from shardwright.lifecycle.journal import JOB_KEY
 from shardwright.lifecycle.manifest import ADDITION, MANIFEST_KEY, metadata_text
 from shardwright.options import ConvertOptions
+from shardwright.planning.builder import make_plan
 from shardwright.planning.generated import (
     DIRECTORIES,
     GENERATING,
@@ -39,6 +42,7 @@ from shardwright.planning.generated import (
 )
 from shardwright.planning.layouts.precomputed import SEGMENT_PROPERTIES
 from shardwright.planning.text import counted, human_bytes, xyz
+from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import open_source
 from shardwright.sources.precomputed import PrecomputedSource
 from shardwright.sources.tables import segment_properties_of
@@ -52,7 +56,7 @@ ADDITION_OPTIONS = frozenset({
     "generate_meshes", "generate_skeletons", "mesh_max_error", "mesh_lods", "mesh_block",
     "dust_threshold", "object_ids", "memory_budget", "target_shard_bytes", "min_shards",
     "compression_level", "source_scale", "fill_missing", "timeout", "storage_options",
-    "source_storage_options", "segment_properties",
+    "source_storage_options", "segment_properties", "mips", "factor", "downsample",
 })  # fmt: skip
 PROPERTIES_KEY = f"{SEGMENT_PROPERTIES}/info"
 
@@ -70,11 +74,28 @@ class AdditionPlan:
     ours: bool  # a dataset shardwright converted (its manifest follows the new info)
     companions: tuple[GeneratedPlan, ...]
     properties: dict[str, Any] | None = None  # the segment properties document, if asked
+    # Levels added above the coarsest scale: a pyramid whose base is that scale, read and
+    # never written (`writes_base` False); its upper levels are the new scales.
+    levels: ConversionPlan | None = None
 
     dataset: ClassVar[str] = ADDITION
-    shard_count: ClassVar[int] = 0
-    shard_total: ClassVar[int] = 0
     preparing_tasks: ClassVar[int] = 0
+
+    @property
+    def new_levels(self) -> list[ConversionPlan]:
+        """The plans of the scales this addition writes (above the one it reads)."""
+        if self.levels is None:
+            return []
+        return [self.levels.level_plan(k) for k in range(1, self.levels.level_count)]
+
+    @property
+    def shard_count(self) -> int:
+        return sum(level.shard_count for level in self.new_levels)
+
+    @property
+    def shard_total(self) -> int:
+        """The shards of the new levels (the base's tasks store none: progress counts these)."""
+        return self.shard_count
 
     @property
     def source_url(self) -> str:
@@ -87,7 +108,7 @@ class AdditionPlan:
 
     @property
     def spool_budget(self) -> int:
-        return self.options.memory_budget
+        return self.options.memory_budget if self.levels is None else self.levels.spool_budget
 
     @property
     def names(self) -> dict[str, str]:
@@ -105,22 +126,34 @@ class AdditionPlan:
         return [(PROPERTIES_KEY, metadata_text(self.properties).encode())]
 
     @property
+    def new_scales(self) -> list[dict[str, Any]]:
+        """The info's entries of the levels added (after the scales it has)."""
+        if self.levels is None:
+            return []
+        return list(dict(self.levels.metadata_documents())["info"]["scales"][1:])
+
+    @property
     def info_after(self) -> bytes:
-        """The info, with the added directories named (every other member as it was)."""
+        """The info, with the added directories named and the added levels after its scales
+        (every other member as it was)."""
         document = json.loads(self.info_read)
-        return metadata_text({**document, **self.names}).encode()
+        scales = [*document["scales"], *self.new_scales]
+        return metadata_text({**document, **self.names, "scales": scales}).encode()
 
     def shards(self) -> Iterator[Any]:
-        return iter(())
+        for level in self.new_levels:
+            yield from level.shards()
 
-    def for_shard_tasks(self) -> AdditionPlan:
-        return self
+    def for_shard_tasks(self) -> AdditionPlan | ConversionPlan:
+        """The levels' pyramid, which its tasks run (the rest is the coordinator's)."""
+        return self if self.levels is None else self.levels.for_shard_tasks()
 
     def metadata_documents(self) -> list[tuple[str, dict[str, Any]]]:
         """None at the job's start: the info is written last (lifecycle/addition.py)."""
         return []
 
     def describe(self) -> dict[str, Any]:
+        pyramid = None if self.levels is None else self.levels.pyramid
         return {
             "format": "precomputed",
             "destination": self.dest,
@@ -130,6 +163,11 @@ class AdditionPlan:
             "info_sha256_before": sha256(self.info_read),
             "info_sha256_after": sha256(self.info_after),
             "adds": self.names,
+            "levels_from_scale": None if self.levels is None else self.levels.layout.level_key,
+            "levels": [level.describe_level() for level in self.new_levels],
+            "levels_factor": None if pyramid is None else list(pyramid.factor),
+            "levels_method": None if pyramid is None else pyramid.method,
+            "fill_missing": self.options.fill_missing,
         }
 
     def report(self) -> str:
@@ -154,9 +192,26 @@ class AdditionPlan:
             count = len(self.properties["inline"]["ids"])
             lines.append(f"  properties {counted(count, 'segment')}' labels and numbers, one "
                          f"document ({human_bytes(len(self.documents[0][1]))})")  # fmt: skip
+        for level in self.new_levels:
+            lines.append(
+                f"  level      {level.layout.level_key}: {xyz(level.size)} voxels of "
+                f"{xyz(_plain(level.resolution))} nm, {counted(level.shard_count, 'shard')} of "
+                f"{xyz(level.shard_shape_chunks)} chunks of {xyz(level.chunk_size)}, "
+                f"~{human_bytes(level.estimated_shard_bytes)} each"
+            )
+        if self.levels is not None:
+            assert self.levels.pyramid is not None
+            base = self.levels
+            lines.append(
+                f"  from       scale {base.layout.level_key} ({xyz(base.size)} voxels), read once, "
+                f"reduced by {xyz(self.levels.pyramid.factor)} ({self.levels.pyramid.method}), "
+                f"~{human_bytes(base.peak_task_bytes)} per task"
+            )
+        adds = [added] if added else []
+        adds += [f"scales {', '.join(s['key'] for s in self.new_scales)}"] if self.levels else []
         lines += [
-            f"  adds       {added}; then, last, the info names them (one write, only if the "
-            "info is still as read now)",
+            f"  adds       {'; '.join(adds)}; then, last, the info names them (one write, only "
+            "if the info is still as read now)",
             "  keeps      every object the dataset has now, byte for byte",
         ]
         return "\n".join([*lines, *(c.report() for c in self.companions)])
@@ -179,7 +234,9 @@ def plan_addition(
     document = _info_document(before, dest)
     _check_finished(store, dest)
     source = _open(dest, options)
-    check_segmentation(document.get("type"), source.dtype, source.num_channels, asked)
+    labelled = tuple(name for name in asked if name != "mips")  # what needs a segmentation
+    if labelled:
+        check_segmentation(document.get("type"), source.dtype, source.num_channels, labelled)
     scales = {str(s.get("key")) for s in document.get("scales", []) if isinstance(s, dict)}
     wanted = ((MESH, "mesh", options.generate_meshes),
               (SKELETON, "skeletons", options.generate_skeletons))  # fmt: skip
@@ -194,6 +251,7 @@ def plan_addition(
         labels = Labels(source, dest, source.shape_xyz, _resolution(source), _offset(source),
                         scale=source.scale.key)  # fmt: skip
         companions = generated_plans(labels, options)
+    levels = None if options.mips in (None, 0) else _levels(dest, document, options, scales)
     return AdditionPlan(
         dest=dest,
         options=options,
@@ -203,21 +261,77 @@ def plan_addition(
         ours=store.exists(MANIFEST_KEY),
         companions=companions,
         properties=properties,
+        levels=levels,
     )
+
+
+def _levels(
+    dest: str, document: dict[str, Any], options: ConvertOptions, scales: set[str]
+) -> ConversionPlan:
+    """The pyramid whose base is the dataset's coarsest scale (read, never written) and
+    whose upper levels are the scales added: chunks and encoding as that scale's (an encoding
+    shardwright only reads becomes compressed_segmentation), sharded."""
+    top = document["scales"][-1]
+    key = str(top.get("key"))
+    base = _open(dest, dataclasses.replace(options, source_scale=key))
+    encoding = str(top.get("encoding", "raw"))
+    if encoding not in CHUNK_ENCODINGS:
+        encoding = "compressed_segmentation"
+    block = top.get("compressed_segmentation_block_size")
+    level_options = ConvertOptions(
+        format="precomputed",
+        layer_type=str(document.get("type")),
+        encoding=encoding,
+        chunk_size=three(int(c) for c in base.scale.chunk_size),
+        compressed_segmentation_block_size=(
+            three(int(b) for b in block) if encoding == "compressed_segmentation" and block
+            else None
+        ),
+        mips=options.mips,
+        factor=options.factor,
+        downsample=options.downsample,
+        memory_budget=options.memory_budget,
+        target_shard_bytes=options.target_shard_bytes,
+        min_shards=options.min_shards,
+        compression_level=options.compression_level,
+        fill_missing=options.fill_missing,
+        timeout=options.timeout,
+        storage_options=options.storage_options,
+        source_storage_options=options.storage_options,
+        source_scale=key,
+    )  # fmt: skip
+    plan = make_plan(base, dest, level_options)
+    if plan.pyramid is None or plan.level_count < 2:
+        raise PlanError(
+            f"{{mips}}: scale {key} ({xyz(base.shape_xyz)} voxels) is too small for a level "
+            "above it",
+            mips=NAMED,
+        )
+    added = [plan.level_plan(k).layout.level_key for k in range(1, plan.level_count)]
+    taken = [k for k in added if k in scales or k in (*DIRECTORIES.values(), SEGMENT_PROPERTIES)]
+    if taken:
+        raise PlanError(
+            f"{dest}: scale {taken[0]!r} is there already; the levels above {key} would be "
+            f"{', '.join(added)}: pass fewer {{mips}} or another {{factor}}",
+            mips=NAMED,
+            factor=NAMED,
+        )
+    return dataclasses.replace(plan, writes_base=False)
 
 
 def _check_options(options: ConvertOptions, has_properties: bool) -> tuple[str, ...]:
     """The options that ask for something to add (refused where none does, or where an
     option shapes a conversion's volume instead)."""
-    asked = tuple(name for name in (*GENERATING, "segment_properties")
-                  if getattr(options, name) not in (False, None))  # fmt: skip
+    asked = tuple(name for name in (*GENERATING, "segment_properties", "mips")
+                  if getattr(options, name) not in (False, None, 0))  # fmt: skip
     if has_properties and "segment_properties" not in asked:
         asked = (*asked, "segment_properties")
     if not asked:
         raise PlanError(
             "convert takes SOURCE and DEST; DEST alone only with what it adds: "
-            "{generate_meshes} / {generate_skeletons} and / or {segment_properties}",
+            "{generate_meshes} / {generate_skeletons}, {segment_properties}, {mips}",
             generate_meshes=NAMED, generate_skeletons=NAMED, segment_properties=NAMED,
+            mips=NAMED,
         )  # fmt: skip
     if options.mesh_level:
         raise PlanError(
@@ -351,3 +465,8 @@ def _resolution(source: PrecomputedSource) -> tuple[float, float, float]:
 
 def _offset(source: PrecomputedSource) -> tuple[int, int, int]:
     return source.hints.voxel_offset or (0, 0, 0)
+
+
+def _plain(values: tuple[float, ...]) -> list[int | float]:
+    """Whole numbers as integers, as the info writes them."""
+    return [int(v) if float(v).is_integer() else v for v in values]

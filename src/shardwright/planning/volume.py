@@ -63,6 +63,9 @@ class ConversionPlan(Geometry):
     layout: VolumeLayout
     level: int = 0  # which pyramid level this plan describes (0: the base)
     upper: tuple[ConversionPlan, ...] = ()  # on the base plan: the plans of levels 1, 2, ...
+    # False: the base is a level stored already (levels added in place), read to build the
+    # levels above and never written.
+    writes_base: bool = True
     # Meshes / skeletons converted in the same job (objects.ObjectPlan, --with-meshes,
     # --with-skeletons): each writes its own directory, info and manifest below DEST.
     companions: tuple[Plan, ...] = ()

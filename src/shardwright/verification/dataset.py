@@ -34,11 +34,12 @@ from shardwright.errors import DestinationError
 from shardwright.lifecycle.manifest import ANNOTATIONS, GENERATED, OBJECTS
 from shardwright.sources import Source, missing, open_source
 from shardwright.stores import open_store
+from shardwright.verification.additions import verify_additions, with_added
 from shardwright.verification.annotation_table import compare_with_table
 from shardwright.verification.annotations import verify_annotations
 from shardwright.verification.compare import compare_levels, judge_absent, same_size
 from shardwright.verification.foreign import verify_foreign
-from shardwright.verification.objects import verify_additions, verify_companions, verify_objects
+from shardwright.verification.objects import verify_companions, verify_objects
 from shardwright.verification.placement import check_placement
 from shardwright.verification.report import DEFAULT_SAMPLE, VerifyReport
 from shardwright.verification.shards import check_inventory, check_shards, dataset_of
@@ -89,13 +90,14 @@ def verify(
             if against is None or source is not None:
                 verify_foreign(report, store, metadata_key, source, full=full, sample=sample,
                                against=against, scale=source_scale)  # fmt: skip
-            verify_additions(report, store, full=full, sample=sample)
+            verify_additions(report, store, full=full, sample=sample, shards_checked=False)
         return report
     report.format = manifest.format
+    manifest = with_added(manifest, store)  # the level shards added in place count as its own
     check_state(report, store)
     documents = check_metadata(report, store, manifest)
     verify_companions(report, store, manifest, full=full, sample=sample)  # generated objects
-    verify_additions(report, store, full=full, sample=sample)  # and those added later
+    verify_additions(report, store, full=full, sample=sample, shards_checked=True)
     if manifest.dataset == ANNOTATIONS:
         if documents is not None and "info" in documents:
             verify_annotations(report, store, manifest, documents["info"])

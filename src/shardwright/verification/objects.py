@@ -20,7 +20,6 @@ every one is looked up, a seeded sample decoded (all with `full=True`).
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 from collections.abc import Iterator
@@ -35,7 +34,6 @@ from shardwright.formats.precomputed.sharding import ShardingSpec
 from shardwright.formats.precomputed.skeletons import check_skeleton, vertex_attributes
 from shardwright.generation import census
 from shardwright.generation.grid import three
-from shardwright.lifecycle.addition import read_additions
 from shardwright.lifecycle.journal import CENSUS
 from shardwright.lifecycle.manifest import GENERATED, Manifest
 from shardwright.planning.objects import LEGACY, MULTILOD, OBJECT_TYPES, SKELETONS, segment_id_of
@@ -102,48 +100,10 @@ def verify_companions(
     manifest's companions name), checked as `verify` checks each alone: their problems and
     notes named by the directory."""
     names = [where.rstrip("/").rpartition("/")[2] for where in manifest.companions]
-    _verify_directories(report, store, names, full=full, sample=sample)
+    verify_directories(report, store, names, full=full, sample=sample)
 
 
-def verify_additions(report: VerifyReport, store: Store, *, full: bool, sample: int) -> None:
-    """What shardwright added to the dataset in place (lifecycle/addition.py), ours or
-    another tool's: the info still names what each finished addition added, each document it
-    wrote is as written (its sha256), and each directory of meshes or skeletons is checked as
-    `verify` checks it alone."""
-    additions = read_additions(store)
-    if not additions:
-        return
-    try:
-        info = json.loads(store.read("info"))
-    except (FileNotFoundError, ValueError):
-        info = {}
-    directories: list[str] = []
-    documents: dict[str, str] = {}  # the last digest recorded for each document
-    for added in additions:
-        for member, name in added.plan.get("adds", {}).items():
-            if info.get(member) != name:
-                report.problems.append(
-                    f"info: names {member} {info.get(member)!r}, not the {name!r} that "
-                    f"shardwright added (job {str(added.job)[:12]})"
-                )
-        for where in added.companions:
-            name = where.rstrip("/").rpartition("/")[2]
-            if name in info.values() and name not in directories:
-                directories.append(name)
-        documents.update((k, d) for k, d in added.metadata.items() if k != "info")
-    for key, digest in documents.items():
-        try:
-            found = hashlib.sha256(store.read(key)).hexdigest()
-        except FileNotFoundError:
-            found = "absent"
-        if found != digest:
-            report.problems.append(f"{key}: not the document shardwright wrote ({found})")
-    _verify_directories(report, store, directories, full=full, sample=sample)
-    added_names = [*(f"{n}/" for n in directories), *documents]
-    report.notes.append(f"added by shardwright in place: {', '.join(added_names)}")
-
-
-def _verify_directories(
+def verify_directories(
     report: VerifyReport, store: Store, names: list[str], *, full: bool, sample: int
 ) -> None:
     for name in names:
