@@ -528,3 +528,57 @@ def test_a_level_whose_key_is_taken_is_refused(cloudvolume_dataset: pathlib.Path
     clash = _cli("convert", str(cloudvolume_dataset), "--mips", "1")
     assert clash.returncode == 2 and "scale '16_16_32' is there already" in clash.stderr
     assert existing_datasets.object_crc32cs(str(cloudvolume_dataset)) == before
+
+
+def test_ctrl_c_stops_an_addition_in_one_line_and_it_resumes(
+    cloudvolume_dataset: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    """`status` says the addition runs; Ctrl-C stops it with the one line that names the
+    command going on (`--resume`), its leases released and the info untouched."""
+    url = str(cloudvolume_dataset)
+    info_before = (cloudvolume_dataset / "info").read_bytes()
+    proc = subprocess.Popen(
+        [sys.executable, str(DRIVER), "slow-blocks", str(tmp_path / "unused"), "convert", url,
+         *ADD],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    spools = cloudvolume_dataset / "mesh" / ".shardwright" / "exchange"
+    deadline = time.time() + 120
+    while not (spools.is_dir() and len(list(spools.iterdir())) >= 3):
+        assert proc.poll() is None and time.time() < deadline, "the job ended first"
+        time.sleep(0.02)
+    shown = _cli("status", url)
+    assert f"{url} (addition): running" in shown.stdout and "adds         mesh/, skeletons/" in (
+        shown.stdout
+    ), shown.stdout
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    (said,) = stderr.strip().splitlines()
+    assert said.startswith("shardwright convert: interrupted after ") and said.endswith(
+        "--resume`"
+    ), said
+    assert not list((cloudvolume_dataset / ".shardwright").glob("lease-*"))
+    assert (cloudvolume_dataset / "info").read_bytes() == info_before
+    stopped = _cli("status", url)
+    assert f"{url} (addition): stopped" in stopped.stdout, stopped.stdout
+    done = _cli("convert", url, *QUIET, "--resume")
+    assert done.returncode == 0, done.stderr
+    assert api.verify(url, full=True).ok
+
+
+def test_an_info_changed_on_disk_while_the_job_ran_is_not_overwritten(
+    cloudvolume_dataset: pathlib.Path,
+) -> None:
+    url = str(cloudvolume_dataset)
+    pending = api.convert(url, generate_meshes=True, mesh_block=(32, 32, 32), scheduler="sync",
+                          progress=False, compute=False)  # fmt: skip
+    assert isinstance(pending, api.PendingConversion)
+    info = json.loads((cloudvolume_dataset / "info").read_text())
+    edited = json.dumps({**info, "note": "a person's edit"})
+    (cloudvolume_dataset / "info").write_text(edited)
+    with pytest.raises(DestinationError, match="changed since this job read it"):
+        pending.compute()
+    assert (cloudvolume_dataset / "info").read_text() == edited
+    assert not list((cloudvolume_dataset / ".shardwright").glob("lease-*"))

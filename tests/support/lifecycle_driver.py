@@ -7,7 +7,8 @@ recorded in its destination), `shards:N` (N shards stored with their receipts), 
 (the manifest written, nothing removed yet), `addition` (an addition's lease and record
 taken, nothing else written), `info` (an addition's info written, its record not yet
 finished), `cleanup` (the first object of a replaced dataset removed), `slow` (every shard
-task sleeps 0.2 s first, no pause) or `none`. At the pause the driver creates
+task sleeps 0.2 s first, no pause), `slow-blocks` (every mesh block task 0.3 s, no pause) or
+`none`. At the pause the driver creates
 MARKER and sleeps until it is killed. Runs with `--scheduler sync`: one process, so SIGKILL
 of its process group stops every part of the job at once.
 """
@@ -75,6 +76,17 @@ elif PAUSE == "cleanup":  # inside the removal of a replaced dataset's objects
 
     journal.remove = flagged
     after(LocalStore, "delete", lambda: removing["on"])
+elif PAUSE == "slow-blocks":  # each mesh block task takes 0.3 s more, in short sleeps
+    import shardwright.jobs.shard_stream as shard_stream
+
+    block = shard_stream.run_block
+
+    def slow_block(*args: Any, **kwargs: Any) -> Any:
+        for _ in range(6):
+            time.sleep(0.05)
+        return block(*args, **kwargs)
+
+    shard_stream.run_block = slow_block
 elif PAUSE == "slow":
     original = engines.run_cpu_shard
 
