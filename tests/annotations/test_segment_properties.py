@@ -110,7 +110,7 @@ def test_adding_segment_properties_where_they_cannot_go_is_refused(tmp_path: pat
     pd.DataFrame({"id": [3], "label": ["c"]}).to_csv(tmp_path / "one.csv", index=False)
     table = str(tmp_path / "one.csv")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(PlanError, match="has no info: no precomputed dataset to add to"):
+    with pytest.raises(PlanError, match="has no info or zarr.json: no dataset to add to"):
         api.add_segment_properties(str(tmp_path / "empty"), table)
     np.save(tmp_path / "image.npy", np.zeros((8, 8, 8), np.uint8))
     api.convert(str(tmp_path / "image.npy"), str(tmp_path / "image"), **RUN)
@@ -157,7 +157,7 @@ def test_adding_segment_properties_stopped_before_the_info_goes_on_with_resume(
         raise KeyboardInterrupt
 
     with monkeypatch.context() as patch:
-        patch.setattr(addition, "write_info_last", stopped)
+        patch.setattr(addition, "write_root_last", stopped)
         with pytest.raises(KeyboardInterrupt):
             api.add_segment_properties(str(dest), labels)
     assert (dest / "segment_properties" / "info").exists()

@@ -269,8 +269,8 @@ def test_what_cannot_be_added_to_is_refused_before_anything_is_written(
     (foreign_mesh / "mesh" / "info").write_text('{"@type": "neuroglancer_legacy_mesh"}')
     cases = [
         (image, "need a segmentation (integer labels), not an image of uint8"),
-        (str(empty), "has no info: no precomputed dataset to add to"),
-        (str(zarr), "is a Zarr dataset"),
+        (str(empty), "has no info or zarr.json: no dataset to add to"),
+        (str(zarr), "go beside a precomputed segmentation"),
         (str(broken), "info is not valid JSON"),
         (str(foreign_mesh), "which shardwright did not write"),
     ]
@@ -412,7 +412,7 @@ def test_levels_added_to_a_segmentation_equal_tinybrains(
         read = CloudVolume(f"file://{url}", mip=index, progress=False, fill_missing=True)
         assert np.array_equal(np.asarray(read[:, :, :])[..., 0], want), index
     report = api.verify(url, full=True)
-    assert report.ok and "scale 16_16_16, scale 32_32_16" in report.notes[-1], report
+    assert report.ok and "level 16_16_16, level 32_32_16" in report.notes[-1], report
 
 
 def test_a_level_added_to_an_image_is_its_average(tmp_path: pathlib.Path) -> None:
@@ -582,3 +582,98 @@ def test_an_info_changed_on_disk_while_the_job_ran_is_not_overwritten(
         pending.compute()
     assert (cloudvolume_dataset / "info").read_text() == edited
     assert not list((cloudvolume_dataset / ".shardwright").glob("lease-*"))
+
+
+def _ome_zarr(path: pathlib.Path, levels: list[np.ndarray], label: bool) -> None:
+    """An OME-Zarr 0.5 group as ome-zarr-py writes it: z, y, x in micrometres, each level
+    half as fine in y and x, translated so voxel centres line up (the format's rule)."""
+    import zarr
+    from ome_zarr.format import FormatV05
+    from ome_zarr.io import parse_url
+    from ome_zarr.writer import write_multiscale
+
+    voxel = [0.04, 0.008, 0.008]  # z, y, x
+    origin = [1.2, 0.4, 0.8]
+    transforms = []
+    for k in range(len(levels)):
+        scale = [voxel[0], voxel[1] * 2**k, voxel[2] * 2**k]
+        shift = [o + (s - v) / 2 for o, s, v in zip(origin, scale, voxel, strict=True)]
+        transforms.append([{"type": "scale", "scale": scale},
+                           {"type": "translation", "translation": shift}])  # fmt: skip
+    axes = [{"name": a, "type": "space", "unit": "micrometer"} for a in "zyx"]
+    fmt = FormatV05()
+    root = zarr.group(store=parse_url(str(path), mode="w", fmt=fmt).store)
+    write_multiscale(levels, root, axes=axes, fmt=fmt, coordinate_transformations=transforms,
+                     storage_options={"chunks": (8, 32, 32)})  # fmt: skip
+    if label:
+        attributes = dict(root.attrs)
+        attributes["ome"] = {**attributes["ome"], "image-label": {"version": "0.5"}}
+        root.attrs.put(attributes)
+
+
+@pytest.mark.parametrize("label", [False, True], ids=["image", "labels"])
+def test_a_level_added_to_an_ome_zarr_group(tmp_path: pathlib.Path, label: bool) -> None:
+    """An OME-Zarr 0.5 group (ome-zarr-py) of two levels gains a third: a Zarr v3 array
+    `s2`, the group's datasets listing it after its own with the scale and translation the
+    format's rule gives; ome-zarr-models validates the group, TensorStore and zarr-python read
+    the new level as the reduction of level 1 (average for an image, tinybrain's mode for
+    labels); every object the group had keeps its bytes but the group's zarr.json."""
+    import ome_zarr_models
+    import tensorstore as ts
+    import zarr
+
+    from tests.support.downsampling_reference import reference
+
+    rng = np.random.default_rng(5)
+    if label:
+        base = label_shapes.labels()[:, :, :32].T.astype(np.uint32)  # z, y, x
+    else:
+        base = rng.integers(0, 256, (32, 96, 128), dtype=np.uint8)
+    level1 = np.ascontiguousarray(base[:, ::2, ::2])
+    path = tmp_path / "image.ome.zarr"
+    _ome_zarr(path, [base, level1], label)
+    before = existing_datasets.object_crc32cs(str(path))
+    group_before = json.loads((path / "zarr.json").read_text())
+    done = _cli("convert", str(path), "--mips", "1", "--factor", "2,2,1", "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert existing_datasets.kept(before, existing_datasets.object_crc32cs(str(path))) == [
+        "zarr.json"
+    ]
+    ome_zarr_models.open_ome_zarr(zarr.open_group(str(path), mode="r"))
+    group = json.loads((path / "zarr.json").read_text())
+    (multiscale,) = group["attributes"]["ome"]["multiscales"]
+    (old,) = group_before["attributes"]["ome"]["multiscales"]
+    assert multiscale["datasets"][:2] == old["datasets"]
+    assert multiscale["axes"] == old["axes"]
+    added = multiscale["datasets"][2]
+    scale, shift = (t[t["type"]] for t in added["coordinateTransformations"])
+    assert added["path"] == "s2"  # named as ome-zarr-py names its levels
+    assert scale == pytest.approx([0.04, 0.032, 0.032])
+    assert shift == pytest.approx([1.2, 0.4 + 0.012, 0.8 + 0.012])
+    spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path / "s2")}}
+    read = np.asarray(ts.open(spec).result().read().result())
+    if label:
+        want = _tinybrain_levels(level1.T, (2, 2, 1), 1)[0].T
+    else:
+        want = reference(level1.T[..., np.newaxis], (2, 2, 1), "average")[..., 0].T
+    assert np.array_equal(read, want)
+    assert np.array_equal(zarr.open_array(str(path / "s2"), mode="r")[...], want)
+    assert api.verify(str(path), full=True).ok
+
+
+def test_an_ome_zarr_04_group_is_refused(tmp_path: pathlib.Path) -> None:
+    import zarr
+    from ome_zarr.format import FormatV04
+    from ome_zarr.io import parse_url
+    from ome_zarr.writer import write_image
+
+    path = tmp_path / "old.ome.zarr"
+    fmt = FormatV04()
+    root = zarr.group(store=parse_url(str(path), mode="w", fmt=fmt).store)
+    write_image(np.zeros((8, 32, 32), np.uint8), root, axes="zyx", fmt=fmt)
+    before = existing_datasets.object_crc32cs(str(path))
+    done = _cli("convert", str(path), "--mips", "1")
+    assert done.returncode == 2 and "Zarr v2 dataset (OME-Zarr 0.4)" in done.stderr, done.stderr
+    meshes = _cli("convert", str(path), "--generate-meshes")
+    assert meshes.returncode == 2 and "Traceback" not in meshes.stderr
+    assert existing_datasets.object_crc32cs(str(path)) == before

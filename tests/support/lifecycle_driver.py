@@ -65,7 +65,7 @@ elif PAUSE == "manifest":
 elif PAUSE == "addition":
     after(addition, "begin_addition")
 elif PAUSE == "info":
-    after(addition, "write_info_last")
+    after(addition, "write_root_last")
 elif PAUSE == "cleanup":  # inside the removal of a replaced dataset's objects
     removing = {"on": False}
     remove = journal.remove

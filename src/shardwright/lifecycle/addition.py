@@ -1,21 +1,22 @@
 """An addition to a dataset that already exists (ours or another tool's): its record, the
 checks before it runs, its first step and its last.
 
-The dataset itself is never written but for its `info`, last, in one write conditional on
-the version the job read (planning/addition.py), and `.shardwright/` beside its objects (the
-lease that keeps other jobs out, the record of the running addition, one record per finished
-addition). What the addition makes are new objects: meshes and skeletons, datasets of their
-own in directories below it, each with its own lease, receipts and manifest; segment
-properties, one document written just before the info.
+The dataset itself is never written but for its metadata document (the `info` of a
+precomputed volume, the `zarr.json` of an OME-Zarr group: its "root"), last, in one write
+conditional on the version the job read (planning/addition.py), and `.shardwright/` beside its
+objects (the lease that keeps other jobs out, the record of the running addition, one record
+per finished addition). What the addition makes are new objects: meshes and skeletons,
+datasets of their own in directories below it, each with its own lease, receipts and
+manifest; level shards, under the addition's own run and receipts; documents written just
+before the root (segment properties, the new levels' array metadata).
 
 Under `.shardwright/`:
-- `addition.json`: the addition running or stopped: its job, the info before it and the
-  digests of the info after it and of the documents it writes (segment properties). A run
-  killed after the info was written finds here that the info it sees is its own, and plans
-  from the info before;
-- `additions/<time>-<job>.json`: the manifest of what a finished addition added (its companions'
-  totals, the digests of the info and the documents it wrote). For a dataset of ours, its
-  own manifest's digests follow them.
+- `addition.json`: the addition running or stopped: its job, the root before it and the
+  digests of the root after it and of the documents it writes. A run killed after the root
+  was written finds here that the root it sees is its own, and plans from the root before;
+- `additions/<time>-<job>.json`: the manifest of what a finished addition added (its level
+  shards, its companions' totals, the digests of the root and the documents it wrote). For a
+  dataset of ours, its own manifest's digests follow them.
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ from shardwright.version import __version__
 
 RECORD = f"{CONTROL_PREFIX}addition.json"
 ADDED = f"{CONTROL_PREFIX}additions/"
-INFO = "info"
 
 
 def sha256(data: bytes) -> str:
@@ -60,8 +60,9 @@ class Record:
 
     job: str
     run: str
-    info_before: bytes
-    info_after_sha256: str
+    root: str  # the dataset's metadata document the addition writes last: info, zarr.json
+    before: bytes  # that document as it was before the addition
+    after_sha256: str
     fingerprint: Fingerprint
     options: dict[str, str]
     documents: dict[str, str] = dataclasses.field(default_factory=dict)  # key: sha256 written
@@ -72,8 +73,9 @@ class Record:
             "run": self.run,
             "started": _now(),
             "shardwright_version": __version__,
-            "info_before": self.info_before.decode(),
-            "info_after_sha256": self.info_after_sha256,
+            "root": self.root,
+            "before": self.before.decode(),
+            "after_sha256": self.after_sha256,
             "fingerprint": self.fingerprint,
             "options": self.options,
             "documents": self.documents,
@@ -87,8 +89,9 @@ def read_record(store: Store) -> Record | None:
         return Record(
             job=str(found["job"]),
             run=str(found["run"]),
-            info_before=str(found["info_before"]).encode(),
-            info_after_sha256=str(found["info_after_sha256"]),
+            root=str(found["root"]),
+            before=str(found["before"]).encode(),
+            after_sha256=str(found["after_sha256"]),
             fingerprint=dict(found["fingerprint"]),
             options=dict(found.get("options") or {}),
             documents={str(k): str(v) for k, v in (found.get("documents") or {}).items()},
@@ -102,13 +105,13 @@ def read_record(store: Store) -> Record | None:
         ) from None
 
 
-def info_before(store: Store, current: bytes) -> bytes:
-    """The dataset's info as it was before any addition of ours that has not finished: the
-    info itself, or, where an addition killed after writing it left its record, the info
-    that addition began from."""
+def root_before(store: Store, current: bytes) -> bytes:
+    """The dataset's metadata document (`current`: as read now) as it was before any
+    addition of ours that has not finished: itself, or, where an addition killed after
+    writing it left its record, the document that addition began from."""
     record = read_record(store)
-    if record is not None and sha256(current) == record.info_after_sha256:
-        return record.info_before
+    if record is not None and sha256(current) == record.after_sha256:
+        return record.before
     return current
 
 
@@ -191,18 +194,20 @@ def begin_addition(
     return fenced, [notice] if notice else []
 
 
-def write_info_last(store: Store, before: bytes, after: bytes, version: Expected | None) -> None:
-    """The dataset's info replaced by `after`, only if it is still `before` (as the job read
-    it when planned): conditional on its version where the store has one (S3's ETag),
-    compared just before the write elsewhere. Nothing is written where it is `after` already
-    (a resumed run's)."""
-    current = store.read(INFO, small=True)
+def write_root_last(
+    store: Store, root: str, before: bytes, after: bytes, version: Expected | None
+) -> None:
+    """The dataset's metadata document `root` replaced by `after`, only if it is still
+    `before` (as the job read it when planned): conditional on its version where the store
+    has one (S3's ETag, GCS's generation), compared just before the write elsewhere. Nothing
+    is written where it is `after` already (a resumed run's)."""
+    current = store.read(root, small=True)
     if current == after:
         return
     changed = DestinationError(
-        f"{store.url}/{INFO} changed since this job read it (another writer?); shardwright "
-        "wrote nothing to it: what this job added is complete below the dataset, and the "
-        "same command run again with {resume} names it in the info as it is now",
+        f"{store.url}/{root} changed since this job read it (another writer?); shardwright "
+        f"wrote nothing to it: what this job added is complete below the dataset, and the "
+        f"same command run again with {{resume}} names it in the {root} as it is now",
         resume=True,
     )
     if current != before:
@@ -212,7 +217,7 @@ def write_info_last(store: Store, before: bytes, after: bytes, version: Expected
         run.fence(store)  # the lease still names this job
     condition = version if version is not None and version.version is not None else None
     try:
-        store.write_object(INFO, after, condition)
+        store.write_object(root, after, condition)
     except FileExistsError:
         raise changed from None
 
@@ -222,7 +227,8 @@ def finish_addition(
     *,
     description: dict[str, Any],
     documents: list[tuple[str, bytes]],
-    info_after: bytes,
+    root: str,
+    root_after: bytes,
     version: Expected | None,
     companions: list[CompanionTotals],
     receipts: ReceiptTable,
@@ -230,19 +236,18 @@ def finish_addition(
     cluster: str | None,
 ) -> Manifest:
     """The addition's last step, once every companion's manifest is written and every level
-    shard stored (`receipts`): its documents (segment properties), then the info naming them
-    all (written last, conditionally); our own dataset's manifest follows their digests, the
-    record of what was added (the level shards with their sizes and crc32c) is kept, and the
-    lease released."""
+    shard stored (`receipts`): its documents, then the root naming them all (written last,
+    conditionally); our own dataset's manifest follows their digests, the record of what was
+    added (the level shards with their sizes and crc32c) is kept, and the lease released."""
     run = run_of(store)
     assert run is not None, "an addition writes through its run"
     record = read_record(store)
-    before = record.info_before if record is not None else store.read(INFO, small=True)
+    before = record.before if record is not None else store.read(root, small=True)
     for key, document in documents:
         if store.size(key) != len(document) or store.read(key, small=True) != document:
             store.write_object(key, document)
-    write_info_last(store, before, info_after, version)
-    digests = {key: sha256(document) for key, document in [*documents, (INFO, info_after)]}
+    write_root_last(store, root, before, root_after, version)
+    digests = {key: sha256(document) for key, document in [*documents, (root, root_after)]}
     try:
         ours = readable_manifest(store)
     except DestinationError:

@@ -22,6 +22,7 @@ import numpy as np
 
 from shardwright.common.downsample import METHODS, downsample
 from shardwright.errors import ShardwrightError
+from shardwright.formats.zarr3.ome_zarr import dataset_paths
 from shardwright.lifecycle.addition import read_additions
 from shardwright.lifecycle.journal import stream_crc32c
 from shardwright.lifecycle.manifest import Manifest
@@ -53,11 +54,7 @@ def verify_additions(
     additions = read_additions(store)
     if not additions:
         return
-    try:
-        info = json.loads(store.read("info"))
-    except (FileNotFoundError, ValueError):
-        info = {}
-    keys = [str(s.get("key")) for s in info.get("scales", []) if isinstance(s, dict)]
+    info, keys = _levels_named(store)
     directories: list[str] = []
     documents: dict[str, str] = {}  # the last digest recorded for each document
     levels: list[tuple[str, dict[str, Any]]] = []
@@ -72,7 +69,7 @@ def verify_additions(
             if str(level.get("key")) not in keys:
                 job = str(added.job)[:12]
                 report.problems.append(
-                    f"info: names no scale {level.get('key')!r}, added by shardwright (job {job})"
+                    f"names no level {level.get('key')!r}, added by shardwright (job {job})"
                 )
             else:
                 levels.append((str(level["key"]), added.plan))
@@ -87,8 +84,25 @@ def verify_additions(
     verify_directories(report, store, directories, full=full, sample=sample)
     for key, plan in levels:
         _check_reduction(report, store, keys, key, plan, full=full, sample=sample)
-    added_names = [*(f"{n}/" for n in directories), *documents, *(f"scale {k}" for k, _ in levels)]
+    added_names = [*(f"{n}/" for n in directories), *documents, *(f"level {k}" for k, _ in levels)]
     report.notes.append(f"added by shardwright in place: {', '.join(added_names)}")
+
+
+def _levels_named(store: Store) -> tuple[dict[str, Any], list[str]]:
+    """The dataset's metadata document (a precomputed info, or an OME-Zarr group's) and the
+    keys of its levels, finest first."""
+    for key in ("info", "zarr.json"):
+        try:
+            document = json.loads(store.read(key))
+        except (FileNotFoundError, ValueError):
+            continue
+        if not isinstance(document, dict):
+            break
+        if key == "zarr.json":
+            return document, dataset_paths(document) or []
+        return document, [str(s.get("key")) for s in document.get("scales", [])
+                          if isinstance(s, dict)]  # fmt: skip
+    return {}, []
 
 
 def _check_entries(report: VerifyReport, store: Store, added: Manifest) -> None:
@@ -131,14 +145,14 @@ def _check_reduction(
     factor = pyramid.triple(int(f) for f in plan.get("levels_factor") or (2, 2, 2))
     method = str(plan.get("levels_method") or "")
     if method not in METHODS:
-        report.problems.append(f"scale {key}: its record names no reduction to compare with")
+        report.problems.append(f"level {key}: its record names no reduction to compare with")
         return
     try:
         level = open_source(store.url, scale_key=key, storage_options=store.storage_options)
         below = open_source(store.url, scale_key=below_key, storage_options=store.storage_options,
                             fill_missing=bool(plan.get("fill_missing")))  # fmt: skip
     except ShardwrightError as exc:
-        report.problems.append(f"scale {key}: cannot be read to compare ({exc})")
+        report.problems.append(f"level {key}: cannot be read to compare ({exc})")
         return
     boxes = [
         (pyramid.triple(corner), pyramid.triple(min(c + BOX, n) for c, n in
@@ -160,6 +174,6 @@ def _check_reduction(
         report.chunks_compared += 1
     if differ:
         report.problems.append(
-            f"scale {key}: {differ:,} voxels differ from scale {below_key} reduced by "
+            f"level {key}: {differ:,} voxels differ from level {below_key} reduced by "
             f"{pyramid.triple(factor)} ({method})"
         )

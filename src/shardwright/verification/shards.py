@@ -79,10 +79,12 @@ def _zarr_dataset(store: Store, documents: dict[str, Any]) -> Dataset:
     paths = ome_zarr.dataset_paths(root)
     if paths is None:
         metas = {"": zarr3_metadata.ZarrArrayMetadata.from_json(root)}
-    else:
+    else:  # as a precomputed volume's unsharded scales, a group's unsharded arrays are
+        # left out (another tool's levels beside those shardwright added): shards only
+        sharded = [p for p in paths if _sharded(documents[f"{p}/zarr.json"])] or paths
         metas = {
             f"{path}/": zarr3_metadata.ZarrArrayMetadata.from_json(documents[f"{path}/zarr.json"])
-            for path in paths
+            for path in sharded
         }
     expected: set[str] = set()
     listed: set[str] = set()
@@ -105,6 +107,12 @@ def _zarr_dataset(store: Store, documents: dict[str, Any]) -> Dataset:
         ZarrComparer(store, meta, axes, prefix) for prefix, meta in metas.items()
     ]
     return Dataset(expected, listed, check, comparers, may_skip_empty=True)
+
+
+def _sharded(array: Any) -> bool:
+    """Whether an array's zarr.json stores it in shards (`sharding_indexed`)."""
+    codecs = array.get("codecs") if isinstance(array, dict) else None
+    return any(isinstance(c, dict) and c.get("name") == "sharding_indexed" for c in codecs or [])
 
 
 def check_inventory(

@@ -47,18 +47,19 @@ class Zarr3Layout:
     channels: int = 1
     ome_group: bool = True
     level: int = 0
+    level_name: str = ""  # before the number in a level's path (`s` where a group has s0, s1)
 
     format: ClassVar[str] = OutputFormat.ZARR3
     names_companions: ClassVar[bool] = False
 
     @property
     def level_key(self) -> str:
-        return str(self.level)
+        return f"{self.level_name}{self.level}"
 
     @property
     def prefix(self) -> str:
         """Where this level's array lives in DEST: `k/` in an OME-Zarr group, or the root."""
-        return f"{self.level}/" if self.ome_group else ""
+        return f"{self.level_key}/" if self.ome_group else ""
 
     @property
     def encodes_jpeg(self) -> bool:
@@ -103,25 +104,11 @@ class Zarr3Layout:
             return [("zarr.json", self.meta.to_json())]
         docs: list[Document] = []
         datasets: list[tuple[str, list[float], list[float]]] = []
-        nm = nm_per(plan.placed.unit) or 1.0  # nanometres per unit written
         for k in range(plan.level_count):
-            level = plan.level_plan(k)
-            layout = level.layout
+            layout = plan.level_plan(k).layout
             assert isinstance(layout, Zarr3Layout), "every level of a dataset has its format"
             docs.append((f"{k}/zarr.json", layout.meta.to_json()))
-            # Voxel centres: level k's voxel 0 averages base voxels 0 .. f**k - 1.
-            shift = [
-                ((o + sub) * r0 + (rk - r0) / 2) / nm
-                for o, sub, r0, rk in zip(
-                    plan.voxel_offset,
-                    plan.placed.subvoxel_offset,
-                    plan.resolution,
-                    level.resolution,
-                    strict=True,
-                )
-            ]
-            scale = to_axes([float(r) / nm for r in level.resolution], 1.0, self.axes)
-            datasets.append((str(k), list(scale), list(to_axes(shift, 0.0, self.axes))))
+            datasets.append((str(k), *self.transforms(plan, k)))
         group = ome_zarr.multiscales_group(
             self.axes,
             datasets,
@@ -131,6 +118,24 @@ class Zarr3Layout:
         )
         docs.append(("zarr.json", group))
         return docs
+
+    def transforms(self, plan: ConversionPlan, k: int) -> tuple[list[float], list[float]]:
+        """Level k's OME-Zarr scale and translation, in array order and the unit written:
+        voxel centres, level k's voxel 0 averaging base voxels 0 .. f**k - 1."""
+        nm = nm_per(plan.placed.unit) or 1.0  # nanometres per unit written
+        level = plan.level_plan(k)
+        shift = [
+            ((o + sub) * r0 + (rk - r0) / 2) / nm
+            for o, sub, r0, rk in zip(
+                plan.voxel_offset,
+                plan.placed.subvoxel_offset,
+                plan.resolution,
+                level.resolution,
+                strict=True,
+            )
+        ]
+        scale = to_axes([float(r) / nm for r in level.resolution], 1.0, self.axes)
+        return list(scale), list(to_axes(shift, 0.0, self.axes))
 
     def plan_level(self, options: ConvertOptions, geometry: LevelGeometry) -> tuple[Triple, Any]:
         box = sharding.zarr_box(
@@ -258,3 +263,62 @@ def plan_volume(geo: Geometry) -> ConversionPlan:
         epoch_shape_chunks=epoch,
         layout=Zarr3Layout(meta, axes, channels=channels, ome_group=options.zarr_layout != "array"),
     )
+
+
+# -- levels added to an OME-Zarr group that exists (planning/addition_levels.py) -----------
+def levels_in_group(
+    plan: ConversionPlan, group: dict[str, Any], dest: str, name: str, offset: int
+) -> ConversionPlan:
+    """A pyramid whose base is the group's coarsest dataset (`name` + `offset`: `s2`), its
+    level arrays named on from it; refused where their axes would not be the group's."""
+    layout = plan.layout
+    assert isinstance(layout, Zarr3Layout)
+    axes = [str(a.get("name")) for a in group["attributes"]["ome"]["multiscales"][0]["axes"]]
+    if "".join(axes) != layout.axes:
+        raise PlanError(
+            f"{dest}: the group's axes are {','.join(axes)}; the levels shardwright writes "
+            f"would be {','.join(layout.axes)}: it adds levels only where they are the same"
+        )
+
+    def renamed(level: ConversionPlan) -> ConversionPlan:
+        assert isinstance(level.layout, Zarr3Layout)
+        named = dataclasses.replace(level.layout, level=offset + level.level, level_name=name)
+        return dataclasses.replace(level, layout=named)
+
+    return dataclasses.replace(renamed(plan), upper=tuple(renamed(u) for u in plan.upper))
+
+
+def group_with_levels(group: dict[str, Any], levels: ConversionPlan) -> dict[str, Any]:
+    """The group with a dataset per added level after its own, each with its scale and
+    translation (every other member kept)."""
+    layout = levels.layout
+    assert isinstance(layout, Zarr3Layout)
+    multiscale = dict(group["attributes"]["ome"]["multiscales"][0])
+    added = []
+    for k in range(1, levels.level_count):
+        scale, shift = layout.transforms(levels, k)
+        added.append({
+            "path": levels.level_plan(k).layout.level_key,
+            "coordinateTransformations": [
+                {"type": "scale", "scale": [_whole(v) for v in scale]},
+                {"type": "translation", "translation": [_whole(v) for v in shift]},
+            ],
+        })  # fmt: skip
+    multiscale["datasets"] = [*multiscale["datasets"], *added]
+    ome = {**group["attributes"]["ome"]}
+    ome["multiscales"] = [multiscale, *ome["multiscales"][1:]]
+    return {**group, "attributes": {**group["attributes"], "ome": ome}}
+
+
+def level_arrays(levels: ConversionPlan) -> list[Document]:
+    """Each added level's array metadata (`k/zarr.json`), written before the group names it."""
+    out: list[Document] = []
+    for k in range(1, levels.level_count):
+        layout = levels.level_plan(k).layout
+        assert isinstance(layout, Zarr3Layout)
+        out.append((f"{layout.level_key}/zarr.json", layout.meta.to_json()))
+    return out
+
+
+def _whole(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value

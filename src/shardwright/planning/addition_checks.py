@@ -1,0 +1,182 @@
+"""What an addition to a dataset that exists refuses, before anything is written: options
+that shape a conversion's volume, a dataset it cannot read or extend, names another tool
+wrote (meshes, skeletons, segment properties are never replaced), a conversion of ours that
+has not finished."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from shardwright.errors import NAMED, PlanError
+from shardwright.lifecycle.addition import sha256, written_here
+from shardwright.lifecycle.journal import JOB_KEY
+from shardwright.lifecycle.manifest import MANIFEST_KEY
+from shardwright.options import ConvertOptions
+from shardwright.planning.generated import GENERATING
+from shardwright.planning.layouts.precomputed import SEGMENT_PROPERTIES
+from shardwright.sources.tables import segment_properties_of
+from shardwright.stores import Store
+
+# The options an addition takes: what it adds (meshes and skeletons and how they are made,
+# segment properties, levels and how they are reduced), what it reads and how it reaches the
+# dataset (`storage_options`; the table, `source_storage_options`). Every other option shapes
+# a conversion's volume and is refused.
+ADDITION_OPTIONS = frozenset({
+    "generate_meshes", "generate_skeletons", "mesh_max_error", "mesh_lods", "mesh_block",
+    "dust_threshold", "object_ids", "memory_budget", "target_shard_bytes", "min_shards",
+    "compression_level", "source_scale", "fill_missing", "timeout", "storage_options",
+    "source_storage_options", "segment_properties", "mips", "factor", "downsample",
+})  # fmt: skip
+PROPERTIES_KEY = f"{SEGMENT_PROPERTIES}/info"
+INFO, GROUP = "info", "zarr.json"  # the metadata document a dataset's addition writes last
+
+
+def check_options(options: ConvertOptions, has_properties: bool) -> tuple[str, ...]:
+    """The options that ask for something to add (refused where none does, or where an
+    option shapes a conversion's volume instead)."""
+    asked = tuple(name for name in (*GENERATING, "segment_properties", "mips")
+                  if getattr(options, name) not in (False, None, 0))  # fmt: skip
+    if has_properties and "segment_properties" not in asked:
+        asked = (*asked, "segment_properties")
+    if not asked:
+        raise PlanError(
+            "convert takes SOURCE and DEST; DEST alone only with what it adds: "
+            "{generate_meshes} / {generate_skeletons}, {segment_properties}, {mips}",
+            generate_meshes=NAMED, generate_skeletons=NAMED, segment_properties=NAMED,
+            mips=NAMED,
+        )  # fmt: skip
+    if options.mesh_level:
+        raise PlanError(
+            "{mesh_level}: an addition meshes the scale it reads; pass {source_scale} KEY to "
+            "mesh a coarser scale of the dataset",
+            mesh_level=NAMED,
+            source_scale=NAMED,
+        )
+    defaults = ConvertOptions()
+    given = [
+        f.name
+        for f in dataclasses.fields(options)
+        if f.name not in ADDITION_OPTIONS and getattr(options, f.name) != getattr(defaults, f.name)
+    ]
+    if given:
+        raise PlanError(
+            "convert DEST alone adds to the dataset at DEST and writes no volume: "
+            + ", ".join(f"{{{name}}}" for name in given)
+            + " shape a conversion's volume (convert SOURCE DEST)",
+            **dict.fromkeys(given, NAMED),
+        )
+    return asked
+
+
+def properties_of(table: str, options: ConvertOptions) -> dict[str, Any]:
+    """The segment properties document of the table at `table` (read here, on threads)."""
+    import dask
+
+    with dask.config.set(scheduler="threads"):  # as the annotations' plan reads tables
+        return segment_properties_of(table, options.source_storage_options, table)
+
+
+def check_properties(store: Store, dest: str, document: dict[str, Any], scales: set[str]) -> None:
+    """Refuse segment properties the addition cannot write: where the info names another
+    tool's, or a document is there that shardwright did not write (ours it replaces)."""
+    if SEGMENT_PROPERTIES in scales:
+        raise PlanError(f"{dest}: scale {SEGMENT_PROPERTIES!r} is where the properties would go")
+    named = document.get("segment_properties")
+    if named not in (None, SEGMENT_PROPERTIES):
+        raise PlanError(
+            f"{dest}/info names segment properties {named!r}, which shardwright did not "
+            "write: shardwright never replaces another tool's; leave out {segment_properties}",
+            segment_properties=NAMED,
+        )
+    try:
+        there = store.read(PROPERTIES_KEY, small=True)
+    except FileNotFoundError:
+        return
+    if sha256(there) not in written_here(store, PROPERTIES_KEY):
+        raise PlanError(
+            f"{dest}/{PROPERTIES_KEY} is there and shardwright did not write it: shardwright "
+            "never replaces another tool's; leave out {segment_properties}",
+            segment_properties=NAMED,
+        )
+
+
+def read_root(store: Store, dest: str) -> tuple[str, bytes]:
+    """The dataset's metadata document: a precomputed volume's `info`, or the `zarr.json` of
+    an OME-Zarr 0.5 group (a Zarr v2 group, OME-Zarr 0.4, is refused: the levels shardwright
+    writes are Zarr v3 arrays, which a v2 group cannot hold)."""
+    for key in (INFO, GROUP):
+        try:
+            return key, store.read(key, small=True)
+        except FileNotFoundError:
+            continue
+    if store.exists(".zattrs") or store.exists(".zgroup") or store.exists(".zarray"):
+        raise PlanError(
+            f"{dest} is a Zarr v2 dataset (OME-Zarr 0.4): the levels shardwright writes are "
+            "Zarr v3 arrays, which it cannot hold; convert it ({format} zarr3) instead"
+            , format=NAMED,
+        )  # fmt: skip
+    raise PlanError(f"{dest} has no info or zarr.json: no dataset to add to")
+
+
+def root_document(text: bytes, dest: str, key: str) -> dict[str, Any]:
+    """The metadata document parsed, refused where it is not what its name says."""
+    try:
+        document = json.loads(text)
+    except ValueError as exc:
+        raise PlanError(f"{dest}/{key} is not valid JSON ({exc}); nothing was written") from None
+    if key == INFO and not (
+        isinstance(document, dict) and isinstance(document.get("scales"), list)
+    ):
+        raise PlanError(f"{dest}/info is no precomputed volume's info (no scales)")
+    if key == GROUP and not (isinstance(document, dict) and document.get("node_type") == "group"):
+        raise PlanError(
+            f"{dest}/zarr.json is no group: shardwright adds levels to an OME-Zarr group"
+        )
+    return document
+
+
+def check_zarr_options(asked: tuple[str, ...], dest: str) -> None:
+    """An OME-Zarr group gains levels only: meshes, skeletons and properties are precomputed."""
+    other = [name for name in asked if name != "mips"]
+    if other:
+        raise PlanError(
+            ", ".join(f"{{{name}}}" for name in other) + f": meshes, skeletons and segment "
+            f"properties go beside a precomputed segmentation; {dest} is an OME-Zarr group, "
+            "to which shardwright adds levels ({mips})",
+            mips=NAMED, **dict.fromkeys(other, NAMED),
+        )  # fmt: skip
+
+
+def check_finished(store: Store, dest: str) -> None:
+    """A conversion of ours that has not finished is finished first (its `--resume`)."""
+    if store.exists(JOB_KEY) and not store.exists(MANIFEST_KEY):
+        raise PlanError(
+            f"{dest} holds a conversion of shardwright's that has not finished: finish it "
+            "with the same convert and {resume} first",
+            resume=NAMED,
+        )
+
+
+def check_directory(
+    store: Store, dest: str, document: dict[str, Any], member: str, directory: str,
+    scales: set[str],
+) -> None:  # fmt: skip
+    """Refuse a directory the addition cannot write: one the info names already that
+    shardwright did not write (another tool's meshes are never replaced), or a scale's."""
+    if directory in scales:
+        raise PlanError(f"{dest}: scale {directory!r} is where the {member} would go")
+    named = document.get(member)
+    if named is None:
+        return
+    ours = store.exists(f"{directory}/{MANIFEST_KEY}") or store.exists(
+        f"{directory}/.shardwright/job.json"
+    )
+    if named != directory or not ours:
+        flag = "generate_meshes" if member == "mesh" else "generate_skeletons"
+        raise PlanError(
+            f"{dest}/info names {member} {named!r}, which shardwright did not write: "
+            f"shardwright never replaces another tool's {member}; leave out {{{flag}}}",
+            **{flag: NAMED},
+        )

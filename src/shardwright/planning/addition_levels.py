@@ -1,0 +1,120 @@
+"""Pyramid levels added above a dataset's coarsest level, in place: a precomputed volume's
+new scales, or an OME-Zarr 0.5 group's new level arrays.
+
+Each is planned as a conversion's pyramid whose base is the coarsest level as it is stored:
+its tasks read it epoch by epoch and hand the reduced voxels up without writing anything
+(`writes_base` False); the levels above are written as any pyramid's. What the dataset's
+metadata document gains is derived here: the info's new scales, or the group's new datasets
+(each with its scale and translation, voxel centres as the finer levels have them) and the
+new arrays' own `zarr.json`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from shardwright.codecs import CHUNK_ENCODINGS
+from shardwright.errors import NAMED, PlanError
+from shardwright.formats.zarr3.ome_zarr import dataset_paths
+from shardwright.generation.grid import three
+from shardwright.options import ConvertOptions
+from shardwright.planning.builder import make_plan
+from shardwright.planning.layouts.zarr3 import levels_in_group
+from shardwright.planning.text import xyz
+from shardwright.planning.volume import ConversionPlan
+from shardwright.sources import Source, open_source
+
+
+def precomputed_levels(
+    dest: str, info: dict[str, Any], options: ConvertOptions, taken: set[str]
+) -> ConversionPlan:
+    """The levels above a precomputed volume's coarsest scale: chunks and encoding as that
+    scale's (an encoding shardwright only reads becomes compressed_segmentation), sharded;
+    `taken`: the names the dataset holds already (scales, directories)."""
+    top = info["scales"][-1]
+    key = str(top.get("key"))
+    base = _open(dest, key, options)
+    encoding = str(top.get("encoding", "raw"))
+    if encoding not in CHUNK_ENCODINGS:
+        encoding = "compressed_segmentation"
+    block = top.get("compressed_segmentation_block_size")
+    chunk = (top.get("chunk_sizes") or [[64, 64, 64]])[0]
+    plan = make_plan(base, dest, _level_options(
+        options, key, format="precomputed", layer_type=str(info.get("type")),
+        encoding=encoding, chunk_size=three(int(c) for c in chunk),
+        compressed_segmentation_block_size=(
+            three(int(b) for b in block) if encoding == "compressed_segmentation" and block
+            else None
+        ),
+    ))  # fmt: skip
+    plan = _checked(plan, key, base)
+    added = [plan.level_plan(k).layout.level_key for k in range(1, plan.level_count)]
+    clash = [k for k in added if k in taken]
+    if clash:
+        raise PlanError(
+            f"{dest}: scale {clash[0]!r} is there already; the levels above {key} would be "
+            f"{', '.join(added)}: pass fewer {{mips}} or another {{factor}}",
+            mips=NAMED,
+            factor=NAMED,
+        )
+    return plan
+
+
+def ome_levels(dest: str, group: dict[str, Any], options: ConvertOptions) -> ConversionPlan:
+    """The levels above an OME-Zarr 0.5 group's coarsest dataset: Zarr v3 arrays sharded
+    as shardwright writes them, numbered on from it, their axes the group's."""
+    paths = dataset_paths(group)
+    ome = (group.get("attributes") or {}).get("ome")
+    if not paths or not isinstance(ome, dict):
+        raise PlanError(f"{dest}/zarr.json is no OME-Zarr 0.5 multiscales group")
+    name = paths[0].rstrip("0123456789")  # `s` of s0, s1 (ome-zarr-py), or none
+    if paths != [f"{name}{k}" for k in range(len(paths))]:
+        raise PlanError(
+            f"{dest}: its datasets are {', '.join(paths)}: shardwright adds levels to a group "
+            "whose datasets are numbered in order (0, 1, 2 or s0, s1, s2, ...)"
+        )
+    base = _open(dest, paths[-1], options)
+    label = "image-label" in ome
+    plan = make_plan(base, dest, _level_options(
+        options, paths[-1], format="zarr3", layer_type="segmentation" if label else "image",
+    ))  # fmt: skip
+    return levels_in_group(_checked(plan, paths[-1], base), group, dest, name, len(paths) - 1)
+
+
+def precomputed_root(info: dict[str, Any], levels: ConversionPlan | None) -> dict[str, Any]:
+    """The info's `scales` with the added levels' after its own."""
+    if levels is None:
+        return info
+    added = dict(levels.metadata_documents())["info"]["scales"][1:]
+    return {**info, "scales": [*info["scales"], *added]}
+
+
+def _level_options(options: ConvertOptions, key: str, **chosen: Any) -> ConvertOptions:
+    """What the levels' pyramid is planned with: the pyramid and budget the user gave, the
+    rest as the level read is stored (`chosen`)."""
+    return ConvertOptions(
+        mips=options.mips, factor=options.factor, downsample=options.downsample,
+        memory_budget=options.memory_budget, target_shard_bytes=options.target_shard_bytes,
+        min_shards=options.min_shards, compression_level=options.compression_level,
+        fill_missing=options.fill_missing, timeout=options.timeout,
+        storage_options=options.storage_options,
+        source_storage_options=options.storage_options, source_scale=key, **chosen,
+    )  # fmt: skip
+
+
+def _open(dest: str, key: str, options: ConvertOptions) -> Source:
+    return open_source(dest, scale_key=key, storage_options=options.storage_options,
+                       fill_missing=options.fill_missing)  # fmt: skip
+
+
+def _checked(plan: ConversionPlan, key: str, base: Source) -> ConversionPlan:
+    """The pyramid, its base never written; refused where no level fits above the level
+    read."""
+    if plan.pyramid is None or plan.level_count < 2:
+        raise PlanError(
+            f"{{mips}}: level {key} ({xyz(base.shape_xyz)} voxels) is too small for a level "
+            "above it",
+            mips=NAMED,
+        )
+    return dataclasses.replace(plan, writes_base=False)
