@@ -545,15 +545,18 @@ def test_ctrl_c_stops_an_addition_in_one_line_and_it_resumes(
     )  # fmt: skip
     spools = cloudvolume_dataset / "mesh" / ".shardwright" / "exchange"
     deadline = time.time() + 120
-    while not (spools.is_dir() and len(list(spools.iterdir())) >= 3):
-        assert proc.poll() is None and time.time() < deadline, "the job ended first"
-        time.sleep(0.02)
-    shown = _cli("status", url)
-    assert f"{url} (addition): running" in shown.stdout and "adds         mesh/, skeletons/" in (
-        shown.stdout
-    ), shown.stdout
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=60)
+    try:
+        while not (spools.is_dir() and len(list(spools.iterdir())) >= 3):
+            assert proc.poll() is None and time.time() < deadline, "the job ended first"
+            time.sleep(0.02)
+        shown = _cli("status", url)
+        assert f"{url} (addition): running" in shown.stdout, shown.stdout
+        assert "adds         mesh/, skeletons/" in shown.stdout, shown.stdout
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:  # a failed assertion leaves no job running behind the test
+            proc.kill()
     assert proc.returncode == 130, stderr
     (said,) = stderr.strip().splitlines()
     assert said.startswith("shardwright convert: interrupted after ") and said.endswith(

@@ -113,8 +113,8 @@ def test_a_write_delayed_past_another_jobs_write_of_its_shard_fails_its_conditio
 ) -> None:
     """The race the lease check alone cannot close: the check passed, the upload lands
     after the next job's write. The upload is conditional on what the key held before the
-    check (absent: S3 and GCS; an older version: S3), so it fails and the fence, asked
-    again, stops the writer; the next job's shard stays."""
+    check (absent, or an older version: S3's ETag, GCS's generation), so it fails and the
+    fence, asked again, stops the writer; the next job's shard stays."""
     url, options = open_backend(backend, request, tmp_path)
     store = open_store(url, options)
     racing = {"1_1_1/0.shard": b"the next job's shard"}
@@ -123,10 +123,11 @@ def test_a_write_delayed_past_another_jobs_write_of_its_shard_fails_its_conditio
         late.write_object("1_1_1/0.shard", b"a zombie's shard")
     assert store.read("1_1_1/0.shard") == b"the next job's shard"
     assert late.requests.counts.get("conflicts") == 1
-    if backend == "s3":  # replacing an object: If-Match its ETag as seen before the check
-        store.write_object("1_1_1/1.shard", b"written by the first job earlier")
-        racing = {"1_1_1/1.shard": b"the next job's rewrite"}
-        late = FencedStore(store, _frozen_past_its_fence(store, "c" * 32, racing))
-        with pytest.raises(LeaseLost):
-            late.write_object("1_1_1/1.shard", b"a zombie's rewrite")
-        assert store.read("1_1_1/1.shard") == b"the next job's rewrite"
+    # Replacing an object: at its version (ETag, generation) as seen before the check.
+    store.write_object("1_1_1/1.shard", b"written by the first job earlier")
+    racing = {"1_1_1/1.shard": b"the next job's rewrite"}
+    late = FencedStore(store, _frozen_past_its_fence(store, "c" * 32, racing))
+    with pytest.raises(LeaseLost):
+        late.write_object("1_1_1/1.shard", b"a zombie's rewrite")
+    assert store.read("1_1_1/1.shard") == b"the next job's rewrite"
+    assert late.requests.counts.get("conflicts") == 2  # the first late write's, and this one

@@ -312,8 +312,9 @@ def test_meshes_and_skeletons_added_in_place_to_a_cloudvolume_dataset_show(
     """`convert PATH --generate-meshes --generate-skeletons` on a segmentation CloudVolume
     wrote: `view PATH` then selects its segments, and Neuroglancer's 3-D panel draws the
     added meshes and skeletons exactly as those generated in a conversion of the same labels.
-    The controls: the dataset as it was before draws nothing there (its view selects nothing),
-    and each of the mesh and the skeleton, drawn alone, is on screen where the object is."""
+    The controls: the dataset as it was before draws only its bounding box (its view selects
+    nothing), and each of the mesh and the skeleton, drawn alone, is on screen where the object
+    is."""
     root = volumes["root"]
     label_shapes.write_precomputed(root / "added-in-place")
     shutil.copytree(root / "added-in-place", root / "before-addition")

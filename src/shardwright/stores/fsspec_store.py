@@ -5,16 +5,18 @@ from the spool) that the store makes visible only when complete; an upload that 
 is discarded, never completed torn. Creating an object only if absent is the store's own
 conditional request (GCS `ifGenerationMatch=0`, S3 `If-None-Match: *`), or, on any other
 filesystem, only what it declares with `exclusive_create`. A conditional write (`Expected`,
-stores/base.py) is made on the object's version as looked up before it (`expected`: S3's
-ETag, GCS's generation): where it was absent, `If-None-Match: *` on S3, `ifGenerationMatch=0`
-on GCS, whatever the object's size; where an object smaller than one block (the
-filesystem's `block_size`) replaces it, one request carrying the condition: s3fs's single
-PUT with `If-Match: <ETag>`, or on GCS our own single-request (multipart) upload with
-`ifGenerationMatch=<generation>`, made through gcsfs's request machinery (gcsfs sends no
-generation but 0). A larger replacement is unconditional: a multipart upload's completion is
-conditional on AWS, but moto ignores it, and gcsfs's resumable upload can carry no
-generation but 0 (not relied on). A precondition that no longer holds (HTTP 412) is
-FileExistsError. Every request is retried on transient failures and counted.
+stores/base.py) is made on the object's version as `expected` looked it up before (S3's
+ETag, GCS's generation). Where it was absent, the upload is created only if absent (on GCS
+at any size: a resumable upload carries `ifGenerationMatch=0`). Where it existed, an object
+smaller than one block (the filesystem's `block_size`: one request) replaces it only if it
+is still at that version: s3fs's single PUT with `If-Match: <ETag>`; on GCS our own
+single-request (multipart) upload with `ifGenerationMatch=<generation>`, made through
+gcsfs's request machinery, since gcsfs sends no generation but 0. A larger replacement is
+unconditional: a multipart upload's completion is conditional on AWS, but moto ignores it,
+and gcsfs's resumable upload can carry no generation but 0 (neither relied on); so is any
+replacement in a zonal GCS bucket, which gcsfs writes over gRPC, its own way. A
+precondition that no longer holds (HTTP 412) is FileExistsError. Every request is retried on
+transient failures and counted.
 """
 
 from __future__ import annotations
