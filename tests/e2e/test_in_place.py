@@ -515,6 +515,9 @@ def test_levels_the_dataset_cannot_take_are_refused(cloudvolume_dataset: pathlib
     after = existing_datasets.object_crc32cs(url)
     assert existing_datasets.kept(before, after) == ["info"]
     assert api.verify(url, full=True).ok
+    again = _cli("convert", url, "--mips", "1", "--overwrite")  # not made again: refused
+    assert again.returncode == 2 and "levels 16_16_32, 32_32_64 were added" in again.stderr
+    assert existing_datasets.object_crc32cs(url) == after
 
 
 def test_a_level_whose_key_is_taken_is_refused(cloudvolume_dataset: pathlib.Path) -> None:

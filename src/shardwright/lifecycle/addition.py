@@ -28,7 +28,7 @@ import json
 import time
 from typing import Any
 
-from shardwright.errors import DestinationError, ManifestError
+from shardwright.errors import NAMED, DestinationError, ManifestError
 from shardwright.lifecycle import fencing, lease
 from shardwright.lifecycle.destination import check_location, readable_manifest
 from shardwright.lifecycle.fingerprint import Fingerprint, differences
@@ -149,6 +149,16 @@ def check_addition(
     check_location(store.url, store.storage_options, [])
     if not wait:
         lease.check_free(store, break_lease=break_lease)
+    if mode == "overwrite" and fingerprint.get("levels") is not None:
+        made = [str(level.get("key")) for added in read_additions(store)
+                for level in added.plan.get("levels", [])]  # fmt: skip
+        if made:
+            raise DestinationError(
+                f"{store.url}: levels {', '.join(made)} were added by shardwright, and "
+                "{overwrite} does not make added levels again (not supported yet); without "
+                "it, {mips} adds levels above them",
+                overwrite=True, mips=NAMED,
+            )  # fmt: skip
     record = read_record(store)
     if record is None or mode == "overwrite":
         return
