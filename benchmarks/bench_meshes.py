@@ -322,6 +322,11 @@ def run_measured(
         "peak_pss_sum_bytes": peak_pss,
         "peak_rss_one_process_bytes": peak_one,
         "peak_processes": peak_processes,
+        # what the tree's processes read from and wrote to the block devices (read_bytes and
+        # write_bytes of /proc/PID/io, summed over the waited-for tree by getrusage): page-cache
+        # hits are not in it
+        "block_read_bytes": 512 * (usage.ru_inblock - usage_before.ru_inblock),
+        "block_written_bytes": 512 * (usage.ru_oublock - usage_before.ru_oublock),
         # another job on the machine skews the times: the 1-minute load just before, and the
         # 1/5/15-minute loads at the end (this run's own processes count in them)
         "loadavg_before": round(load_before[0], 2),
@@ -564,10 +569,17 @@ def run_igneous(
     folder = work / name
     if folder.exists():
         shutil.rmtree(folder)
-    layer, queue, report = folder / "layer", folder / "queue", folder / "report.json"
+    layer = folder / "layer"
     shutil.copytree(source, layer)  # Igneous writes its mesh and skeleton dirs into the layer
+    return igneous_in_layer(args, layer, folder, params or igneous_parameters(args))
+
+
+def igneous_in_layer(
+    args: argparse.Namespace, layer: pathlib.Path, folder: pathlib.Path, params: dict[str, Any]
+) -> tuple[dict[str, Any], pathlib.Path | None]:
+    """Igneous's forge and merge run into `layer` itself, its queue, log and report in `folder`."""
+    queue, report = folder / "queue", folder / "report.json"
     queue.mkdir(parents=True)
-    params = params or igneous_parameters(args)
     command = [
         args.igneous_python,
         str(HERE),
@@ -608,6 +620,17 @@ def run_shardwright(
     if folder.exists():
         shutil.rmtree(folder)
     dest = folder / "dest"
+    return shardwright_convert(args, [source, dest], folder, outputs)
+
+
+def shardwright_convert(
+    args: argparse.Namespace,
+    paths: list[pathlib.Path],
+    folder: pathlib.Path,
+    outputs: tuple[str, ...] = (MESHES, SKELETONS),
+) -> tuple[dict[str, Any], pathlib.Path | None]:
+    """`convert *paths` making `outputs` (into the last path: DEST, or the dataset itself when
+    it is the only one), its log in `folder`."""
     python = args.shardwright_python
     # compile the package first, as a wheel install would (see _common.compile_package)
     subprocess.run(
@@ -625,8 +648,7 @@ def run_shardwright(
         "-m",
         args.shardwright_module,
         "convert",
-        str(source),
-        str(dest),
+        *(str(p) for p in paths),
         *(["--generate-meshes"] if MESHES in outputs else []),
         *(["--generate-skeletons"] if SKELETONS in outputs else []),
         *shlex.split(args.shardwright_args),
@@ -637,8 +659,8 @@ def run_shardwright(
     if result["returncode"] != 0:
         result["error"] = f"exit {result['returncode']}: " + result["log_tail"][-1500:]
         return result, None
-    result.update(output_sizes(dest))
-    return result, dest
+    result.update(output_sizes(paths[-1]))
+    return result, paths[-1]
 
 
 # --------------------------------------------------------------------------- outputs, quality
@@ -813,6 +835,43 @@ def quality(layer: pathlib.Path, ref: dict[str, Any], min_cable: float) -> dict[
     return out
 
 
+def add_quality(
+    args: argparse.Namespace,
+    source: pathlib.Path,
+    work: pathlib.Path,
+    tools: dict[str, dict[str, Any]],
+    outputs: dict[str, pathlib.Path],
+) -> dict[str, Any]:
+    """Each output's `quality` into its tool's record (unless --skip-quality); returns what the
+    reference is and, where it was computed, its totals and times."""
+    described: dict[str, Any] = {
+        "zmesh": "Mesher(resolution).mesh(labels, close=True); get(id, normals=False, "
+        "reduction_factor=0, max_error=0, voxel_centered=True)",
+        "kimimaro": {
+            "teasar_params": teasar_parameters(args),
+            "anisotropy": list(args.resolution),
+            "dust_threshold": args.skeleton_dust,
+            "fix_branching": True,
+            "fix_borders": True,
+        },
+    }
+    if not outputs or args.skip_quality:
+        return described
+    ref = reference(args, source, work)
+    described.update(
+        {k: ref[k] for k in ("zmesh_seconds", "kimimaro_seconds", "kimimaro_parallel")}
+    )
+    described.update(
+        meshes=len(ref["mesh"]),
+        skeletons=len(ref["cable"]),
+        vertices=int(sum(v for _, v in ref["mesh"].values())),
+        cable_nm=round(sum(ref["cable"].values()), 1),
+    )
+    for name, folder in outputs.items():
+        tools[name]["quality"] = quality(folder, ref, args.min_cable_length)
+    return described
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -824,7 +883,8 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def print_table(tools: dict[str, dict[str, Any]]) -> None:
+def print_table(tools: dict[str, dict[str, Any]], extra: tuple = ()) -> None:
+    """The tools side by side; `extra`: more (label, function of a record) rows at the end."""
     rows = [
         ("wall s", lambda r: r.get("wall_seconds")),
         ("cpu s (tree)", lambda r: r.get("cpu_seconds")),
@@ -857,6 +917,7 @@ def print_table(tools: dict[str, dict[str, Any]]) -> None:
                     ),
                 )
             )
+    rows += extra
     names = list(tools)
     print(f"{'':26}" + "".join(f"{n[:27]:>28}" for n in names))
     for label, get in rows:
@@ -870,8 +931,8 @@ def print_table(tools: dict[str, dict[str, Any]]) -> None:
             print(f"{n}: {tools[n]['error'].splitlines()[-1] if tools[n]['error'] else ''}")
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the volume, the tools and the quality measures (bench_in_place.py too)."""
     parser.add_argument("--shape", type=_xyz, default=FULL_SHAPE, help="X,Y,Z voxels")
     parser.add_argument("--resolution", type=lambda t: _xyz(t, float), default=(8.0, 8.0, 40.0))
     parser.add_argument(
@@ -883,7 +944,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--encoding", choices=("compressed_segmentation", "raw"), default="compressed_segmentation"
     )
     parser.add_argument("--work", default=None, help="work folder (default: a new temp dir)")
-    parser.add_argument("--out", default=None, help="JSON path (default results/meshes-DATE)")
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per tool run")
     parser.add_argument("--igneous-python", default=sys.executable)
@@ -894,12 +954,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--shardwright-args", default="", help="more convert options")
     parser.add_argument("--skip-igneous", action="store_true")
     parser.add_argument("--skip-shardwright", action="store_true")
-    parser.add_argument(
-        "--skip-meshes-alone", action="store_true", help="no runs making the meshes alone"
-    )
-    parser.add_argument(
-        "--only", default=None, help=f"comma-separated runs of {', '.join(RUNS)} (default all)"
-    )
     parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--mesh-shape", type=_xyz, default=(448, 448, 448))
     parser.add_argument("--mesh-max-error", type=float, default=40.0, help="nm (Igneous)")
@@ -909,11 +963,27 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--min-cable-length", type=float, default=1000.0, help="nm")
     parser.add_argument("--teasar-scale", type=float, default=4.0)
     parser.add_argument("--teasar-const", type=float, default=10.0, help="nm")
-    args = parser.parse_args(argv)
+
+
+def finish_args(args: argparse.Namespace) -> argparse.Namespace:
+    """The defaults that depend on other options (--segments on --shape)."""
     if args.segments is None:
         fraction = np.prod(args.shape) / np.prod(FULL_SHAPE)
         args.segments = max(20, round(FULL_SEGMENTS * float(fraction)))
     return args
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_options(parser)
+    parser.add_argument("--out", default=None, help="JSON path (default results/meshes-DATE)")
+    parser.add_argument(
+        "--skip-meshes-alone", action="store_true", help="no runs making the meshes alone"
+    )
+    parser.add_argument(
+        "--only", default=None, help=f"comma-separated runs of {', '.join(RUNS)} (default all)"
+    )
+    return finish_args(parser.parse_args(argv))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -932,19 +1002,7 @@ def main(argv: list[str] | None = None) -> None:
         tools[name], folder = run(source, work)
         if folder is not None:
             outputs[name] = folder
-    ref_info: dict[str, Any] = {}
-    if outputs and not args.skip_quality:
-        ref = reference(args, source, work)
-        ref_info = {k: ref[k] for k in ("zmesh_seconds", "kimimaro_seconds", "kimimaro_parallel")}
-        ref_info.update(
-            meshes=len(ref["mesh"]),
-            skeletons=len(ref["cable"]),
-            vertices=int(sum(v for _, v in ref["mesh"].values())),
-            cable_nm=round(sum(ref["cable"].values()), 1),
-        )
-        for name, folder in outputs.items():
-            tools[name]["quality"] = quality(folder, ref, args.min_cable_length)
-
+    ref_info = add_quality(args, source, work, tools, outputs)
     ratio = time_ratio(tools, "igneous", "shardwright")
     meshes_ratio = time_ratio(tools, "igneous_meshes", "shardwright_meshes")
     record = {
@@ -956,18 +1014,7 @@ def main(argv: list[str] | None = None) -> None:
             "source": stamp,
             "cores": args.cores,
             "work": str(work),
-            "reference": {
-                "zmesh": "Mesher(resolution).mesh(labels, close=True); get(id, normals=False, "
-                "reduction_factor=0, max_error=0, voxel_centered=True)",
-                "kimimaro": {
-                    "teasar_params": teasar_parameters(args),
-                    "anisotropy": list(args.resolution),
-                    "dust_threshold": args.skeleton_dust,
-                    "fix_branching": True,
-                    "fix_borders": True,
-                },
-                **ref_info,
-            },
+            "reference": ref_info,
             "shardwright_args": args.shardwright_args,
             "shardwright_block": list(our_block(args)),
         },

@@ -69,6 +69,21 @@ class BlockGrid:
         grown = three(min(s + 1, n) for s, n in zip(stop, self.shape, strict=True))
         return start, grown
 
+    def chunk_reads(self, chunk: Triple) -> int:
+        """How many chunks of size `chunk` (base voxels) the block tasks fetch in all: a
+        chunk their read boxes share is fetched by each (the one-voxel overlap reaches into
+        the next block's chunks)."""
+        total = 1
+        for axis, count in enumerate(self.counts):
+            size = self.block[axis] * self.factor[axis]
+            limit = self.shape[axis] * self.factor[axis]
+            reads = 0
+            for p in range(count):
+                start, stop = p * size, min((p + 1) * size + self.factor[axis], limit)
+                reads += -(-stop // chunk[axis]) - start // chunk[axis]
+            total *= reads
+        return total
+
     def base_box(self, start: Triple, stop: Triple, limit: Triple) -> tuple[Triple, Triple]:
         """The base-level voxels [start, stop) that level box [start, stop) reduces from,
         within the base's `limit` (its shape)."""

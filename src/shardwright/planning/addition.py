@@ -189,7 +189,7 @@ class AdditionPlan:
         )
         lines = [f"addition     {self.dest}: {what} {written_by}"]
         if self.companions:
-            lines.append(_read_line(self.source, sum(c.source_bytes for c in self.companions)))
+            lines.append(_read_line(self.source, self.companions[0]))
         if self.properties is not None:
             count = len(self.properties["inline"]["ids"])
             lines.append(f"  properties {counted(count, 'segment')}' labels and numbers, one "
@@ -274,15 +274,18 @@ def _open(dest: str, options: ConvertOptions) -> PrecomputedSource:
     return source
 
 
-def _read_line(source: Source, read: int) -> str:
-    """What the block tasks read: the scale meshed."""
+def _read_line(source: Source, meshes: GeneratedPlan) -> str:
+    """What the block tasks read: the scale meshed, each chunk once or, where blocks share
+    it (their one-voxel overlap reaches into the next block's chunks), more than once."""
     assert isinstance(source, PrecomputedSource)
     chunk = source.scale.chunk_size
     chunks = math.prod(math.ceil(s / c) for s, c in zip(source.shape_xyz, chunk, strict=True))
+    reads = meshes.generation.grid.chunk_reads(chunk)
     return (
         f"  reads      scale {source.scale.key}: {xyz(source.shape_xyz)} voxels of "
-        f"{xyz(_plain(_resolution(source)))} nm, {counted(chunks, 'chunk')} of {xyz(chunk)}, "
-        f"{human_bytes(read)} decoded, once"
+        f"{xyz(_plain(_resolution(source)))} nm, {counted(chunks, 'chunk')} of {xyz(chunk)} "
+        f"({human_bytes(meshes.source_bytes)} decoded): {reads:,} chunk reads "
+        f"({reads / max(1, chunks):.2f} per chunk: blocks overlap by one voxel)"
     )
 
 
