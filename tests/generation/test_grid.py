@@ -47,3 +47,29 @@ def test_a_grid_by_hand() -> None:
     assert grid.dataset_edges((1, 0, 0)) == ((False, True, True), (False, False, True))
     assert grid.block_origin_nm((2, 1, 0)) == (2.0 + 2 * 4 * 4, 2.5 + 4 * 5, 20.0)
     assert grid.key((2, 1, 0)) == "2_1_0"
+
+
+@given(
+    shape=st.tuples(*[st.integers(1, 40)] * 3),
+    block=st.tuples(*[st.integers(2, 12)] * 3),
+    chunk=st.tuples(*[st.integers(1, 9)] * 3),
+)
+def test_chunk_reads_count_each_chunk_every_block_read_box_touches(
+    shape: Triple, block: Triple, chunk: Triple
+) -> None:
+    """What the plan says the block tasks fetch: for each block's read box, the chunks it
+    touches, counted by brute force."""
+    grid = _grid(shape, block)
+    expected = 0
+    for position in grid.positions():
+        start, stop = grid.read_box(position)
+        expected += int(
+            np.prod([-(-b // c) - a // c for a, b, c in zip(start, stop, chunk, strict=True)])
+        )
+    assert grid.chunk_reads(chunk) == expected
+
+
+def test_chunk_reads_of_the_benchmarks_segmentation() -> None:
+    """512 x 512 x 256 voxels, blocks of 128^3, chunks of 64^3: 605 chunk fetches for 256
+    chunks, as benchmarks/bench_in_place.py counted the block tasks' opens."""
+    assert _grid((512, 512, 256), (128, 128, 128)).chunk_reads((64, 64, 64)) == 605
