@@ -683,3 +683,19 @@ def test_an_ome_zarr_04_group_is_refused(tmp_path: pathlib.Path) -> None:
     meshes = _cli("convert", str(path), "--generate-meshes")
     assert meshes.returncode == 2 and "Traceback" not in meshes.stderr
     assert existing_datasets.object_crc32cs(str(path)) == before
+
+
+def test_a_level_folder_holding_another_tools_objects_is_refused(
+    cloudvolume_dataset: pathlib.Path,
+) -> None:
+    """A folder where a new level would go, not named by the info (left by another run of
+    another tool): refused, its object untouched; a stopped addition's own level shards
+    there are no obstacle to `--resume` (test_a_killed_level_addition_resumes)."""
+    stray = cloudvolume_dataset / "16_16_32" / "0.shard"
+    stray.parent.mkdir()
+    stray.write_bytes(b"someone else's")
+    before = existing_datasets.object_crc32cs(str(cloudvolume_dataset))
+    done = _cli("convert", str(cloudvolume_dataset), "--mips", "1")
+    assert done.returncode == 2, done.stderr
+    assert "16_16_32/0.shard is there and shardwright did not write it" in done.stderr
+    assert existing_datasets.object_crc32cs(str(cloudvolume_dataset)) == before

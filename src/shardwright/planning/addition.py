@@ -36,6 +36,7 @@ from shardwright.planning.addition_checks import (
     PROPERTIES_KEY,
     check_directory,
     check_finished,
+    check_level_places,
     check_options,
     check_properties,
     check_zarr_options,
@@ -232,6 +233,7 @@ def plan_addition(
     if root == GROUP:
         check_zarr_options(asked, dest)
         pyramid = ome_levels(dest, document, options)
+        check_level_places(store, dest, _keys(pyramid))
         return AdditionPlan(dest, options, root, pyramid.source, before, version, ours,
                             levels=pyramid)  # fmt: skip
     if properties is None and options.segment_properties is not None:
@@ -258,8 +260,14 @@ def plan_addition(
     added: ConversionPlan | None = None
     if options.mips not in (None, 0):
         added = precomputed_levels(dest, document, options, taken)
+        check_level_places(store, dest, _keys(added))
     return AdditionPlan(dest, options, root, source, before, version, ours, companions,
                         properties, added)  # fmt: skip
+
+
+def _keys(levels: ConversionPlan) -> list[str]:
+    """The keys (folders) of the levels a pyramid adds above its base."""
+    return [levels.level_plan(k).layout.level_key for k in range(1, levels.level_count)]
 
 
 def _open(dest: str, options: ConvertOptions) -> PrecomputedSource:

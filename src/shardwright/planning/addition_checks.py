@@ -11,7 +11,7 @@ from typing import Any
 
 from shardwright.errors import NAMED, PlanError
 from shardwright.lifecycle.addition import sha256, written_here
-from shardwright.lifecycle.journal import JOB_KEY
+from shardwright.lifecycle.journal import JOB_KEY, receipt_key
 from shardwright.lifecycle.manifest import MANIFEST_KEY
 from shardwright.options import ConvertOptions
 from shardwright.planning.generated import GENERATING
@@ -180,3 +180,21 @@ def check_directory(
             f"shardwright never replaces another tool's {member}; leave out {{{flag}}}",
             **{flag: NAMED},
         )
+
+
+def check_level_places(store: Store, dest: str, keys: list[str]) -> None:
+    """Refuse levels whose folders hold objects shardwright did not write (a folder the
+    metadata does not name, left by another tool): they would be written over. A stopped
+    addition's own are there on resume: level shards with their receipts, array metadata
+    its record names."""
+    for key in keys:
+        for name in store.list_keys(key):
+            if store.exists(receipt_key(name)):
+                continue
+            if sha256(store.read(name, small=True)) in written_here(store, name):
+                continue
+            raise PlanError(
+                f"{dest}/{name} is there and shardwright did not write it: level {key} would "
+                "be written over it; move it away, or add fewer levels ({mips})",
+                mips=NAMED,
+            )
