@@ -48,7 +48,8 @@ def plan(
     A mesh or skeleton directory (its `info` says which) gets an ObjectPlan; a volume a
     ConversionPlan, with its meshes / skeletons alongside when `with_meshes` /
     `with_skeletons` ask for them. Without `dest`, `source` is a dataset that exists and
-    the plan adds to it in place (an AdditionPlan: `generate_meshes`, `generate_skeletons`).
+    the plan adds to it in place (an AdditionPlan: `generate_meshes`, `generate_skeletons`,
+    `segment_properties`, `mips`).
     """
     chosen = _options(options, option_values)
     if dest is None:
@@ -73,8 +74,10 @@ def convert(
 ) -> Manifest | PendingConversion:
     """Convert a volume to sharded output; returns the manifest (or, with `compute=False`, a
     `PendingConversion` whose `.compute()` runs the job). Without `dest`, add to the dataset
-    at `source` in place (`generate_meshes=True`, `generate_skeletons=True`): nothing it has
-    changes but its `info`, written last; returns the record of what was added.
+    at `source` in place (`generate_meshes=True`, `generate_skeletons=True`,
+    `segment_properties=TABLE`, `mips=N`): nothing it has changes but its metadata document
+    (`info`, or an OME-Zarr group's `zarr.json`), written last; returns the record of what
+    was added.
 
     Keyword arguments are conversion options (`ConvertOptions`: what is written) or run
     options (`RunOptions`: how the job runs), by name; `options` and `run` give either whole.

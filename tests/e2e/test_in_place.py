@@ -396,7 +396,7 @@ def test_levels_added_to_a_segmentation_equal_tinybrains(
     flags = ["--mips", "2", "--factor", "2,2,1", "--fill-missing", "--scheduler", "sync"]
     done = _cli("convert", url, *flags)
     assert done.returncode == 0, done.stderr
-    assert "added 10 shards" in done.stdout and "scales 16_16_16, 32_32_16" in done.stdout
+    assert "added 10 shards" in done.stdout and "levels 16_16_16, 32_32_16" in done.stdout
     info = json.loads((path / "info").read_text())
     assert info["scales"][0] == info_before["scales"][0]
     assert [s["key"] for s in info["scales"]] == ["8_8_16", "16_16_16", "32_32_16"]

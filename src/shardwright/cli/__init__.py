@@ -215,16 +215,16 @@ def _added(args: argparse.Namespace, manifest: Any) -> int:
             f"{counted(part.bytes, 'byte')} to {where} "
             f"({part.resumed_shards:,} kept from an earlier run)"
         )
-    totals = manifest.totals
-    if manifest.plan.get("levels"):
-        keys = ", ".join(str(level["key"]) for level in manifest.plan["levels"])
+    totals, plan = manifest.totals, manifest.plan
+    levels = [str(level["key"]) for level in plan.get("levels", [])]
+    if levels:
         print(f"added {counted(totals.shards, 'shard')}, {counted(totals.chunks, 'chunk')}, "
-              f"{counted(totals.bytes, 'byte')} in scales {keys} "
+              f"{counted(totals.bytes, 'byte')} in levels {', '.join(levels)} "
               f"({totals.resumed_shards:,} kept from an earlier run)")  # fmt: skip
-    named = [f"{k} -> {v}" for k, v in manifest.plan.get("adds", {}).items()]
-    named += [f"scale {level['key']}" for level in manifest.plan.get("levels", [])]
-    print(f"{args.source}/info names them ({', '.join(named)}); nothing else there changed, "
-          f"in {totals.seconds} s")  # fmt: skip
+    named = [f"{k} -> {v}" for k, v in plan.get("adds", {}).items()]
+    named += [f"level {key}" for key in levels]
+    print(f"{args.source}/{plan.get('root', 'info')} names them ({', '.join(named)}); "
+          f"nothing else there changed, in {totals.seconds} s")  # fmt: skip
     return 0
 
 
