@@ -130,3 +130,34 @@ def test_converting_onto_a_full_disk_then_resuming_once_there_is_room(
     assert f"({seen['receipts']} kept from an earlier run)" in seen["resumed_out"]
     assert seen["equal"]
     assert not any(disk.iterdir())  # the tmpfs went with its namespace: nothing left here
+
+
+def test_a_small_write_onto_a_full_disk_names_its_object(tmp_path: pathlib.Path) -> None:
+    """A write that reserves nothing (a receipt, a job record: no size given) fails in the
+    write itself, whose error names no file: the store names the object."""
+    seen = _on_small_disk(
+        tmp_path / "disk",
+        64,
+        """
+        import json, os, sys
+        from shardwright.stores import open_store
+
+        with open(os.path.join(sys.argv[1], "filler"), "wb", buffering=0) as out:
+            try:
+                while True:
+                    out.write(b"x" * 4096)
+            except OSError:
+                pass
+        store = open_store(sys.argv[1])
+        try:
+            store.write_text(".shardwright/receipts/0.shard.json", "x" * 65536)
+            error = None
+        except OSError as exc:
+            error = {"errno": exc.errno, "text": str(exc)}
+        left = [f for _, _, names in os.walk(sys.argv[1]) for f in names]
+        print(json.dumps({"error": error, "left": sorted(left)}))
+        """,
+    )
+    assert seen["error"]["errno"] == 28, seen
+    assert "0.shard.json" in seen["error"]["text"], seen
+    assert seen["left"] == ["filler"]  # no temporary left behind

@@ -52,6 +52,12 @@ class LocalStore(FsspecStore):
                     _reserve(out.fileno(), size, path)
                 written = write_pieces(pieces(), out)
             os.replace(tmp, path)
+        except OSError as exc:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            if exc.filename is None:  # a write() that failed names no file: say which object
+                raise OSError(exc.errno, exc.strerror, path) from exc
+            raise
         except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)
