@@ -699,3 +699,35 @@ def test_a_level_folder_holding_another_tools_objects_is_refused(
     assert done.returncode == 2, done.stderr
     assert "16_16_32/0.shard is there and shardwright did not write it" in done.stderr
     assert existing_datasets.object_crc32cs(str(cloudvolume_dataset)) == before
+
+
+def test_a_compresso_segmentation_gains_meshes_and_a_compressed_segmentation_level(
+    tmp_path: pathlib.Path,
+) -> None:
+    """CloudVolume's compresso encoding, read through its package: the dataset gains
+    meshes and a level; the level is written in compressed_segmentation (shardwright writes
+    no compresso), tinybrain's reduction of the scale below."""
+    pytest.importorskip("compresso")
+    from cloudvolume import CloudVolume
+
+    labels = label_shapes.labels()
+    info = CloudVolume.create_new_info(
+        num_channels=1, layer_type="segmentation", data_type="uint64", encoding="compresso",
+        resolution=list(label_shapes.RESOLUTION), voxel_offset=[0, 0, 0],
+        chunk_size=[32, 32, 32], volume_size=list(labels.shape),
+    )  # fmt: skip
+    path = tmp_path / "compresso"
+    volume = CloudVolume(f"file://{path}", info=info, progress=False)
+    volume.commit_info()
+    volume[:, :, :] = labels
+    before = existing_datasets.object_crc32cs(str(path))
+    done = _cli("convert", str(path), "--generate-meshes", "--mesh-block", "64,64,64",
+                "--mips", "1", "--factor", "2,2,1", "--quiet")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert existing_datasets.kept(before, existing_datasets.object_crc32cs(str(path))) == ["info"]
+    scale = json.loads((path / "info").read_text())["scales"][1]
+    assert scale["encoding"] == "compressed_segmentation"
+    (want,) = _tinybrain_levels(labels, (2, 2, 1), 1)
+    level = CloudVolume(f"file://{path}", mip=1, progress=False)  # TensorStore reads no compresso
+    assert np.array_equal(np.asarray(level[:, :, :])[..., 0], want)
+    assert api.verify(str(path), full=True).ok

@@ -30,14 +30,14 @@ def precomputed_levels(
     dest: str, info: dict[str, Any], options: ConvertOptions, taken: set[str]
 ) -> ConversionPlan:
     """The levels above a precomputed volume's coarsest scale: chunks and encoding as that
-    scale's (an encoding shardwright only reads becomes compressed_segmentation), sharded;
+    scale's (one shardwright only reads becomes compressed_segmentation), sharded;
     `taken`: the names the dataset holds already (scales, directories)."""
     top = info["scales"][-1]
     key = str(top.get("key"))
     base = _open(dest, key, options)
     encoding = str(top.get("encoding", "raw"))
-    if encoding not in CHUNK_ENCODINGS:
-        encoding = "compressed_segmentation"
+    if encoding not in CHUNK_ENCODINGS:  # compresso, crackle: a segmentation's, read only
+        encoding = "compressed_segmentation" if info.get("type") == "segmentation" else "raw"
     block = top.get("compressed_segmentation_block_size")
     chunk = (top.get("chunk_sizes") or [[64, 64, 64]])[0]
     plan = make_plan(base, dest, _level_options(

@@ -229,7 +229,7 @@ class PrecomputedInfo:
         if len(set(keys)) != len(keys):
             raise InfoError(f"scale keys must be unique, got {keys}")
         for scale in self.scales:
-            scale.chunk_encoding().check(np.dtype(self.data_type), self.num_channels, self.type)
+            scale.chunk_decoding().check(np.dtype(self.data_type), self.num_channels, self.type)
 
     def scale(self, key: str) -> PrecomputedScale:
         for scale in self.scales:
