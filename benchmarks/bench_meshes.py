@@ -575,14 +575,19 @@ def run_igneous(
 
 
 def igneous_in_layer(
-    args: argparse.Namespace, layer: pathlib.Path, folder: pathlib.Path, params: dict[str, Any]
+    args: argparse.Namespace,
+    layer: pathlib.Path,
+    folder: pathlib.Path,
+    params: dict[str, Any],
+    script: pathlib.Path = HERE,
 ) -> tuple[dict[str, Any], pathlib.Path | None]:
-    """Igneous's forge and merge run into `layer` itself, its queue, log and report in `folder`."""
+    """Igneous's forge and merge run into `layer` itself, its queue, log and report in `folder`
+    (by `script igneous-worker`: this file's, or one that does more, bench_in_place.py's)."""
     queue, report = folder / "queue", folder / "report.json"
     queue.mkdir(parents=True)
     command = [
         args.igneous_python,
-        str(HERE),
+        str(script),
         "igneous-worker",
         "--layer",
         str(layer),
