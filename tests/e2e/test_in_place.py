@@ -7,6 +7,7 @@ leaves the dataset as it was and `--resume` finishes it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -70,6 +71,24 @@ def _check_added(
         report = api.verify(f"{url}/{sub}", full=True)
         assert report.ok, report.problems
         assert f"{len(label_shapes.SEGMENTS)} segments over the dust threshold" in report.notes[0]
+
+
+def _killed_at(pause: str, marker: pathlib.Path, url: str, *flags: str) -> None:
+    """An addition to `url` paused at a step of the lifecycle driver's, then killed with its
+    whole process group (SIGKILL: no cleanup of any kind)."""
+    proc = subprocess.Popen(
+        [sys.executable, str(DRIVER), pause, str(marker), "convert", url, *flags],
+        start_new_session=True,
+    )  # fmt: skip
+    deadline = time.time() + 120
+    try:
+        while not marker.exists():
+            assert proc.poll() is None and time.time() < deadline, "the job never paused"
+            time.sleep(0.05)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # gone already: the assertion says why
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 @pytest.fixture()
@@ -186,17 +205,7 @@ def test_a_killed_addition_leaves_the_dataset_readable_and_resumes(
     url = str(cloudvolume_dataset)
     before = existing_datasets.object_crc32cs(url)
     info_before = json.loads((cloudvolume_dataset / "info").read_text())
-    marker = tmp_path / "paused"
-    proc = subprocess.Popen(
-        [sys.executable, str(DRIVER), pause, str(marker), "convert", url, *ADD],
-        start_new_session=True,
-    )  # fmt: skip
-    deadline = time.time() + 120
-    while not marker.exists():
-        assert proc.poll() is None and time.time() < deadline, "the job never paused"
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    _killed_at(pause, tmp_path / "paused", url, *ADD)
     after = existing_datasets.object_crc32cs(url)
     info = json.loads((cloudvolume_dataset / "info").read_text())
     if pause == "info":
@@ -476,18 +485,8 @@ def test_a_killed_level_addition_resumes(
     keeps the proven shard and writes the rest."""
     url = str(cloudvolume_dataset)
     info_before = (cloudvolume_dataset / "info").read_bytes()
-    marker = tmp_path / "paused"
     flags = ["--mips", "2", "--factor", "2,2,1"]
-    proc = subprocess.Popen(
-        [sys.executable, str(DRIVER), "shards:1", str(marker), "convert", url, *flags],
-        start_new_session=True,
-    )  # fmt: skip
-    deadline = time.time() + 120
-    while not marker.exists():
-        assert proc.poll() is None and time.time() < deadline, "the job never paused"
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    _killed_at("shards:1", tmp_path / "paused", url, *flags)
     assert (cloudvolume_dataset / "info").read_bytes() == info_before
     done = _cli("convert", url, *flags, "--resume", "--quiet")
     assert done.returncode == 0, done.stderr

@@ -191,13 +191,7 @@ def _convert(args: argparse.Namespace) -> int:
             f"as the source's fill value ({missing.fill_of(plan.source)}) "
             f"(first: {', '.join(totals.source_chunks_missing_examples)})"
         )
-    for where, part in manifest.companions.items():
-        present = "" if part.segments_present is None else f" of {part.segments_present:,} present"
-        print(
-            f"wrote {counted(part.shards, 'shard')}, {counted(part.chunks, 'segment')}{present}, "
-            f"{counted(part.bytes, 'byte')} to {where} "
-            f"({part.resumed_shards:,} kept from an earlier run)"
-        )
+    _say_companions(manifest, "wrote")
     if args.progress.enabled and "://" not in args.dest.removeprefix("file://"):
         print(f"view it: {args.program} view {shlex.quote(args.dest)}", file=sys.stderr)
     return 0
@@ -208,13 +202,7 @@ def _added(args: argparse.Namespace, manifest: Any) -> int:
     names them."""
     from shardwright.planning.text import counted
 
-    for where, part in manifest.companions.items():
-        present = "" if part.segments_present is None else f" of {part.segments_present:,} present"
-        print(
-            f"added {counted(part.shards, 'shard')}, {counted(part.chunks, 'segment')}{present}, "
-            f"{counted(part.bytes, 'byte')} to {where} "
-            f"({part.resumed_shards:,} kept from an earlier run)"
-        )
+    _say_companions(manifest, "added")
     totals, plan = manifest.totals, manifest.plan
     levels = [str(level["key"]) for level in plan.get("levels", [])]
     if levels:
@@ -226,6 +214,19 @@ def _added(args: argparse.Namespace, manifest: Any) -> int:
     print(f"{args.source}/{plan.get('root', 'info')} names them ({', '.join(named)}); "
           f"nothing else there changed, in {totals.seconds} s")  # fmt: skip
     return 0
+
+
+def _say_companions(manifest: Any, verb: str) -> None:
+    """A line per companion (meshes, skeletons) the job wrote: shards, segments, bytes."""
+    from shardwright.planning.text import counted
+
+    for where, part in manifest.companions.items():
+        present = "" if part.segments_present is None else f" of {part.segments_present:,} present"
+        print(
+            f"{verb} {counted(part.shards, 'shard')}, {counted(part.chunks, 'segment')}{present}, "
+            f"{counted(part.bytes, 'byte')} to {where} "
+            f"({part.resumed_shards:,} kept from an earlier run)"
+        )
 
 
 def _view(args: argparse.Namespace) -> int:
