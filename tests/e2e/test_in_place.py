@@ -245,16 +245,8 @@ def test_options_an_addition_cannot_take_are_refused(
 
 
 def _image(path: pathlib.Path) -> str:
-    from cloudvolume import CloudVolume
-
-    info = CloudVolume.create_new_info(
-        num_channels=1, layer_type="image", data_type="uint8", encoding="raw",
-        resolution=[8, 8, 8], voxel_offset=[0, 0, 0], chunk_size=[32, 32, 32],
-        volume_size=[64, 64, 32],
-    )  # fmt: skip
-    volume = CloudVolume(f"file://{path}", info=info, progress=False)
-    volume.commit_info()
-    volume[:, :, :] = np.zeros((64, 64, 32), np.uint8)
+    label_shapes.write_precomputed(path, np.zeros((64, 64, 32), np.uint8), (8, 8, 8),
+                                   layer_type="image", encoding="raw")  # fmt: skip
     return str(path)
 
 
@@ -427,19 +419,13 @@ def test_levels_added_to_a_segmentation_equal_tinybrains(
 def test_a_level_added_to_an_image_is_its_average(tmp_path: pathlib.Path) -> None:
     """An image (raw uint8, CloudVolume) gains a level: the average reduction, as the
     reference written from the method's definition computes it."""
-    from cloudvolume import CloudVolume
 
     from tests.support.downsampling_reference import reference
 
     image = np.random.default_rng(3).integers(0, 256, (96, 80, 40), dtype=np.uint8)
-    info = CloudVolume.create_new_info(
-        num_channels=1, layer_type="image", data_type="uint8", encoding="raw",
-        resolution=[4, 4, 40], voxel_offset=[10, 20, 3], chunk_size=[32, 32, 16],
-        volume_size=list(image.shape),
-    )  # fmt: skip
-    volume = CloudVolume(f"file://{tmp_path / 'em'}", info=info, progress=False)
-    volume.commit_info()
-    volume[:, :, :] = image
+    label_shapes.write_precomputed(tmp_path / "em", image, (4, 4, 40), (32, 32, 16),
+                                   layer_type="image", encoding="raw",
+                                   voxel_offset=(10, 20, 3))  # fmt: skip
     url = str(tmp_path / "em")
     done = _cli("convert", url, "--mips", "1", "--factor", "2,2,1", "--quiet")
     assert done.returncode == 0, done.stderr
@@ -710,15 +696,8 @@ def test_a_compresso_segmentation_gains_meshes_and_a_compressed_segmentation_lev
     from cloudvolume import CloudVolume
 
     labels = label_shapes.labels()
-    info = CloudVolume.create_new_info(
-        num_channels=1, layer_type="segmentation", data_type="uint64", encoding="compresso",
-        resolution=list(label_shapes.RESOLUTION), voxel_offset=[0, 0, 0],
-        chunk_size=[32, 32, 32], volume_size=list(labels.shape),
-    )  # fmt: skip
     path = tmp_path / "compresso"
-    volume = CloudVolume(f"file://{path}", info=info, progress=False)
-    volume.commit_info()
-    volume[:, :, :] = labels
+    label_shapes.write_precomputed(path, labels, encoding="compresso")
     before = existing_datasets.object_crc32cs(str(path))
     done = _cli("convert", str(path), "--generate-meshes", "--mesh-block", "64,64,64",
                 "--mips", "1", "--factor", "2,2,1", "--quiet")  # fmt: skip

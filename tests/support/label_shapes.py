@@ -76,19 +76,24 @@ def write_precomputed(
     volume: np.ndarray | None = None,
     resolution: tuple[int, int, int] = RESOLUTION,
     chunk: tuple[int, int, int] = (32, 32, 32),
+    *,
+    layer_type: str = "segmentation",
+    encoding: str = "compressed_segmentation",
+    voxel_offset: tuple[int, int, int] = (0, 0, 0),
 ) -> str:
-    """A volume (default `labels()`) as an unsharded precomputed segmentation (CloudVolume)."""
+    """A volume (default `labels()`, indexed x, y, z) as an unsharded precomputed volume
+    written by CloudVolume (default a compressed_segmentation segmentation)."""
     from cloudvolume import CloudVolume
 
     data = labels() if volume is None else volume
     url = f"file://{path}"
     info = CloudVolume.create_new_info(
         num_channels=1,
-        layer_type="segmentation",
-        data_type="uint64",
-        encoding="compressed_segmentation",
+        layer_type=layer_type,
+        data_type=str(data.dtype),
+        encoding=encoding,
         resolution=list(resolution),
-        voxel_offset=[0, 0, 0],
+        voxel_offset=list(voxel_offset),
         chunk_size=list(chunk),
         volume_size=list(data.shape),
     )
