@@ -5,7 +5,10 @@ same dataset (`WORK/in_place_CASE_TOOL/layer`, not timed), writing into that cop
 
 - **segmentation**: bench_meshes.py's deterministic neuron-like uint64 segmentation (default
   512 x 512 x 256 voxels at 8 x 8 x 40 nm, `--shape`, ~1,000 segments; CloudVolume-written,
-  unsharded, 64^3 chunks, compressed_segmentation + gzip) under `WORK/src`.
+  unsharded, 64^3 chunks, compressed_segmentation + gzip) under `WORK/src`, made sharded by
+  Igneous (`create_image_shard_transfer_tasks` with its defaults, run by LocalTaskQueue in
+  Igneous's environment) under `WORK/src_sharded`: the dataset both tools add to
+  (`--unsharded-source`: the unsharded one).
   **shardwright**: one job, `python -m shardwright.cli convert COPY --generate-meshes
   --generate-skeletons --mips 2 --factor 2,2,1` (plus `--shardwright-args`, e.g.
   `--mesh-block`). **Igneous**: forge (sharded) and merge-sharded of meshes and of skeletons
@@ -33,6 +36,10 @@ of the dataset's base scale (the only scale: the one meshed and the one the leve
   scale's stored bytes this is `read_over_stored`. The kernel merges a thread's second open of
   a file into the first while that event is still unread, so this is a lower bound (the
   events are read as they come).
+- **read syscalls** (a sharded scale, whose files are read by ranges, not whole): each tool
+  is run once more, untimed, on a fresh copy under `strace -f --seccomp-bpf -P SHARD ...`,
+  and the bytes that its read-family system calls on the scale's files returned are summed:
+  the ranged GETs a bucket would have served (`read_over_stored`).
 - **fetched from disk**: the scale's pages are dropped from the page cache before the run
   (`sync`, `posix_fadvise(DONTNEED)`), and the bytes of them resident afterwards (`fincore`)
   are the distinct bytes the run made the kernel read (readahead included, whole pages). The
@@ -80,6 +87,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import resource
 import select
 import shutil
@@ -275,6 +283,69 @@ def image_volume(args: argparse.Namespace, work: pathlib.Path) -> tuple[pathlib.
 
 
 # --------------------------------------------------------------------------- reads of the scale
+
+
+def sharded_source(
+    args: argparse.Namespace, work: pathlib.Path, source: pathlib.Path, stamp: dict[str, Any]
+) -> tuple[pathlib.Path, dict[str, Any]]:
+    """The segmentation made sharded by Igneous under `work/src_sharded` (or the one made
+    from the same source before); its stamp: the source's and how it was sharded."""
+    folder, stamp_path = work / "src_sharded", work / "src_sharded.json"
+    wanted = {**stamp, "sharded_by": "igneous.task_creation.create_image_shard_transfer_tasks"}
+    made = stamp_path.exists() and (folder / "info").exists()
+    if made and json.loads(stamp_path.read_text()) == wanted:
+        print(f"reusing {folder}", file=sys.stderr)
+        return folder, wanted
+    if folder.exists():
+        shutil.rmtree(folder)
+    if not args.igneous_python:
+        raise SystemExit("a sharded source is made by Igneous: pass --igneous-python, or "
+                         "--unsharded-source")  # fmt: skip
+    command = [args.igneous_python, str(HERE), "igneous-shard", str(source), str(folder)]
+    subprocess.run(command, check=True)
+    stamp_path.write_text(json.dumps(wanted, indent=2) + "\n")
+    return folder, wanted
+
+
+def igneous_shard(source: str, dest: str) -> None:
+    """Runs in Igneous's environment: `dest` as Igneous's sharded transfer of `source` makes
+    it (its defaults), its tasks run here one by one."""
+    import igneous.task_creation as tc
+    from taskqueue import LocalTaskQueue
+
+    tasks = tc.create_image_shard_transfer_tasks(
+        f"file://{pathlib.Path(source).resolve()}", f"file://{pathlib.Path(dest).resolve()}"
+    )
+    LocalTaskQueue(parallel=1, progress=False).insert_all(tasks)
+
+
+def strace_reads(
+    run: Any, files: list[pathlib.Path], log: pathlib.Path, stored: int
+) -> dict[str, Any]:
+    """The bytes read-family system calls on `files` returned while `run()` ran its tool under
+    strace (through bench_meshes.COMMAND_PREFIX)."""
+    bm.COMMAND_PREFIX[:] = [
+        "strace", "-f", "-qq", "--seccomp-bpf", "-s", "0", "-o", str(log),
+        "-e", "trace=read,pread64,readv,preadv,preadv2", "-e", "signal=none",
+        *(arg for path in files for arg in ("-P", str(path))),
+    ]  # fmt: skip
+    try:
+        record = run()
+    finally:
+        bm.COMMAND_PREFIX.clear()
+    total = calls = 0
+    pattern = re.compile(r"(?:\b(?:read|pread64|readv|preadv2?)\(|resumed>).*\)\s+=\s+(\d+)")
+    for line in log.read_text(errors="replace").splitlines():
+        found = pattern.search(line)
+        if found:
+            total += int(found.group(1))
+            calls += 1
+    return {
+        "bytes": total,
+        "calls": calls,
+        "read_over_stored": round(total / stored, 3) if stored else None,
+        "returncode": record.get("returncode"),
+    }
 
 
 def drop_cached(files: list[pathlib.Path]) -> None:
@@ -545,15 +616,9 @@ def run_tool(
     waited = wait_for_load(args)
     busy, own = machine_busy_seconds(), _cpu_seconds()
     with ScaleOpens((layer / scale).resolve(), sizes) as opens:
-        if tool == "igneous":
-            params = igneous_parameters(args, outputs)
-            record, out = bm.igneous_in_layer(args, layer, folder, params, HERE)
-        else:
-            tree = tree_state()
-            record, out = bm.shardwright_convert(with_levels(args), [layer], folder, outputs)
-            after = tree_state()
-            record["tree"] = tree
-            record["tree_changed_during_run"] = after != tree
+        record, out = _run_tool(tool, args, layer, folder, outputs)
+        if tool == "shardwright":
+            record["tree_changed_during_run"] = tree_state() != record["tree"]
     # the machine's busy CPU time during the run, less this process's (its sampling and event
     # threads) and its children's (the tool's tree, shardwright's bytecode compile before it):
     # what other work on the machine took meanwhile
@@ -572,6 +637,33 @@ def run_tool(
         },
     }
     record["objects"] = compare_objects(layer, before, info_before)
+    if any(p.suffix == ".shard" for p in files):  # read by ranges: count the bytes
+        again = work / f"in_place_{case}_{tool}_reads"
+        if again.exists():
+            shutil.rmtree(again)
+        shutil.copytree(source, again / "layer")
+        shards = sorted((again / "layer" / scale).resolve().iterdir())
+        record["scale_reads"]["read_syscalls"] = strace_reads(
+            lambda: _run_tool(tool, args, again / "layer", again, outputs)[0],
+            shards, again / "strace.txt", stored,
+        )  # fmt: skip
+        shutil.rmtree(again)
+    return record, out
+
+
+def _run_tool(
+    tool: str,
+    args: argparse.Namespace,
+    layer: pathlib.Path,
+    folder: pathlib.Path,
+    outputs: tuple[str, ...],
+) -> tuple[dict[str, Any], pathlib.Path | None]:
+    """`tool` run into `layer` (its log and queue in `folder`), measured."""
+    if tool == "igneous":
+        return bm.igneous_in_layer(args, layer, folder, igneous_parameters(args, outputs), HERE)
+    tree = tree_state()
+    record, out = bm.shardwright_convert(with_levels(args), [layer], folder, outputs)
+    record["tree"] = tree
     return record, out
 
 
@@ -824,7 +916,8 @@ def _level_mib(record: dict[str, Any]) -> float:
 EXTRA_ROWS = (
     ("block read MiB (tree)", lambda r: r.get("block_read_bytes", 0) / 2**20),
     ("scale opens", _get("scale_reads", "opened", "opens")),
-    ("scale read / stored", _get("scale_reads", "opened", "read_over_stored")),
+    ("scale read / stored (opens)", _get("scale_reads", "opened", "read_over_stored")),
+    ("scale read / stored (syscalls)", _get("scale_reads", "read_syscalls", "read_over_stored")),
     ("scale from disk / stored", _get("scale_reads", "fetched_from_disk", "over_stored_pages")),
     ("levels MiB added", _level_mib),
     ("originals kept (bar info)", _get("objects", "kept_originals")),
@@ -848,6 +941,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--factor", type=bm._xyz, default=(2, 2, 1), help="between levels")
     parser.add_argument("--reference-boxes", type=int, default=4, help="see the docstring")
     parser.add_argument(
+        "--unsharded-source", action="store_true", help="add to the unsharded segmentation"
+    )
+    parser.add_argument(
         "--wait-for-load", type=float, default=None, help="before each run: 1-minute load below"
     )
     parser.add_argument("--wait-most", type=float, default=1200, help="seconds per wait")
@@ -863,6 +959,8 @@ def run_case(case: str, args: argparse.Namespace, work: pathlib.Path) -> dict[st
     made, method = CASES[case]
     if case == "segmentation":
         source, stamp = bm.source_volume(args, work)
+        if not args.unsharded_source:
+            source, stamp = sharded_source(args, work, source, stamp)
     else:
         source, stamp = image_volume(args, work)
     scale = json.loads((source / "info").read_text())["scales"][0]["key"]
@@ -881,7 +979,9 @@ def run_case(case: str, args: argparse.Namespace, work: pathlib.Path) -> dict[st
     levels = check_levels(args, method, source, outputs, tools) if outputs else None
     ratio = bm.time_ratio(tools, "igneous", "shardwright")
     cpu = [tools.get(t, {}).get("cpu_seconds") for t in TOOLS]
-    read = _get("shardwright", "scale_reads", "opened", "read_over_stored")(tools)
+    read = _get("shardwright", "scale_reads", "read_syscalls", "read_over_stored")(tools) or _get(
+        "shardwright", "scale_reads", "opened", "read_over_stored"
+    )(tools)
     return {
         "loadavg": {"before": list(load_before), "after": list(load_after)},
         "parameters": {
@@ -921,6 +1021,9 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["igneous-worker"]:  # in Igneous's environment
         igneous_worker(argv[1:])
+        return
+    if argv[:1] == ["igneous-shard"]:  # in Igneous's environment
+        igneous_shard(*argv[1:3])
         return
     args = parse_args(argv)
     work = pathlib.Path(args.work or tempfile.mkdtemp(prefix="bench_in_place-")).resolve()

@@ -264,11 +264,18 @@ def tree_bytes(path: pathlib.Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+# Put before every command run_measured runs (bench_in_place.py's strace pass counting the
+# bytes read of a sharded scale; empty otherwise).
+COMMAND_PREFIX: list[str] = []
+
+
 def run_measured(
     command: list[str], log: pathlib.Path, timeout: float, interval: float = 0.1
 ) -> dict[str, Any]:
     """Run `command` as its own process group; wall time and peak summed RSS / PSS of its tree."""
     import psutil
+
+    command = [*COMMAND_PREFIX, *command]
 
     log.parent.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()

@@ -44,22 +44,34 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _check_added(
-    url: str, before: dict[str, int], info_before: dict[str, Any], *, ours: bool = False
+    url: str,
+    before: dict[str, int],
+    info_before: dict[str, Any],
+    *,
+    ours: bool = False,
+    levels: tuple[str, ...] = (),
 ) -> None:
     """Nothing the dataset had changed but its info, which gained only the directories'
-    names (and, for ours, the manifest's digest of it); nothing new but the directories and
-    `.shardwright/`; every segment has its mesh and skeleton as CloudVolume reads them; the
-    added directories verify (each segment of the job's census with its object)."""
+    names, the scales of `levels` after its own (and, for ours, the manifest's digest of
+    it); nothing new but the directories, those levels and `.shardwright/`; every segment
+    has its mesh and skeleton as CloudVolume reads them; the added directories verify (each
+    segment of the job's census with its object)."""
     from cloudvolume import CloudVolume
 
     store = open_store(url)
     after = existing_datasets.object_crc32cs(url)
     changed = existing_datasets.kept(before, after)
     assert changed == (["info", "shardwright-manifest.json"] if ours else ["info"]), changed
-    new = [key for key in after if key not in before and not key.startswith(ADDED)]
+    allowed = (*ADDED, *(f"{key}/" for key in levels))
+    new = [key for key in after if key not in before and not key.startswith(allowed)]
     assert new == [], new
     info = json.loads(store.read("info"))
-    assert info == {**info_before, "mesh": "mesh", "skeletons": "skeletons"}
+    own = len(info_before["scales"])
+    assert info["scales"][:own] == info_before["scales"]
+    assert [scale["key"] for scale in info["scales"][own:]] == list(levels)
+    assert {**info, "scales": info_before["scales"]} == {
+        **info_before, "mesh": "mesh", "skeletons": "skeletons"
+    }  # fmt: skip
     volume = CloudVolume(url if "://" in url else f"file://{url}", progress=False)
     for name, segment in label_shapes.SEGMENTS.items():
         mesh = volume.mesh.get(segment, lod=0)
@@ -139,6 +151,31 @@ def test_added_to_a_tensorstore_sharded_segmentation(tmp_path: pathlib.Path) -> 
     spec = {"driver": "neuroglancer_precomputed", "kvstore": {"driver": "file", "path": url}}
     read = ts.open(spec).result().read().result()[..., 0]
     assert np.array_equal(read, label_shapes.labels())  # TensorStore reads it as before
+
+
+def test_a_cloudvolume_sharded_segmentation_gains_meshes_skeletons_and_a_level(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A sharded scale as CloudVolume (and Igneous's sharded tasks, through it) writes one:
+    meshes, skeletons and a level in one job, the scale read once (its block tasks feed the
+    level); the shard keeps its bytes, CloudVolume reads the meshes and skeletons,
+    TensorStore the level, which is tinybrain's reduction."""
+    import tensorstore as ts
+
+    path = tmp_path / "sharded"
+    spec = {"@type": "neuroglancer_uint64_sharded_v1", "preshift_bits": 0, "hash": "identity",
+            "minishard_bits": 2, "shard_bits": 0, "minishard_index_encoding": "gzip",
+            "data_encoding": "gzip"}  # fmt: skip
+    url = label_shapes.write_precomputed(path, sharding=spec).removeprefix("file://")
+    before = existing_datasets.object_crc32cs(url)
+    info_before = json.loads((path / "info").read_text())
+    done = _cli("convert", url, *QUIET, "--mips", "1", "--factor", "2,2,1")
+    assert done.returncode == 0, done.stderr
+    _check_added(url, before, info_before, levels=("16_16_16",))
+    level = ts.open({"driver": "neuroglancer_precomputed", "kvstore": f"file://{url}",
+                     "scale_index": 1}).result().read().result()  # fmt: skip
+    (want,) = _tinybrain_levels(label_shapes.labels(), (2, 2, 1), 1)
+    assert np.array_equal(np.asarray(level)[..., 0], want)
 
 
 def test_added_to_our_own_conversion_keeps_its_manifest_true(

@@ -6,6 +6,7 @@ of them around the line four blocks share (`blobs`)."""
 from __future__ import annotations
 
 import pathlib
+from typing import Any
 
 import numpy as np
 
@@ -80,9 +81,12 @@ def write_precomputed(
     layer_type: str = "segmentation",
     encoding: str = "compressed_segmentation",
     voxel_offset: tuple[int, int, int] = (0, 0, 0),
+    sharding: dict[str, Any] | None = None,
 ) -> str:
-    """A volume (default `labels()`, indexed x, y, z) as an unsharded precomputed volume
-    written by CloudVolume (default a compressed_segmentation segmentation)."""
+    """A volume (default `labels()`, indexed x, y, z) as a precomputed volume written by
+    CloudVolume (default an unsharded compressed_segmentation segmentation; with `sharding`,
+    a sharding spec whose one shard holds the whole volume, its shard made by CloudVolume's
+    `make_shard`, as Igneous's sharded tasks make theirs)."""
     from cloudvolume import CloudVolume
 
     data = labels() if volume is None else volume
@@ -97,7 +101,9 @@ def write_precomputed(
         chunk_size=list(chunk),
         volume_size=list(data.shape),
     )
+    if sharding is not None:
+        info["scales"][0]["sharding"] = sharding
     written = CloudVolume(url, info=info, progress=False)
     written.commit_info()
-    written[:, :, :] = data
+    written[:, :, :] = data if sharding is None else data[..., np.newaxis]  # make_shard: x y z c
     return url

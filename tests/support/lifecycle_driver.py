@@ -77,16 +77,16 @@ elif PAUSE == "cleanup":  # inside the removal of a replaced dataset's objects
     journal.remove = flagged
     after(LocalStore, "delete", lambda: removing["on"])
 elif PAUSE == "slow-blocks":  # each mesh block task takes 0.3 s more, in short sleeps
-    import shardwright.jobs.shard_stream as shard_stream
+    import shardwright.engine.generated_objects as generated_objects
 
-    block = shard_stream.run_block
+    block = generated_objects.run_block
 
     def slow_block(*args: Any, **kwargs: Any) -> Any:
         for _ in range(6):
             time.sleep(0.05)
         return block(*args, **kwargs)
 
-    shard_stream.run_block = slow_block
+    generated_objects.run_block = slow_block
 elif PAUSE == "slow":
     original = engines.run_cpu_shard
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,7 +37,11 @@ from shardwright.planning.generated import (
     SEGMENTATION_METHOD,
     GeneratedPlan,
 )
+from shardwright.sources import chunk_reuse
 from shardwright.stores import Store, open_store
+
+Triple = tuple[int, int, int]
+OnRead = Callable[[Triple, np.ndarray], None]
 
 
 @dataclass(frozen=True)
@@ -54,14 +58,44 @@ def block_key(plan: GeneratedPlan, position: tuple[int, int, int]) -> str:
 
 
 def run_block(
-    plan: GeneratedPlan, position: tuple[int, int, int], store: Store, *, resume: bool
+    plan: GeneratedPlan,
+    position: tuple[int, int, int],
+    store: Store,
+    *,
+    resume: bool,
+    on_read: OnRead | None = None,
 ) -> BlockDone:
-    """Write (or, resuming, keep a proven) block spool; its receipt and index."""
+    """Write (or, resuming, keep a proven) block spool; its receipt and index. `on_read`
+    sees the block's core as read (base voxels [x, y, z, c] from their corner), a kept
+    spool's too: an addition's levels are reduced from it (engine/pyramid.run_feeding_group)."""
     key = block_key(plan, position)
-    producer = BlockProducer(plan, position)
-    receipt = run_task(key, store, producer, resume=resume)
+    producer = BlockProducer(plan, position, on_read)
+    kept = None if on_read is None else lambda: on_read(*producer.read_core())
+    receipt = run_task(key, store, producer, resume=resume, on_kept=kept)
     index = producer.index if producer.index is not None else read_index(store, key)
     return BlockDone(receipt, BlockIndex(key, index))
+
+
+def run_block_group(
+    plan: GeneratedPlan,
+    group: Triple,
+    store: Store,
+    *,
+    resume: bool,
+    on_done: Callable[[BlockDone], BlockDone],
+    on_read: OnRead | None = None,
+) -> list[BlockDone]:
+    """A group's blocks, one after the other, each chunk they read fetched once (the source
+    keeps those the next blocks read again); `on_done` takes each block's result as it is
+    done (the journal), so that a group stopped halfway keeps the spools it wrote."""
+    grid = plan.generation.grid
+    positions = grid.group_blocks(group)
+    limit = plan.source.shape_xyz
+    boxes = [grid.base_box(*grid.read_box(p), limit) for p in positions]
+    with chunk_reuse.reusing_reads(plan.source, boxes):
+        return [
+            on_done(run_block(plan, p, store, resume=resume, on_read=on_read)) for p in positions
+        ]
 
 
 def read_index(store: Store, key: str) -> np.ndarray:
@@ -77,17 +111,30 @@ def read_index(store: Store, key: str) -> np.ndarray:
 class BlockProducer:
     """One block's pieces, grouped by output and shard, as one spool object."""
 
-    def __init__(self, plan: GeneratedPlan, position: tuple[int, int, int]) -> None:
-        self.plan, self.position = plan, position
+    def __init__(
+        self, plan: GeneratedPlan, position: tuple[int, int, int], on_read: OnRead | None = None
+    ) -> None:
+        self.plan, self.position, self.on_read = plan, position, on_read
         self.index: np.ndarray | None = None
 
+    def _base_box(self, box: tuple[Triple, Triple]) -> tuple[Triple, Triple]:
+        return self.plan.generation.grid.base_box(*box, self.plan.source.shape_xyz)
+
+    def read_core(self) -> tuple[Triple, np.ndarray]:
+        """The block's core alone, in base voxels: its corner and voxels [x, y, z, c]."""
+        start, stop = self._base_box(self.plan.generation.grid.core(self.position))
+        return start, self.plan.source.read(start, stop)
+
     def labels(self) -> np.ndarray:
-        """The block (with its overlap) at the level meshed, [x, y, z]."""
+        """The block (with its overlap) at the level meshed, [x, y, z]; `on_read` sees its
+        core in base voxels."""
         g = self.plan.generation
-        grid = g.grid
-        base_start, base_stop = grid.base_box(*grid.read_box(self.position),
-                                              self.plan.source.shape_xyz)  # fmt: skip
+        base_start, base_stop = self._base_box(g.grid.read_box(self.position))
         block = self.plan.source.read(base_start, base_stop)
+        if self.on_read is not None:
+            core_start, core_stop = self._base_box(g.grid.core(self.position))
+            shape = [b - a for a, b in zip(core_start, core_stop, strict=True)]
+            self.on_read(core_start, block[: shape[0], : shape[1], : shape[2]])
         for _ in range(g.level):
             block = downsample(np, block, g.step, SEGMENTATION_METHOD)
         return np.asarray(block[..., 0])

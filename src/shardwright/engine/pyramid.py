@@ -2,7 +2,8 @@
 
 A base-level task reads its region epoch by epoch exactly as `run_shard` does; each epoch is
 also reduced and pasted into the pieces that the level above's tasks take (`plan.consumers`),
-so the source is read once for the whole pyramid. An upper-level task assembles its region
+so the source is read once for the whole pyramid (an addition's levels may instead be fed by
+its meshes' block group tasks: `run_feeding_group`). An upper-level task assembles its region
 from the pieces its producers handed up (Dask results), encodes and writes its shard through
 the same producers, and reduces the region for the level above. Either is a shard task
 (`shard_task.run_task`) with the CPU or the batched producer; a shard kept on resume still has
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,10 +30,13 @@ from shardwright.common.downsample import downsample
 from shardwright.engine.batched import BatchedProducer
 from shardwright.engine.blocks import Block, epoch_blocks
 from shardwright.engine.cpu import CpuProducer
+from shardwright.engine.generated_objects import BlockDone, run_block_group
 from shardwright.engine.shard_task import Producer, run_task
 from shardwright.errors import PyramidError
 from shardwright.lifecycle.manifest import Receipt
 from shardwright.planning import ConversionPlan, ShardTask, pyramid
+from shardwright.planning.addition_levels import group_consumers
+from shardwright.planning.generated import GeneratedPlan
 from shardwright.stores import Store
 
 Piece = tuple[tuple[int, int, int], np.ndarray]  # (origin in the level's voxels, [x, y, z, c])
@@ -61,7 +65,7 @@ def run_pyramid_shard(
     """
     level = plan.level_plan(task.level)
     space = np if xp is None else xp
-    handoff = _HandoffBuilder(plan, task, space)
+    handoff = Handoffs(plan, plan.consumers(task), space)
     blocks: Iterator[Block]
     if task.level == 0:  # epochs of the source, each reduced as it is read
         blocks = epoch_blocks(level, task, space, on_epoch=handoff.add)
@@ -90,6 +94,24 @@ def run_pyramid_shard(
     return receipt, handoff.finish()
 
 
+def run_feeding_group(
+    levels: ConversionPlan,
+    blocks: GeneratedPlan,
+    group: tuple[int, int, int],
+    store: Store,
+    *,
+    resume: bool,
+    on_done: Callable[[BlockDone], BlockDone],
+) -> tuple[list[BlockDone], Handoff]:
+    """A meshes' block group task that is also a base task of an addition's levels: its
+    blocks' spools (`store`: the meshes') and the pieces of its reduced voxels for the first
+    new level, from the one read of each block (a kept spool's core is read for them)."""
+    handoffs = Handoffs(levels, group_consumers(levels, blocks.generation.grid, group))
+    done = run_block_group(blocks, group, store, resume=resume, on_done=on_done,
+                           on_read=handoffs.add)  # fmt: skip
+    return done, handoffs.finish()
+
+
 def assemble(
     box: pyramid.Box, pieces: Sequence[Piece], dtype: np.dtype, channels: int
 ) -> np.ndarray:
@@ -115,10 +137,16 @@ def assemble(
     return region
 
 
-class _HandoffBuilder:
-    """Reduces blocks of a task's region and pastes them into the level above's pieces."""
+class Handoffs:
+    """Reduces blocks of a task's region and pastes them into the pieces its `consumers`
+    (the level above's tasks, each with the part it takes) take."""
 
-    def __init__(self, plan: ConversionPlan, task: ShardTask, xp: Any = np):
+    def __init__(
+        self,
+        plan: ConversionPlan,
+        consumers: Sequence[tuple[ShardTask, pyramid.Box]],
+        xp: Any = np,
+    ):
         assert plan.pyramid is not None
         self.xp = xp
         self.factor = plan.pyramid.factor
@@ -126,7 +154,7 @@ class _HandoffBuilder:
         self.slab = plan.reduce_slab_bytes
         self.parts: dict[str, tuple[pyramid.Box, np.ndarray]] = {}
         self.filled: dict[str, int] = {}
-        for other, part in plan.consumers(task):
+        for other, part in consumers:
             shape = (*pyramid.box_shape(part), plan.num_channels)
             self.parts[other.key] = (part, np.empty(shape, dtype=plan.dtype, order="F"))
             self.filled[other.key] = 0

@@ -1,8 +1,11 @@
 """The block grid meshes and skeletons are made on, in voxels of the level they come from.
 
-A block is one finest-level mesh fragment and one block task. Its task reads the block with
-one more voxel on each high side where a neighbour follows, so that neighbouring surfaces
-and skeletons meet on the shared plane (marching cubes and TEASAR see the same voxels there).
+A block is one finest-level mesh fragment. It is read with one more voxel on each high side
+where a neighbour follows, so that neighbouring surfaces and skeletons meet on the shared
+plane (marching cubes and TEASAR see the same voxels there). That overlap reaches into the
+next block's chunks: blocks are made in groups (`group` blocks along each axis), one task per
+group, which fetches each chunk its blocks read once (sources/chunk_reuse.py), so that only
+the chunks at a group's high faces are fetched twice (`chunk_reads`, `choose_group`).
 Positions are in nm: a voxel's centre, as Neuroglancer draws a segmentation, so the grid's
 origin is the centre of the level's voxel (0, 0, 0).
 """
@@ -10,7 +13,8 @@ origin is the centre of the level's voxel (0, 0, 0).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+import math
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -34,6 +38,7 @@ class BlockGrid:
     resolution: tuple[float, float, float]
     factor: Triple
     origin_nm: tuple[float, float, float]  # centre of level voxel (0, 0, 0)
+    group: Triple = (1, 1, 1)  # blocks per group task along each axis
 
     @property
     def counts(self) -> Triple:
@@ -69,13 +74,48 @@ class BlockGrid:
         grown = three(min(s + 1, n) for s, n in zip(stop, self.shape, strict=True))
         return start, grown
 
+    @property
+    def group_counts(self) -> Triple:
+        x, y, z = (-(-n // g) for n, g in zip(self.counts, self.group, strict=True))
+        return (x, y, z)
+
+    @property
+    def group_count(self) -> int:
+        x, y, z = self.group_counts
+        return x * y * z
+
+    def groups(self) -> Iterator[Triple]:
+        """Every group position, x fastest."""
+        x, y, z = self.group_counts
+        for k, j, i in itertools.product(range(z), range(y), range(x)):
+            yield (i, j, k)
+
+    def group_blocks(self, group: Triple) -> list[Triple]:
+        """The positions of a group's blocks, x fastest."""
+        x, y, z = (
+            range(g * n, min((g + 1) * n, c))
+            for g, n, c in zip(group, self.group, self.counts, strict=True)
+        )
+        return [(i, j, k) for k in z for j in y for i in x]
+
+    def group_core(self, group: Triple) -> tuple[Triple, Triple]:
+        """The voxels [start, stop) a group's blocks own."""
+        blocks = self.group_blocks(group)
+        return self.core(blocks[0])[0], self.core(blocks[-1])[1]
+
+    def groups_over(self, start: Triple, stop: Triple) -> list[Triple]:
+        """The groups owning any voxel of [start, stop), x fastest."""
+        span = [b * g for b, g in zip(self.block, self.group, strict=True)]
+        x, y, z = (range(a // n, -(-b // n)) for a, b, n in zip(start, stop, span, strict=True))
+        return [(i, j, k) for k in z for j in y for i in x]
+
     def chunk_reads(self, chunk: Triple) -> int:
-        """How many chunks of size `chunk` (base voxels) the block tasks fetch in all: a
-        chunk their read boxes share is fetched by each (the one-voxel overlap reaches into
-        the next block's chunks)."""
+        """How many chunks of size `chunk` (base voxels) the group tasks fetch in all: each
+        chunk its blocks' read boxes touch once per group (a chunk two groups share, at a
+        group's high face where the one-voxel overlap reaches into the next, by each)."""
         total = 1
-        for axis, count in enumerate(self.counts):
-            size = self.block[axis] * self.factor[axis]
+        for axis, count in enumerate(self.group_counts):
+            size = self.block[axis] * self.group[axis] * self.factor[axis]
             limit = self.shape[axis] * self.factor[axis]
             reads = 0
             for p in range(count):
@@ -111,4 +151,27 @@ class BlockGrid:
         return (x, y, z)
 
     def key(self, position: Triple) -> str:
+        """A block's (or a group's) position as text: `1_0_2`."""
         return "_".join(str(p) for p in position)
+
+
+def choose_group(counts: Triple, least: int, fits: Callable[[Triple], bool]) -> Triple:
+    """Blocks per group along each axis: as large as leaves at least `least` groups (for
+    parallelism) that `fits` (a task's memory). Grown by halving, each time, the groups along
+    the axis where that removes the most group faces per block of its length (the chunks of a
+    group's high faces are what is fetched twice)."""
+    group = [1, 1, 1]
+    while True:
+        along = [-(-n // g) for n, g in zip(counts, group, strict=True)]
+        choices = []
+        for axis in range(3):
+            if along[axis] < 2:
+                continue
+            halved = -(-along[axis] // 2)
+            grown = three(g * 2 if a == axis else g for a, g in enumerate(group))
+            groups = math.prod(halved if a == axis else n for a, n in enumerate(along))
+            if groups >= least and fits(grown):
+                choices.append(((along[axis] - halved) / counts[axis], -axis, axis))
+        if not choices:
+            return three(group)
+        group[max(choices)[2]] *= 2

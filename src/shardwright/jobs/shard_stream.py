@@ -16,20 +16,27 @@ shard tasks need): the stream has as few as the data flow allows.
 
 Generated meshes and skeletons stream their block tasks, then a `Barrier` (the window waits
 for every task before it), then one task per output shard, made from the block spools'
-indexes the coordinator gathered meanwhile (docs/architecture.md, "the exchange").
+indexes the coordinator gathered meanwhile (docs/architecture.md, "the exchange"). Where an
+addition's new levels are reduced from the level meshed, the addition's stream runs those
+block tasks as its levels' base tasks (`_fed_levels_nodes`): the volume is read once.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from typing import Any
 
 from shardwright.engine.annotations import run_annotation_shard, run_partition
 from shardwright.engine.engines import Engine, engine_for
-from shardwright.engine.generated_objects import BlockDone, run_block, run_generated_shard
+from shardwright.engine.generated_objects import (
+    BlockDone,
+    run_block_group,
+    run_generated_shard,
+)
 from shardwright.engine.objects import run_object_shard
-from shardwright.engine.pyramid import Handoff, Piece
+from shardwright.engine.pyramid import Handoff, Piece, run_feeding_group
 from shardwright.generation.exchange import Exchange, SpooledShardTask
 from shardwright.lifecycle import journal
 from shardwright.lifecycle.manifest import Receipt
@@ -44,6 +51,7 @@ from shardwright.planning import (
     Plan,
     ShardTask,
 )
+from shardwright.planning.addition_levels import group_consumers, group_producers
 from shardwright.planning.annotations import AnnotationPlan, TablePartition
 from shardwright.planning.generated import GeneratedPlan
 from shardwright.planning.objects import ObjectPlan, ObjectShardTask
@@ -61,13 +69,21 @@ class TaskContext:
     store: Store
     resume: bool
     engine: Engine | None = None
+    blocks: TaskContext | None = None  # the meshes' block tasks an addition's stream runs
 
     @classmethod
-    def of(cls, plan: Plan, store: Store, resume: bool) -> TaskContext:
-        """The context of `plan`'s shard tasks, its engine decided here, once."""
+    def of(
+        cls, plan: Plan, store: Store, resume: bool, stores: Mapping[str, Store] | None = None
+    ) -> TaskContext:
+        """The context of `plan`'s shard tasks, its engine decided here, once; `stores`: the
+        job's datasets' stores by destination (where an addition runs its meshes' blocks)."""
         tasks_plan = plan.for_shard_tasks()
         engine = engine_for(tasks_plan) if isinstance(tasks_plan, ConversionPlan) else None
-        return cls(tasks_plan, store, resume, engine)
+        blocks = None
+        if isinstance(plan, AdditionPlan) and plan.feeding_blocks is not None:
+            feeding = plan.feeding_blocks
+            blocks = cls(feeding, (stores or {})[feeding.dest], resume)
+        return cls(tasks_plan, store, resume, engine, blocks)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +91,8 @@ class Node:
     """One task of the stream: `run(context, shard, *inputs)`, where `inputs` are the
     results of the earlier nodes named by `inputs`. `consumers`: how many later nodes take
     its result; with none, its result carries receipts (`receipts_in`) for the manifest,
-    unless `collect` takes it (returning the receipts progress counts: a block spool's).
+    and `collect`, where given, takes what else it carries (a block spool's index), returning
+    the receipts progress counts besides.
     `gpu`: it must run on a worker that declares a GPU."""
 
     key: str
@@ -100,6 +117,7 @@ class LevelResult:
 
     receipts: list[Receipt]
     handoff: Handoff
+    blocks: tuple[BlockDone, ...] = ()  # block tasks that fed it (their spools' indexes)
 
 
 # What a node takes besides its context (a volume's or pyramid's shard, a mesh or skeleton
@@ -114,16 +132,21 @@ NodeShard = (
     | str
     | None
 )
-NodeResult = Receipt | LevelResult | Piece | list[Receipt] | BlockDone
+NodeResult = Receipt | LevelResult | Piece | list[Receipt] | BlockDone | list[BlockDone]
 
 
-def receipts_in(result: Receipt | LevelResult | list[Receipt]) -> list[Receipt]:
-    """The receipts a node without consumers returns (a shard's, a level's, or a list)."""
+def receipts_in(
+    result: Receipt | LevelResult | list[Receipt] | BlockDone | list[BlockDone],
+) -> list[Receipt]:
+    """The receipts a node without consumers returns for the manifest (a shard's, a
+    level's, or a list; a block spool's are not the manifest's: `collect` takes them)."""
     if isinstance(result, Receipt):
         return [result]
     if isinstance(result, LevelResult):
         return result.receipts
-    return result
+    if isinstance(result, BlockDone):
+        return []
+    return [item for item in result if isinstance(item, Receipt)]
 
 
 def _shard(context: TaskContext, task: ShardTask) -> Receipt:
@@ -147,17 +170,30 @@ def _pyramid_shard(
     assert isinstance(plan, ConversionPlan) and engine is not None
     pieces: list[Piece] = []
     receipts: list[Receipt] = []
+    blocks: list[BlockDone] = []
     for item in inputs:
         if isinstance(item, LevelResult):  # a producer whose only consumer is this task
             pieces.append(item.handoff[task.key])
             receipts.extend(item.receipts)
+            blocks.extend(item.blocks)
         else:
             pieces.append(item)
     receipt, handoff = engine.run_level_shard(
         plan, task, context.store, pieces, resume=context.resume
     )
     stored = [] if receipt is None else [journal.record(context.store, receipt)]  # None: read
-    return LevelResult([*stored, *receipts], handoff)
+    return LevelResult([*stored, *receipts], handoff, tuple(blocks))
+
+
+def _feeding_group(context: TaskContext, group: tuple[int, int, int]) -> LevelResult:
+    """A meshes' block group task that is also a base task of the addition's levels."""
+    plan, blocks = context.plan, context.blocks
+    assert isinstance(plan, ConversionPlan) and blocks is not None
+    assert isinstance(blocks.plan, GeneratedPlan)
+    done, handoff = run_feeding_group(plan, blocks.plan, group, blocks.store,
+                                      resume=context.resume,
+                                      on_done=partial(_spooled, blocks))  # fmt: skip
+    return LevelResult([], handoff, tuple(done))
 
 
 def _piece(context: TaskContext, consumer: str, result: LevelResult) -> Piece:
@@ -165,8 +201,9 @@ def _piece(context: TaskContext, consumer: str, result: LevelResult) -> Piece:
     return result.handoff[consumer]
 
 
-def _receipts_of(context: TaskContext, shard: None, result: LevelResult) -> list[Receipt]:
-    return result.receipts
+def _receipts_of(context: TaskContext, shard: None, result: LevelResult) -> LevelResult:
+    """A shared producer's receipts (and blocks), without the voxels it handed up."""
+    return dataclasses.replace(result, handoff={})
 
 
 def _volume_nodes(plan: ConversionPlan, token: str) -> Iterator[Node]:
@@ -179,9 +216,16 @@ def _volume_nodes(plan: ConversionPlan, token: str) -> Iterator[Node]:
         yield Node(f"shard-{task.key}-{token}", _shard, task, gpu=gpu)
 
 
-def _pyramid_nodes(plan: ConversionPlan, token: str) -> Iterator[Node]:
+def _pyramid_nodes(
+    plan: ConversionPlan,
+    token: str,
+    feeding: GeneratedPlan | None = None,
+    collect: Callable[[Any], list[Receipt]] | None = None,
+) -> Iterator[Node]:
     """Every level's shard tasks, each after the tasks of the level below it takes, in
-    post-order from each top-level shard.
+    post-order from each top-level shard. With `feeding`, the first level above the base
+    takes that meshes' block tasks' pieces instead of base shards' (an addition's); a node
+    whose result the window takes then has `collect` (the blocks' spools).
 
     A producer shared by several tasks is emitted at its first consumer; only such producers
     are remembered (until their last consumer), so the stream keeps a frontier, not the
@@ -190,31 +234,63 @@ def _pyramid_nodes(plan: ConversionPlan, token: str) -> Iterator[Node]:
     gpu = engine_for(plan).gpu
     shared_left: dict[str, int] = {}  # shared producers emitted, by key: consumers to come
 
-    def visit(task: ShardTask) -> Iterator[Node]:
-        inputs = []
+    def emitted(
+        kind: str, name: str, run: Callable[..., NodeResult], shard: NodeShard,
+        inputs: tuple[str, ...], fanout: int, on_gpu: bool,
+    ) -> Iterator[Node]:  # fmt: skip
+        """A producer (or top-level) node, `kind-name-token`; a shared producer's result
+        goes to a piece per consumer and to its receipts' node."""
+        key = f"{kind}-{name}-{token}"
+        yield Node(key, run, shard, inputs, fanout + (fanout > 1), on_gpu, collect)
+        if fanout > 1:
+            yield Node(f"receipts-{name}-{token}", _receipts_of, None, (key,), collect=collect)
+
+    def below(task: ShardTask) -> Iterator[tuple[str, str, int, Callable[[], Iterator[Node]]]]:
+        """Each producer of `task`: its node's key, its name, its fanout and how to emit it."""
+        if feeding is not None and task.level == 1:
+            grid = feeding.generation.grid
+            for group in group_producers(plan, grid, task):
+                name = f"group_{grid.key(group)}"
+                fanout = len(group_consumers(plan, grid, group))
+                emit = partial(emitted, "blocks", name, _feeding_group, group, (), fanout, False)
+                yield f"blocks-{name}-{token}", name, fanout, emit
+            return
         for producer in plan.producers(task):
             fanout = len(plan.consumers(producer))
-            if producer.key not in shared_left:
-                yield from visit(producer)
+            yield f"shard-{producer.key}-{token}", producer.key, fanout, partial(visit, producer)
+
+    def visit(task: ShardTask) -> Iterator[Node]:
+        inputs = []
+        for key, name, fanout, emit in below(task):
+            if key not in shared_left:
+                yield from emit()
                 if fanout == 1:
-                    inputs.append(f"shard-{producer.key}-{token}")
+                    inputs.append(key)
                     continue
-                shared_left[producer.key] = fanout
-            piece = f"piece-{producer.key}-{task.key}-{token}"
-            yield Node(piece, _piece, task.key, (f"shard-{producer.key}-{token}",), 1)
+                shared_left[key] = fanout
+            piece = f"piece-{name}-{task.key}-{token}"
+            yield Node(piece, _piece, task.key, (key,), 1)
             inputs.append(piece)
-            shared_left[producer.key] -= 1
-            if not shared_left[producer.key]:
-                del shared_left[producer.key]
-        fanout = len(plan.consumers(task))
-        key = f"shard-{task.key}-{token}"
-        # A shared producer's result goes to a piece per consumer and to its receipts' node.
-        yield Node(key, _pyramid_shard, task, tuple(inputs), fanout + (fanout > 1), gpu)
-        if fanout > 1:
-            yield Node(f"receipts-{task.key}-{token}", _receipts_of, None, (key,))
+            shared_left[key] -= 1
+            if not shared_left[key]:
+                del shared_left[key]
+        yield from emitted("shard", task.key, _pyramid_shard, task, tuple(inputs),
+                           len(plan.consumers(task)), gpu)  # fmt: skip
 
     for task in plan.level_plan(plan.level_count - 1).shards():
         yield from visit(task)
+
+
+def _fed_levels_nodes(
+    plan: AdditionPlan, token: str, exchanges: dict[str, Exchange]
+) -> Iterator[Node | Barrier]:
+    """An addition's levels fed by its meshes' block tasks (planning/addition_levels.py),
+    then a barrier: the meshes' and skeletons' shards are made from every block's spool."""
+    feeding = plan.feeding_blocks
+    assert plan.levels is not None and feeding is not None
+    collect = _collector(exchanges.setdefault(feeding.generation.exchange, Exchange()))
+    yield from _pyramid_nodes(plan.levels, token, feeding, collect)
+    yield Barrier()
 
 
 def _object_nodes(plan: ObjectPlan, token: str) -> Iterator[Node]:
@@ -228,21 +304,29 @@ def _spooled(context: TaskContext, done: BlockDone) -> BlockDone:
     return dataclasses.replace(done, receipt=journal.record(context.store, done.receipt))
 
 
-def _collector(table: Exchange) -> Callable[[BlockDone], list[Receipt]]:
-    """What the window does with a spool task's result: its index goes into the job's
-    exchange, its receipt to progress (no manifest lists a spool)."""
+def _collector(table: Exchange) -> Callable[[Any], list[Receipt]]:
+    """What the window does with a spool task's result (a partition's spool, a block
+    group's, or the blocks that fed a level's shard): each index goes into the job's
+    exchange, each receipt to progress (no manifest lists a spool)."""
 
-    def collect(result: BlockDone) -> list[Receipt]:
-        table.add(result.block)
-        return [result.receipt]
+    def collect(result: BlockDone | list[BlockDone] | LevelResult) -> list[Receipt]:
+        done = (
+            [result]
+            if isinstance(result, BlockDone)
+            else list(result.blocks if isinstance(result, LevelResult) else result)
+        )
+        for spooled in done:
+            table.add(spooled.block)
+        return [spooled.receipt for spooled in done]
 
     return collect
 
 
-def _block(context: TaskContext, position: tuple[int, int, int]) -> BlockDone:
+def _block_group(context: TaskContext, group: tuple[int, int, int]) -> list[BlockDone]:
     plan = context.plan
     assert isinstance(plan, GeneratedPlan)
-    return _spooled(context, run_block(plan, position, context.store, resume=context.resume))
+    return run_block_group(plan, group, context.store, resume=context.resume,
+                           on_done=partial(_spooled, context))  # fmt: skip
 
 
 def _generated_shard(context: TaskContext, task: SpooledShardTask) -> Receipt:
@@ -259,10 +343,10 @@ def _generated_nodes(
     shard that any block sent a piece to, with the ranges it reads."""
     table = exchanges.setdefault(plan.generation.exchange, Exchange())
     collect = _collector(table)
-    if plan.runs_blocks:
-        for position in plan.generation.grid.positions():
-            key = f"block-{plan.generation.grid.key(position)}-{token}"
-            yield Node(key, _block, position, collect=collect)
+    if plan.runs_blocks and not plan.feeds_levels:
+        grid = plan.generation.grid
+        for group in grid.groups():
+            yield Node(f"blocks-{grid.key(group)}-{token}", _block_group, group, collect=collect)
         yield Barrier()
     for number in table.shards(plan.output):
         ranges = tuple(table.ranges(plan.output, number))
@@ -318,6 +402,10 @@ def shard_nodes(
         return _annotation_nodes(plan, token, {} if exchanges is None else exchanges)
     if plan.dataset == ADDITION:  # the levels it adds (its companions run their own)
         assert isinstance(plan, AdditionPlan)
-        return iter(()) if plan.levels is None else _pyramid_nodes(plan.levels, token)
+        if plan.levels is None:
+            return iter(())
+        if plan.feeding_blocks is not None:
+            return _fed_levels_nodes(plan, token, {} if exchanges is None else exchanges)
+        return _pyramid_nodes(plan.levels, token)
     assert plan.dataset == GENERATED and isinstance(plan, GeneratedPlan)
     return _generated_nodes(plan, token, {} if exchanges is None else exchanges)

@@ -136,13 +136,12 @@ class Window:
         for handle, result in zip(carrying, self.runner.results(carrying, self.watch),
                                   strict=True):  # fmt: skip
             node, table = waiting[handle]
-            if node.collect is not None:  # not a shard of the manifest: progress only
-                progress.add(node.collect(result))
-                continue
             receipts = receipts_in(result)
             for receipt in receipts:
                 table.add(receipt)
             progress.add(receipts)
+            if node.collect is not None:  # what is not a shard of the manifest: progress only
+                progress.add(node.collect(result))
         self.runner.release([handle for handle in done if waiting[handle][0].key not in held])
         for handle in done:
             del waiting[handle]
@@ -201,9 +200,10 @@ def _coordinate(
         begun.append(begin_dataset(dataset.plan, dataset.store, dataset.claim, preflight))
     tables = [ReceiptTable() for _ in begun]
     exchanges: dict[str, Exchange] = {}  # generated outputs' block spools
+    stores = {b.plan.dest: b.store for b in begun}
     streams = [
         (
-            runner.put(f"context-{i}-{token}", TaskContext.of(b.plan, b.store, resume)),
+            runner.put(f"context-{i}-{token}", TaskContext.of(b.plan, b.store, resume, stores)),
             shard_nodes(b.plan, f"{i}-{token}", exchanges),
             table,
         )

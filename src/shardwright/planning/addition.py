@@ -44,7 +44,12 @@ from shardwright.planning.addition_checks import (
     read_root,
     root_document,
 )
-from shardwright.planning.addition_levels import ome_levels, precomputed_levels, precomputed_root
+from shardwright.planning.addition_levels import (
+    feeding,
+    ome_levels,
+    precomputed_levels,
+    precomputed_root,
+)
 from shardwright.planning.generated import (
     DIRECTORIES,
     GeneratedPlan,
@@ -83,7 +88,7 @@ class AdditionPlan:
     levels: ConversionPlan | None = None
 
     dataset: ClassVar[str] = ADDITION
-    preparing_tasks: ClassVar[int] = 0
+    preparing_tasks: ClassVar[int] = 0  # the block tasks it may run count as its meshes'
 
     @property
     def format(self) -> str:
@@ -95,6 +100,13 @@ class AdditionPlan:
         if self.levels is None:
             return []
         return [self.levels.level_plan(k) for k in range(1, self.levels.level_count)]
+
+    @property
+    def feeding_blocks(self) -> GeneratedPlan | None:
+        """The meshes' (or skeletons') plan whose block tasks are also the levels' base
+        tasks, where they are: this addition's stream runs them (planning/addition_levels)."""
+        first = self.companions[0] if self.companions else None
+        return first if first is not None and first.feeds_levels else None
 
     @property
     def shard_count(self) -> int:
@@ -111,8 +123,11 @@ class AdditionPlan:
 
     @property
     def source_bytes(self) -> int:
-        """What the levels' base tasks read (the companions' block tasks count their own)."""
-        return 0 if self.levels is None else self.levels.source_bytes
+        """What the levels' base tasks read (the companions' block tasks count their own,
+        those that feed the levels too)."""
+        if self.levels is None or self.feeding_blocks is not None:
+            return 0
+        return self.levels.source_bytes
 
     @property
     def spool_budget(self) -> int:
@@ -199,10 +214,14 @@ class AdditionPlan:
         if self.levels is not None:
             base, pyramid = self.levels, self.levels.pyramid
             assert pyramid is not None
+            how = (
+                f"read once, ~{human_bytes(base.peak_task_bytes)} per task"
+                if self.feeding_blocks is None
+                else "by the meshes' block tasks as they read it: the scale is read once for all"
+            )
             lines.append(
-                f"  from       level {base.layout.level_key} ({xyz(base.size)} voxels), read "
-                f"once, reduced by {xyz(pyramid.factor)} ({pyramid.method}), "
-                f"~{human_bytes(base.peak_task_bytes)} per task"
+                f"  from       level {base.layout.level_key} ({xyz(base.size)} voxels), reduced "
+                f"by {xyz(pyramid.factor)} ({pyramid.method}) {how}"
             )
         adds = [f"{name}/" for name in self.names.values()]
         adds += [f"level {level.layout.level_key}" for level in self.new_levels]
@@ -261,6 +280,10 @@ def plan_addition(
     if options.mips not in (None, 0):
         added = precomputed_levels(dest, document, options, taken)
         check_level_places(store, dest, _keys(added))
+        top = str(document["scales"][-1].get("key"))
+        if companions and feeding(added, companions[0].generation.grid, source.scale.key, top):
+            companions = (dataclasses.replace(companions[0], feeds_levels=True),
+                          *companions[1:])  # fmt: skip
     return AdditionPlan(dest, options, root, source, before, version, ours, companions,
                         properties, added)  # fmt: skip
 
@@ -283,8 +306,9 @@ def _open(dest: str, options: ConvertOptions) -> PrecomputedSource:
 
 
 def _read_line(source: Source, meshes: GeneratedPlan) -> str:
-    """What the block tasks read: the scale meshed, each chunk once or, where blocks share
-    it (their one-voxel overlap reaches into the next block's chunks), more than once."""
+    """What the block group tasks read: the scale meshed, each chunk once or, where two
+    groups share it (a block's one-voxel overlap reaches into the next group's chunks),
+    twice."""
     assert isinstance(source, PrecomputedSource)
     chunk = source.scale.chunk_size
     chunks = math.prod(math.ceil(s / c) for s, c in zip(source.shape_xyz, chunk, strict=True))
@@ -293,7 +317,8 @@ def _read_line(source: Source, meshes: GeneratedPlan) -> str:
         f"  reads      scale {source.scale.key}: {xyz(source.shape_xyz)} voxels of "
         f"{xyz(_plain(_resolution(source)))} nm, {counted(chunks, 'chunk')} of {xyz(chunk)} "
         f"({human_bytes(meshes.source_bytes)} decoded): {reads:,} chunk reads "
-        f"({reads / max(1, chunks):.2f} per chunk: blocks overlap by one voxel)"
+        f"({reads / max(1, chunks):.2f} per chunk: each block reads one voxel into the next; "
+        "a task's blocks share their chunks, tasks meet on one layer)"
     )
 
 

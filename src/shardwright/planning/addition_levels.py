@@ -7,6 +7,12 @@ its tasks read it epoch by epoch and hand the reduced voxels up without writing 
 metadata document gains is derived here: the info's new scales, or the group's new datasets
 (each with its scale and translation, voxel centres as the finer levels have them) and the
 new arrays' own `zarr.json`.
+
+Where the dataset also gains meshes or skeletons made from the level the levels are reduced
+from (a segmentation of one scale), the meshes' block tasks are the levels' base tasks: each
+reduces its block's core as it reads it and hands the pieces to the first new level's tasks
+(`feeding`, `group_consumers`, `group_producers`: a task makes a group of blocks), so the
+volume is read once for all.
 """
 
 from __future__ import annotations
@@ -17,12 +23,13 @@ from typing import Any
 from shardwright.codecs import CHUNK_ENCODINGS
 from shardwright.errors import NAMED, PlanError
 from shardwright.formats.zarr3.ome_zarr import dataset_paths
-from shardwright.generation.grid import three
+from shardwright.generation.grid import BlockGrid, Triple, three
 from shardwright.options import ConvertOptions
+from shardwright.planning import pyramid
 from shardwright.planning.builder import make_plan
 from shardwright.planning.layouts.zarr3 import levels_in_group
 from shardwright.planning.text import xyz
-from shardwright.planning.volume import ConversionPlan
+from shardwright.planning.volume import ConversionPlan, ShardTask
 from shardwright.sources import Source, open_source
 
 
@@ -88,6 +95,44 @@ def precomputed_root(info: dict[str, Any], levels: ConversionPlan | None) -> dic
         return info
     added = dict(levels.metadata_documents())["info"]["scales"][1:]
     return {**info, "scales": [*info["scales"], *added]}
+
+
+def feeding(levels: ConversionPlan, grid: BlockGrid, meshed: str, read: str) -> bool:
+    """Whether block tasks on `grid`, reading scale `meshed`, can be the base tasks of
+    `levels` (which reduce scale `read`): the same voxels, every block starting on the
+    reduction's grid (its size a multiple of the factor)."""
+    assert levels.pyramid is not None
+    return (
+        meshed == read
+        and grid.factor == (1, 1, 1)
+        and grid.shape == three(levels.size)
+        and all(b % f == 0 for b, f in zip(grid.block, levels.pyramid.factor, strict=True))
+    )
+
+
+def group_consumers(
+    levels: ConversionPlan, grid: BlockGrid, group: Triple
+) -> list[tuple[ShardTask, pyramid.Box]]:
+    """The first new level's tasks that take a part of a block group's reduced voxels, each
+    with that part (in the new level's voxels)."""
+    assert levels.pyramid is not None
+    above = levels.level_plan(1)
+    reduced = pyramid.image(grid.group_core(group), levels.pyramid.factor)
+    out = []
+    for task in above.tasks_overlapping(reduced):
+        part = pyramid.intersect(reduced, above.voxel_box(task))
+        assert part is not None
+        out.append((task, part))
+    return out
+
+
+def group_producers(levels: ConversionPlan, grid: BlockGrid, task: ShardTask) -> list[Triple]:
+    """The block groups whose reduced voxels make up a first new level task's region."""
+    assert levels.pyramid is not None and task.level == 1
+    region = pyramid.preimage(
+        levels.level_plan(1).voxel_box(task), levels.pyramid.factor, three(levels.size)
+    )
+    return grid.groups_over(*region)
 
 
 def _level_options(options: ConvertOptions, key: str, **chosen: Any) -> ConvertOptions:

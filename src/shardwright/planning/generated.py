@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import math
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -25,14 +26,14 @@ from shardwright.formats.precomputed.meshes import IDENTITY_TRANSFORM, MULTILOD_
 from shardwright.formats.precomputed.sharding import ShardingSpec
 from shardwright.formats.precomputed.skeletons import SKELETON_TYPE
 from shardwright.generation.exchange import MESH, SKELETON, SpooledShardTask
-from shardwright.generation.grid import BlockGrid, three
+from shardwright.generation.grid import BlockGrid, choose_group, three
 from shardwright.generation.surfaces import QUANTIZATION_BITS
 from shardwright.generation.tracing import RADIUS_ATTRIBUTE
 from shardwright.options import ConvertOptions
 from shardwright.planning.base import GENERATED, ExchangePlan
 from shardwright.planning.objects import MULTILOD, SKELETONS, choose_sharding
 from shardwright.planning.pyramid import level_resolution
-from shardwright.planning.text import human_bytes, xyz
+from shardwright.planning.text import counted, human_bytes, xyz
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source
 from shardwright.sources.base import location_of
@@ -40,8 +41,9 @@ from shardwright.version import install_command
 
 DIRECTORIES = {MESH: "mesh", SKELETON: "skeletons"}
 DEFAULT_BLOCK = (128, 128, 128)
+GROUPS_PER_CORE = 2  # block groups (tasks) at least, per core of the machine planning
 SAMPLED_BLOCKS = 4
-SAMPLE_EDGE = 128  # base voxels along each axis of a sampled block
+SAMPLE_EDGE = 64  # base voxels along each axis of a block's sampled corner
 BYTES_PER_SEGMENT = {MESH: 16 * 1024, SKELETON: 2 * 1024}  # to size shards before any exists
 NEEDED = ("zmesh", "kimimaro", "DracoPy")  # the meshes extra
 SEGMENTATION_METHOD = "mode"
@@ -84,6 +86,11 @@ class GeneratedPlan(ExchangePlan):
     source: Source
     generation: Generation
     runs_blocks: bool
+    # Its block tasks also hand an addition's new levels their reduced voxels (the level
+    # meshed is the one the levels are reduced from): the addition's stream runs them,
+    # between the levels' tasks, so that the volume is read once; this plan's stream runs
+    # only its shards.
+    feeds_levels: bool = False
 
     dataset: ClassVar[str] = GENERATED
     companions: ClassVar[tuple[()]] = ()
@@ -175,6 +182,8 @@ class GeneratedPlan(ExchangePlan):
             "grid_origin_nm": list(g.grid.origin_nm),
             "block_xyz": list(g.grid.block),
             "blocks": g.grid.block_count,
+            "block_group_xyz": list(g.grid.group),
+            "block_groups": g.grid.group_count,
             "max_error_nm": g.max_error,
             "lods": g.lods if g.lods is not None else "auto",
             "dust_threshold": g.dust_threshold,
@@ -201,7 +210,8 @@ class GeneratedPlan(ExchangePlan):
             f"generated    {self.dest}: {what}",
             f"  from       {f'scale {g.scale}' if g.scale else f'level {g.level}'} of the volume "
             f"({xyz(g.grid.shape)} voxels of "
-            f"{xyz(g.grid.resolution)} nm), {g.grid.block_count:,} blocks of {xyz(g.grid.block)}",
+            f"{xyz(g.grid.resolution)} nm), {g.grid.block_count:,} blocks of {xyz(g.grid.block)} "
+            f"in {counted(g.grid.group_count, 'task')} of {xyz(g.grid.group)} blocks",
             f"  segments   ~{g.estimated_segments:,} present (estimated from sampled blocks), "
             f"{each} gets its {kind}; the job counts them",
             f"  sharding   {spec.hash}, minishard {spec.minishard_bits}, shard {spec.shard_bits} "
@@ -220,6 +230,13 @@ class GeneratedPlan(ExchangePlan):
 def _block_task_bytes(grid: BlockGrid, itemsize: int) -> int:
     read = math.prod(b + 1 for b in grid.block)
     return read * (math.prod(grid.factor) * itemsize + BYTES_PER_BLOCK_VOXEL)
+
+
+def _kept_bytes(grid: BlockGrid, group: tuple[int, int, int], itemsize: int) -> int:
+    """The most chunk bytes a group task keeps for its next blocks: a layer of its chunks
+    one block deep, stored raw at worst (chunks are taken to be no larger than blocks)."""
+    x, y, _ = ((g + 1) * b * f for g, b, f in zip(group, grid.block, grid.factor, strict=True))
+    return x * y * grid.block[2] * grid.factor[2] * itemsize
 
 
 def _exchange_estimate(g: Generation) -> int:
@@ -379,23 +396,36 @@ def _grid(labels: Labels, options: ConvertOptions) -> BlockGrid:
         o * r0 + 0.5 * r
         for o, r0, r in zip(labels.voxel_offset, labels.resolution, resolution, strict=True)
     )
-    return BlockGrid(shape, block, resolution, factor, origin)
+    grid = BlockGrid(shape, block, resolution, factor, origin)
+    itemsize = labels.source.dtype.itemsize
+    alone = _block_task_bytes(grid, itemsize)
+
+    def fits(group: tuple[int, int, int]) -> bool:
+        return alone + _kept_bytes(grid, group, itemsize) <= options.memory_budget
+
+    least = GROUPS_PER_CORE * (os.cpu_count() or 1)
+    return dataclasses.replace(grid, group=choose_group(grid.counts, least, fits))
 
 
 def _estimate_segments(source: Source, grid: BlockGrid, options: ConvertOptions) -> int:
-    """Segments in the volume, from the distinct ids of a few blocks spread across it."""
+    """Segments in the volume, from the distinct ids of a corner of a few blocks spread
+    across it, scaled up by the voxels of the block each stands for (ids are not spread
+    evenly: larger than the count, which is harmless: see the module's docstring). A corner
+    of SAMPLE_EDGE voxels is about one chunk: the plan reads a few chunks, not blocks."""
     if options.object_ids is not None:
         return len(options.object_ids)
     positions = list(grid.positions())
-    picks = np.linspace(0, len(positions) - 1, min(SAMPLED_BLOCKS, len(positions)))
-    distinct = 0
-    for i in sorted({int(p) for p in picks}):
+    picks = sorted({int(p) for p in np.linspace(0, len(positions) - 1,
+                                                min(SAMPLED_BLOCKS, len(positions)))})  # fmt: skip
+    scaled = 0.0
+    for i in picks:
         base_start, base_stop = grid.base_box(*grid.core(positions[i]), source.shape_xyz)
-        # at most SAMPLE_EDGE voxels along each axis: a sample, not a read
         sample_stop = three(
             min(b, a + SAMPLE_EDGE) for a, b in zip(base_start, base_stop, strict=True)
         )
         labels = source.read(base_start, sample_stop)
-        distinct += int(np.count_nonzero(np.unique(labels)))
-    sampled = len({int(p) for p in picks})
-    return max(1, math.ceil(distinct * len(positions) / max(1, sampled)))
+        share = math.prod(b - a for a, b in zip(base_start, base_stop, strict=True)) / max(
+            1, math.prod(b - a for a, b in zip(base_start, sample_stop, strict=True))
+        )
+        scaled += np.count_nonzero(np.unique(labels)) * share
+    return max(1, math.ceil(scaled * len(positions) / max(1, len(picks))))

@@ -7,9 +7,11 @@ Sources are sent to Dask workers, so they hold paths, not open handles, when pic
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -254,6 +256,11 @@ class ArraySource:
     def read(self, start_xyz: Box, stop_xyz: Box) -> np.ndarray:
         block = np.transpose(self.read_native(start_xyz, stop_xyz), self._to_xyzc)
         return block if "c" in self._kept else block[..., np.newaxis]
+
+    def reusing(self, boxes: Sequence[tuple[Box, Box]]) -> AbstractContextManager[object]:
+        """Reads as they are (a source whose chunks are its own, e.g. precomputed, keeps
+        them)."""
+        return contextlib.nullcontext()
 
     def location(self) -> str | None:
         """Where the source lies as the user named it (the OME-Zarr group, not the array

@@ -16,7 +16,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -26,8 +28,8 @@ from shardwright.common.vocabulary import VolumeType, names
 from shardwright.errors import NAMED, CodecUnavailable, FormatError, SourceError
 from shardwright.formats.precomputed.info import PrecomputedScale
 from shardwright.formats.precomputed.sharded_reader import ShardedReader
-from shardwright.sources import missing
-from shardwright.sources.base import ArraySource, SourceHints, json_object
+from shardwright.sources import chunk_reuse, missing
+from shardwright.sources.base import ArraySource, Box, SourceHints, json_object
 from shardwright.sources.location import Location
 from shardwright.sources.request import SourceRequest
 from shardwright.sources.stored_forms import NotDecodable, StoredObjects, plain_bytes
@@ -193,8 +195,25 @@ class PrecomputedSource(ArraySource):
         first_offset = int(shape[3]).to_bytes(4, "little")
         return lambda data: data[:4] == first_offset
 
+    def reusing(self, boxes: Sequence[tuple[Box, Box]]) -> AbstractContextManager[object]:
+        """Within, this thread's reads of `boxes` fetch each chunk they share once."""
+        uses: Counter[tuple[int, int, int]] = Counter()
+        chunk = self.scale.chunk_size
+        for start, stop in boxes:
+            x, y, z = (
+                range(a // c, math.ceil(b / c)) for a, b, c in zip(start, stop, chunk, strict=True)
+            )
+            uses.update((i, j, k) for k in z for j in y for i in x)
+        return chunk_reuse.reusing(self, uses)
+
     def _fetch(self, coords: list[tuple[int, int, int]]) -> list[bytes | None]:
-        """Each chunk's stored bytes, None where the volume has none."""
+        """Each chunk's stored bytes, None where the volume has none (kept ones taken from
+        the thread's reuse, if any)."""
+        reuse = chunk_reuse.active_for(self)
+        return self._stored(coords) if reuse is None else reuse.take(coords, self._stored)
+
+    def _stored(self, coords: list[tuple[int, int, int]]) -> list[bytes | None]:
+        """Each chunk's stored bytes as fetched from the store."""
         if self.scale.sharding is None:
             found = self._objects.get_many([self.scale.chunk_name(c) for c in coords])
             return list(found.values())
