@@ -5,6 +5,7 @@ The API a notebook uses, the same the command line calls:
 - `plan(source, dest, **options)`: decide a conversion and print nothing, write nothing.
 - `convert(source_or_plan, dest, **options)`: run it as one Dask job; returns its `Manifest`.
 - `verify(dest, against=None)`: check a converted dataset, trusting nothing it holds.
+- `status(dest)`: where the job writing `dest` stands, as `shardwright status` says it.
 - `open_source(url)`: a volume source as shardwright reads it.
 - `view(*datasets)`: serve datasets with the Neuroglancer client; `.url` shows them all.
 - `precomputed`, `zarr3`: the two output formats, usable alone (bytes in, bytes out).
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
         add_segment_properties,
         convert,
         plan,
+        status,
         verify,
         view,
     )
@@ -40,6 +42,7 @@ __all__ = [
     "open_source",
     "plan",
     "precomputed",
+    "status",
     "verify",
     "view",
     "zarr3",
@@ -49,7 +52,7 @@ __all__ = [
 # start that needs none of it, `--help`) stays quick. Name -> the submodule defining it.
 __getattr__ = lazy_attributes(__name__, {
     "ConvertOptions": "api", "Manifest": "api", "add_segment_properties": "api",
-    "convert": "api", "plan": "api",
+    "convert": "api", "plan": "api", "status": "api",
     "verify": "api", "view": "api", "open_source": "sources", "precomputed": "precomputed",
     "zarr3": "zarr3",
 })  # fmt: skip

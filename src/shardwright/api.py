@@ -5,10 +5,12 @@ from __future__ import annotations
 import concurrent.futures
 from typing import TYPE_CHECKING, Any
 
-from shardwright.errors import LeaseHeld, PlanError
+from shardwright.common.flags import command_line_fields
+from shardwright.errors import LeaseHeld, OptionError, PlanError
 from shardwright.lifecycle.destination import check_plan_places
 from shardwright.lifecycle.manifest import Manifest
 from shardwright.lifecycle.run_options import RunOptions, split_keywords
+from shardwright.lifecycle.status import JobStatus, job_status
 from shardwright.options import ConvertOptions
 from shardwright.planning import TopPlan, plan_addition, plan_conversion
 from shardwright.sources import Source
@@ -33,6 +35,7 @@ __all__ = [
     "check",
     "convert",
     "plan",
+    "status",
     "verify",
 ]
 
@@ -211,7 +214,35 @@ def check(the_plan: TopPlan, run: RunOptions | None = None, **values: Any) -> Jo
 def _options(options: ConvertOptions | None, values: dict[str, Any]) -> ConvertOptions:
     if options is not None and values:
         raise TypeError("pass either a ConvertOptions or keyword options, not both")
+    _refuse_flag_spellings(values)
     return options or ConvertOptions(**values)
+
+
+def _refuse_flag_spellings(values: dict[str, Any]) -> None:
+    """A keyword spelled as the command line's flag (`relationship=` for `--relationship`,
+    whose keyword is `relationships=`) is refused naming the keyword, in the form it takes,
+    not as a bare TypeError."""
+    for field, flag in command_line_fields(ConvertOptions):
+        key = flag.name.removeprefix("--").replace("-", "_")
+        if key == field.name or key not in values:
+            continue
+        given = values[key]
+        if flag.switch is not None:
+            wanted = flag.switch
+        elif flag.repeat:
+            wanted = list(given) if isinstance(given, list | tuple) else [given]
+        else:
+            wanted = given
+        each = f" (a list, one {flag.metavar or 'value'} each)" if flag.repeat else ""
+        raise OptionError(f"{key}= is the command line's {flag.name}; in Python it is "
+                          f"{{{field.name}}}{each}", **{field.name: wanted})  # fmt: skip
+
+
+def status(dest: str, storage_options: dict[str, Any] | None = None) -> JobStatus:
+    """Where the job writing `dest` stands (running, stopped, finished; shards, bytes, rate,
+    its companions), read from what jobs write anyway: what `shardwright status DEST` prints
+    is `.summary()`, its `--json` `.to_json()`."""
+    return job_status(dest, storage_options)
 
 
 def view(

@@ -113,7 +113,7 @@ def test_bad_tables_and_options_are_refused_before_anything_is_written(
                     **RUN)  # fmt: skip
     nan = frame.copy()
     nan.loc[4, "x"] = np.nan
-    with pytest.raises(SourceError, match="row 5: column 'x' holds nan"):
+    with pytest.raises(SourceError, match="row 5: column 'x' is empty"):
         api.convert(nan, str(dest), **OPTIONS, **RUN)
     repeated = frame.copy()
     repeated.loc[9, "id"] = repeated.loc[3, "id"]

@@ -16,6 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+import shardwright
+from shardwright.errors import DestinationError
+
 SOURCE_ZYX = (512, 512, 512)  # png-encoded in one thread: several seconds, time to look at it
 ARGS = ["--resolution", "1,1,1", "--chunk-size", "64,64,32", "--target-shard-bytes", "1M",
         "--encoding", "png"]  # fmt: skip
@@ -79,6 +82,10 @@ def test_status_of_a_running_a_killed_and_a_finished_job(
     done = _status(str(out), "--watch", "0.1")  # returns at once: nothing left to watch
     assert done["state"] == "finished" and done["shards_stored"] == done["shards_planned"] == 256
     assert done["holder"] is None
+    # Python's status is what the command line prints
+    from_python = shardwright.status(str(out))
+    assert from_python.to_json() == done
+    assert _cli("status", str(out)).stdout.strip() == from_python.summary().strip()
 
 
 def test_status_of_a_destination_without_a_job(tmp_path: pathlib.Path) -> None:
@@ -86,6 +93,16 @@ def test_status_of_a_destination_without_a_job(tmp_path: pathlib.Path) -> None:
     run = _cli("status", str(tmp_path / "empty"))
     assert run.returncode == 2
     assert "holds no shardwright job (no job record, no manifest)" in run.stderr
+    with pytest.raises(DestinationError, match="holds no shardwright job"):
+        shardwright.status(str(tmp_path / "empty"))
+
+
+def test_bare_shardwright_lists_its_commands() -> None:
+    run = _cli()
+    assert run.returncode == 0, run.stderr
+    listed = [line.split()[0] for line in run.stdout.splitlines() if line.startswith("  ")]
+    assert listed == ["plan", "convert", "verify", "status", "serve", "view", "demo"]
+    assert "'shardwright COMMAND --help'" in run.stdout
 
 
 @pytest.mark.s3

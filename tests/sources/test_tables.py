@@ -13,17 +13,18 @@ import pytest
 
 from shardwright.errors import SourceError
 from shardwright.sources.table_spool import TableSpool
-from shardwright.sources.tables import TableFacts, inspect_table, is_table, open_table
+from shardwright.sources.tables import TableFacts, inspect_table
+from shardwright.sources.tables_open import Table, is_table, open_table
+from shardwright.sources.tables_values import segment_ids
 from tests.support.tables import FORMS, table_as
 
 RELATED = {"pre": "pre_segment", "post": "post_segment"}
 
 
-def _inspect(table: Any, kind: str = "point", *args: Any, **kw: Any) -> TableFacts:
-    pieces = table.to_delayed()
-    spool = TableSpool(buckets=len(pieces))
+def _inspect(table: Table, kind: str = "point", *args: Any, **kw: Any) -> TableFacts:
+    spool = TableSpool(buckets=len(table.pieces))
     try:
-        return inspect_table(table, pieces, kind, "t", spool, *args, **kw)
+        return inspect_table(table, kind, "t", spool, *args, **kw)
     finally:
         spool.close()
 
@@ -77,7 +78,7 @@ def test_hostile_tables_are_refused_in_one_line_naming_column_and_row(
 
     nan = good.copy()
     nan.loc[3, "y"] = np.nan
-    assert "row 4: column 'y' holds nan, not a finite number" in _refused(tmp_path, form, nan)
+    assert "row 4: column 'y' is empty" in _refused(tmp_path, form, nan)
 
     text = good.astype({"x": str})  # a column of text (as Parquet stores it: typed)
     text.loc[5, "x"] = "12,5"
@@ -90,7 +91,9 @@ def test_hostile_tables_are_refused_in_one_line_naming_column_and_row(
 
     negative = good.astype({"pre_segment": np.int64})
     negative.loc[2, "pre_segment"] = -4
-    assert "row 3: 'pre_segment' holds a negative id" in _refused(tmp_path, form, negative)
+    assert "row 3: column 'pre_segment' holds -4, a negative number" in _refused(
+        tmp_path, form, negative
+    )
 
     wide = good.astype({"size": np.int64})
     wide.loc[0, "size"] = 2**40
@@ -103,7 +106,9 @@ def test_hostile_tables_are_refused_in_one_line_naming_column_and_row(
 
 def test_an_id_beyond_64_bits_in_a_csv_is_named(tmp_path: pathlib.Path) -> None:
     (tmp_path / "t.csv").write_text("id,x,y,z\n1,0,0,0\n18446744073709551616,1,1,1\n3,2,2,2\n")
-    with pytest.raises(SourceError, match=r"row 2: .id. holds .18446744073709551616., not a"):
+    with pytest.raises(
+        SourceError, match=r"row 2: column .id. holds .18446744073709551616., not a"
+    ):
         table = open_table(str(tmp_path / "t.csv"))
         _inspect(table)
 
@@ -123,7 +128,7 @@ def test_repeated_ids_across_partitions_name_the_earliest_second_row() -> None:
     frame.loc[250, "id"] = frame.loc[10, "id"]  # second row 251
     frame.loc[120, "id"] = frame.loc[200, "id"]  # second row 201 (the first met)
     frame.loc[290, "id"] = frame.loc[200, "id"]
-    table = dd.from_pandas(frame, npartitions=4, sort=False)
+    table = open_table(dd.from_pandas(frame, npartitions=4, sort=False))
     with pytest.raises(SourceError, match=rf"rows 121 and 201 share the id {frame.loc[200, 'id']}"):
         _inspect(table, "point", RELATED)
     spool = TableSpool(buckets=3)
@@ -134,3 +139,42 @@ def test_repeated_ids_across_partitions_name_the_earliest_second_row() -> None:
     assert spool.ids(1, 60, 40)[0] == 61
     spool.close()
     assert not spool.root.exists()
+
+
+@pytest.mark.parametrize(
+    ("values", "ids", "gaps", "problem"),
+    [
+        (pd.array([2**64 - 1, None, 5], dtype="UInt64"), [2**64 - 1, 0, 5], [1], None),
+        (pd.Series(["18446744073709551615", " 12 ", "", None, "7.0"], dtype="string"),
+         [2**64 - 1, 12, 0, 0, 7], [2, 3], None),
+        (pd.Series(["1", "18446744073709551616"]), None, None,
+         (1, "holds '18446744073709551616', not a uint64 id")),
+        (pd.Categorical([2**63 + 1, None, 4]), [2**63 + 1, 0, 4], [1], None),
+        (pd.array([3, -2], dtype="int64[pyarrow]"), None, None, (1, "holds -2, a negative number")),
+        (np.array([1.0, np.nan, 2.0**53 - 1]), [1, 0, 2**53 - 1], [1], None),
+        (np.array([1.0, 2.5]), None, None, (1, "holds 2.5, not a whole number")),
+        (np.array([2.0**53]), None, None, (0, "holds 9007199254740992 in a floating-point column")),
+    ],
+)  # fmt: skip
+def test_segment_ids_are_read_exactly_whatever_holds_them(
+    values: Any, ids: list[int] | None, gaps: list[int] | None, problem: tuple[int, str] | None
+) -> None:
+    """Integers of any type as they are, text digit by digit (a CSV's id columns), floats
+    only where exact; a gap is missing (a relationship's 'none'), never a number."""
+    read = segment_ids(pd.Series(values))
+    if problem is None:
+        assert read.problem is None and read.values.dtype == np.uint64
+        assert read.values.tolist() == ids
+        assert np.flatnonzero(read.missing).tolist() == gaps
+    else:
+        assert read.problem is not None and read.problem[0] == problem[0]
+        assert read.problem[1].startswith(problem[1])
+
+
+def test_a_parquet_glob_reads_its_files_in_counting_order(tmp_path: pathlib.Path) -> None:
+    for number in (10, 2, 1):
+        pd.DataFrame({"x": [float(number)]}).to_parquet(tmp_path / f"part.{number}.parquet")
+    table = open_table(str(tmp_path / "part.*.parquet"))
+    assert table.files == (("part.1.parquet", 0), ("part.2.parquet", 0), ("part.10.parquet", 0))
+    assert table.frame.compute()["x"].tolist() == [1.0, 2.0, 10.0]
+    assert table.rows_name((0, 2), [1, 1, 1]) == "part.1.parquet row 1 and part.10.parquet row 1"

@@ -14,7 +14,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from shardwright.cli import outcomes
-from shardwright.cli.parser import build_parser, options_from, run_options_from, subparser
+from shardwright.cli.parser import (
+    build_parser,
+    commands_listing,
+    options_from,
+    run_options_from,
+    subparser,
+)
 from shardwright.errors import ShardwrightWarning
 from shardwright.jobs import logs, stops
 from shardwright.lifecycle.run_options import flag_wording
@@ -30,6 +36,9 @@ def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int
     stdout went away. Anything else is a bug: its traceback, and a line saying so.
     """
     parser = build_parser()
+    if not (sys.argv[1:] if argv is None else list(argv)):  # bare: what it can do
+        print(commands_listing(parser))
+        return 0
     args, unknown = parser.parse_known_args(argv)
     if getattr(args, "dest", "") is None and unknown and not unknown[0].startswith("-"):
         args.dest = unknown.pop(0)  # convert's DEST after options: argparse left it over

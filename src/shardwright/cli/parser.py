@@ -179,7 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_conversion_options(p, dest_alone=True)
     p.add_argument("--json", action="store_true", help="machine-readable plan")
 
-    c = sub.add_parser("convert", parents=[talk], help="convert SOURCE to sharded output at DEST")
+    c = sub.add_parser(
+        "convert",
+        parents=[talk],
+        help="convert SOURCE to sharded output at DEST, or add to DEST in place",
+    )
     _add_conversion_options(c, dest_alone=True)
     _add_flags(c, RunOptions)
     c.add_argument("--dry-run", action="store_true", help="same as `plan`")
@@ -282,6 +286,23 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--scheduler", help="as for convert (default: local)")
     d.add_argument("--workers", type=parse_positive_int, help="as for convert")
     return parser
+
+
+def commands_listing(parser: argparse.ArgumentParser) -> str:
+    """What bare `shardwright` prints: each command and what it does, and where help is."""
+    rows = [
+        (choice.dest, choice.help or "")
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for choice in action._choices_actions
+    ]
+    width = max(len(name) for name, _ in rows)
+    lines = [f"  {name.ljust(width)}  {what}" for name, what in rows]
+    return "\n".join([
+        "usage: shardwright COMMAND ...", "", "commands:", *lines, "",
+        "'shardwright COMMAND --help' lists a command's options; 'shardwright demo' shows it "
+        "all on a small volume",
+    ])  # fmt: skip
 
 
 def subparser(parser: argparse.ArgumentParser, command: str) -> _Parser:

@@ -174,7 +174,12 @@ def _repeated(f: dataclasses.Field[Any], flag: Flag, value: Any) -> Any:
     if value is None:
         return default_of(f)
     if isinstance(value, str) or not isinstance(value, list | tuple):
-        raise OptionError(f"{{{f.name}}} takes a list of values", **{f.name: value})
+        each = flag.metavar or "value"
+        said = f"{{{f.name}}} takes a list, one {each} each"
+        if isinstance(value, str) or (isinstance(value, dict) and "=" in each):
+            forms = [value] if isinstance(value, str) else [f"{k}={v}" for k, v in value.items()]
+            said += f": {f.name}={forms!r}"
+        raise OptionError(said, **{f.name: value})
     items = []
     for item in value:
         try:

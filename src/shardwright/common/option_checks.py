@@ -40,6 +40,14 @@ def check_annotations(options: Any) -> None:
     """The annotation options: a relationship name once each, a positive limit, an enum's
     column once and its labels readable (whether a source takes them is the planner's to
     say)."""
+    for field, form in (("relationships", "NAME=COLUMN"), ("enums", "COLUMN=VALUE:NAME,...")):
+        for item in getattr(options, field):
+            if not (isinstance(item, tuple) and len(item) == 2
+                    and all(isinstance(part, str) for part in item)):  # fmt: skip
+                raise OptionError(f"{{{field}}}: each is a text {form} (or a pair of texts), "
+                                  f"not {item!r}", **{field: getattr(options, field)})  # fmt: skip
+    if options.properties is not None and not all(isinstance(p, str) for p in options.properties):
+        raise OptionError("{properties}: each is a column's name", properties=options.properties)
     names = [name for name, _ in options.relationships]
     if len(set(names)) != len(names):
         raise OptionError("{relationships}: each relationship is named once",

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.errors import FormatError
+from shardwright.errors import FormatError, SourceError
 from shardwright.formats.precomputed import annotation_spatial as spatial
 from shardwright.formats.precomputed.annotations import (
     bounding_boxes,
@@ -29,7 +29,7 @@ from shardwright.formats.precomputed.annotations import (
 )
 from shardwright.formats.precomputed.morton import compressed_morton_code
 from shardwright.planning.annotations import BY_ID, AnnotationLayout
-from shardwright.sources.tables import text_codes
+from shardwright.sources.tables_values import as_float, property_values, segment_ids, text_codes
 
 
 def partition_sections(
@@ -40,17 +40,17 @@ def partition_sections(
     columns = layout.columns
     rows = len(frame)
     if columns.id is not None:
-        ids = np.asarray(frame[columns.id]).astype(np.uint64)
+        ids = _ids(frame, columns.id)
     else:
         ids = np.arange(first_row + 1, first_row + 1 + rows, dtype=np.uint64)
-    geometry = np.asarray(frame[list(columns.geometry)], dtype=np.float64)
+    geometry = np.stack([as_float(frame[name]) for name in columns.geometry], axis=1)
     values = {
         prop.id: text_codes(prop, frame[column]) if column in columns.texts
-        else np.asarray(frame[column]).astype(prop.type)
+        else property_values(prop, frame[column])
         for column, prop in columns.properties
     }  # fmt: skip
     records = layout.schema.records(geometry, values)
-    related = [np.asarray(frame[column]).astype(np.uint64) for _, column in columns.relationships]
+    related = [_ids(frame, column) for _, column in columns.relationships]
     sections: dict[tuple[int, int], list[memoryview]] = defaultdict(list)
 
     def send(output: int, keys: np.ndarray, table: np.ndarray) -> None:
@@ -89,6 +89,16 @@ def partition_sections(
         table["id"], table["record"] = ids[members], records[members]
         send(output, table["key"], table)
     return dict(sections)
+
+
+def _ids(frame: Any, column: str) -> np.ndarray:
+    """A column's segment ids, exactly (a missing one is 0: none); a value that is no id
+    (the table changed since it was checked) is refused."""
+    read = segment_ids(frame[column])
+    if read.problem is not None:
+        row, what = read.problem
+        raise SourceError(f"row {row + 1} of a partition: column {column!r} {what}")
+    return read.values
 
 
 def shard_entries(

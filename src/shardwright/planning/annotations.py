@@ -178,6 +178,7 @@ class AnnotationPlan(ExchangePlan):
             "upper_bound": list(self.upper),
             "properties": [p.to_json() for p in layout.schema.properties],
             "relationships": dict(layout.columns.relationships),
+            "columns": dict(layout.columns.fates()),
             "spatial_levels": len(layout.levels),
             "chances": list(layout.chances),
             "limit": self.options.annotation_limit,
@@ -206,6 +207,7 @@ class AnnotationPlan(ExchangePlan):
             f"destination  {self.dest} (neuroglancer_annotations_v1, {schema.kind}, sharded)",
             f"space        {xyz(self.resolution)} nm per unit; bounds {xyz(layout.lower, ',')} .. "
             f"{xyz(self.upper, ',')}",
+            f"columns      {'; '.join(f'{c}: {fate}' for c, fate in layout.columns.fates())}",
             f"properties   {props}",
             f"related      {related}",
             f"spatial      {len(layout.levels)} levels, ~{self.options.annotation_limit:,} per "
@@ -234,12 +236,13 @@ def make_annotation_plan(table: Any, dest: str, options: ConvertOptions) -> Anno
         raise PlanError("annotations are precomputed only (drop {format})", format=options.format)
     import dask
 
-    frame = open_table(table, options.source_storage_options)
-    pieces = tuple(frame.to_delayed())
+    ids = ("id", *(column for _, column in options.relationships))
+    opened = open_table(table, options.source_storage_options, ids)
+    pieces = opened.pieces
     spool = TableSpool(buckets=len(pieces))
     try:
         with dask.config.set(scheduler="threads"):
-            facts = inspect_table(frame, pieces, options.annotation_type, where, spool,
+            facts = inspect_table(opened, options.annotation_type, where, spool,
                                   dict(options.relationships), options.properties,
                                   dict(options.enums))  # fmt: skip
             lower = tuple(math.floor(v) for v in facts.low)
@@ -256,7 +259,7 @@ def make_annotation_plan(table: Any, dest: str, options: ConvertOptions) -> Anno
                               tuple(chances), shardings, tuple(limits))  # fmt: skip
     rx, ry, rz = (float(r) for r in options.resolution)
     return AnnotationPlan(table if isinstance(table, str) else None, dest, options, facts,
-                          layout, (rx, ry, rz), upper, frame, pieces)  # fmt: skip
+                          layout, (rx, ry, rz), upper, opened.frame, pieces)  # fmt: skip
 
 
 def _shardings(

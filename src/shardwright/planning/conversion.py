@@ -18,7 +18,8 @@ from shardwright.planning.generated import with_generated
 from shardwright.planning.objects import ObjectPlan, make_object_plan, object_source_info
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source
-from shardwright.sources.tables import is_table, segment_properties_of
+from shardwright.sources.tables import segment_properties_of
+from shardwright.sources.tables_open import holds_parquet, is_table
 from shardwright.stores import open_store
 
 
@@ -32,12 +33,15 @@ def plan_conversion(
     # Local paths absolute: workers on a cluster resolve them in folders of their own.
     dest = absolute(dest)
     source = absolute(source) if isinstance(source, str) else source
-    if is_table(source):
+    described = (options.annotation_type or options.relationships or options.properties
+                 or options.enums)  # fmt: skip
+    if is_table(source) or (described and holds_parquet(source, options.source_storage_options)):
         return make_annotation_plan(source, dest, options)
-    if options.annotation_type or options.relationships or options.properties or options.enums:
+    if described:
         raise PlanError(
             "{annotation_type}, {relationships}, {properties} and {enums} describe a table's "
-            f"annotations (.csv, .parquet or a DataFrame); {source} is no table",
+            f"annotations (.csv, .parquet, a folder of Parquet files or a DataFrame); {source} "
+            "is no table",
             annotation_type=NAMED, relationships=NAMED, properties=NAMED, enums=NAMED,
         )  # fmt: skip
     info = object_source_info(source, options.source_storage_options)

@@ -1,12 +1,16 @@
-"""Tables of annotations: CSV or Parquet (local, gs://, s3://) or a pandas or Dask DataFrame,
-read as a Dask DataFrame whose partitions are what one task reads.
+"""Tables of annotations and of segment properties, checked before anything is written.
 
-What a table's schema can tell is checked from its column names and types before anything
-is read (`annotation_columns`); what only its rows can tell (a NaN position, an id that is
-no uint64, a segment id out of range) by one pass over the partitions (`check_rows`), which
-also measures what the plan needs: rows per partition, bounds, each integer property's range.
-Every problem is one line naming the column and the row (counted from 1, as a spreadsheet
-counts data rows).
+A table is opened by tables_open.py (CSV, Parquet file or folder, pandas or Dask DataFrame);
+what its values are, whatever type holds them, is tables_values.py's to say. What a table's
+schema can tell is checked from its column names and types before anything is read
+(`annotation_columns`: every column is a position, the id, a relationship, a property or
+left out, and the plan says which); what only its rows can tell (a position that is no number,
+an id that is no uint64, an integer property with no value) by one pass over the partitions
+(`check_rows`), which also measures what the plan needs: rows per partition, bounds, each
+integer property's range. Every problem is one line naming the column and the row (counted
+from 1, as a spreadsheet counts data rows; in a folder of files, the file and its row), and
+the option that fixes it where one does. A missing segment id in a relationship is "no
+segment", as 0 is.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from shardwright.common.flags import enum_labels
-from shardwright.errors import SourceError
+from shardwright.errors import NAMED, SourceError
 from shardwright.formats.precomputed.annotations import (
     KINDS,
     PROPERTY_ID,
@@ -29,59 +33,29 @@ from shardwright.formats.precomputed.annotations import (
 )
 from shardwright.formats.precomputed.segment_properties import segment_properties_info
 from shardwright.sources.table_spool import TableSpool
-from shardwright.version import install_command
+from shardwright.sources.tables_open import Table, computed, open_table
+from shardwright.sources.tables_values import (
+    as_float,
+    first,
+    is_textual,
+    missing,
+    narrowed,
+    narrowest,
+    number_type,
+    property_type,
+    segment_ids,
+)
 
-TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
-ROWS_PER_PARTITION = 1_000_000  # a pandas DataFrame given is cut into partitions this long
-# A CSV is read in blocks of this many bytes; a Parquet file's row groups are gathered into
-# partitions of about this many bytes uncompressed (a row group is never split: one larger
-# than this is a partition of its own).
-PARTITION_BYTES = 64 * 2**20
-MAX_ID = 2**64 - 1
 MAX_ENUM_NAMES = 65_536  # the names a text column's enum property may hold (uint16)
-# Neuroglancer's integer property types, narrowest first, and their ranges.
-INTEGER_TYPES = [(name, np.iinfo(name)) for name in
-                 ("uint8", "int8", "uint16", "int16", "uint32", "int32")]  # fmt: skip
-
-
-def is_table(source: Any) -> bool:
-    """A CSV or Parquet file by its name, or a pandas or Dask DataFrame."""
-    if isinstance(source, str):
-        return source.partition("?")[0].lower().rstrip("/").endswith(TABLE_SUFFIXES)
-    kind = type(source)
-    return kind.__name__ == "DataFrame" and kind.__module__.split(".")[0] in ("pandas", "dask")
-
-
-def open_table(source: Any, storage_options: Mapping[str, Any] | None = None) -> Any:
-    """The table as a Dask DataFrame (nothing read but what names its columns)."""
-    try:
-        import dask.dataframe as dd
-        import pandas as pd
-    except ImportError:
-        raise SourceError(
-            "reading tables needs pandas and pyarrow: " + install_command("tables")
-        ) from None
-    if isinstance(source, pd.DataFrame):
-        return dd.from_pandas(source, chunksize=ROWS_PER_PARTITION, sort=False)
-    if not isinstance(source, str):
-        return source  # a Dask DataFrame
-    options = dict(storage_options or {})
-    try:
-        if source.lower().endswith(".csv"):
-            return dd.read_csv(source, storage_options=options, blocksize=PARTITION_BYTES)
-        return dd.read_parquet(source, storage_options=options, split_row_groups="adaptive",
-                               blocksize=PARTITION_BYTES)  # fmt: skip
-    except FileNotFoundError:
-        raise SourceError(f"{source}: source does not exist") from None
-    except (OSError, ValueError) as exc:
-        raise SourceError(f"{source}: cannot read the table ({exc})") from exc
+SEGMENT_TEXTS = ("label", "description", "tags")  # a segment properties table's named texts
 
 
 @dataclass(frozen=True)
 class AnnotationColumns:
     """Which columns of a table make its annotations: geometry (in the order the format
     stores it), the id column (None: row number + 1), each relationship's column, and the
-    property columns with their properties (integer types decided from the rows' range)."""
+    property columns with their properties (integer types decided from the rows' range);
+    the columns left out, each with why (`fates` says what becomes of every column)."""
 
     kind: str
     geometry: tuple[str, ...]
@@ -89,6 +63,22 @@ class AnnotationColumns:
     relationships: tuple[tuple[str, str], ...]  # (relationship name, column)
     properties: tuple[tuple[str, AnnotationProperty], ...]  # (column, property)
     texts: tuple[str, ...] = ()  # property columns of text, stored as their names' numbers
+    left_out: tuple[tuple[str, str], ...] = ()  # (column, why)
+    order: tuple[str, ...] = ()  # every column, as the table has them
+
+    def fates(self) -> list[tuple[str, str]]:
+        """Every column of the table and what becomes of it, in the table's order."""
+        said = {name: "position" for name in self.geometry}
+        if self.id is not None:
+            said[self.id] = "annotation id"
+        for name, column in self.relationships:
+            said[column] = f"relationship {name}" if column not in said else (
+                f"{said[column]}, relationship {name}")  # fmt: skip
+        for column, prop in self.properties:
+            named = " named" if prop.enum_labels is not None else ""
+            said[column] = f"property ({prop.type}{named})"
+        said.update({column: f"left out ({why})" for column, why in self.left_out})
+        return [(column, said[column]) for column in self.order if column in said]
 
 
 def annotation_columns(
@@ -100,7 +90,7 @@ def annotation_columns(
     enums: Mapping[str, str] | None = None,
 ) -> AnnotationColumns:
     """The columns `kind` needs, checked by name and type (`columns`: name -> dtype).
-    Properties: those named, else every other numeric column and every column of `enums`
+    Properties: those named, else every other column of numbers and every column of `enums`
     (column -> "VALUE:NAME,..." for whole numbers, or "" for a column of text, whose
     texts become the names once the rows are read)."""
     if kind not in KINDS:
@@ -108,19 +98,24 @@ def annotation_columns(
     geometry = KINDS[kind][1]
     related = dict(relationships or {})
     named = dict(enums or {})
-    needed = [*geometry, *related.values(), *(properties or []), *named]
-    for name in needed:
+    here = ", ".join(map(str, columns))
+    for name in geometry:
         if name not in columns:
-            raise SourceError(
-                f"{where}: no column {name!r} (an annotation of type {kind} needs "
-                f"{', '.join(geometry)}; columns here: {', '.join(map(str, columns))})"
-            )
+            raise SourceError(f"{where}: no column {name!r} (an annotation of type {kind} needs "
+                              f"{', '.join(geometry)}; columns here: {here})")  # fmt: skip
+    for option, names in (("relationships", related.values()), ("properties", properties or []),
+                          ("enums", named)):  # fmt: skip
+        for name in names:
+            if name not in columns:
+                raise SourceError(f"{where}: no column {name!r}, which {{{option}}} names "
+                                  f"(columns here: {here})", **{option: NAMED})  # fmt: skip
     for name in [*geometry, *related.values()]:  # text columns: their rows say which value
-        if not _numeric(columns[name]) and not is_textual(columns[name]):
+        if number_type(columns[name]) is None and not is_textual(columns[name]):
             raise SourceError(f"{where}: column {name!r} holds {columns[name]}, not numbers")
     taken = {*geometry, *related.values(), "id"}
     if properties is None:
-        chosen = [c for c in columns if c not in taken and (_numeric(columns[c]) or c in named)]
+        numbers = [c for c in columns if number_type(columns[c]) is not None]
+        chosen = [c for c in columns if c not in taken and (c in numbers or c in named)]
     else:
         chosen = list(properties)
         for name in named:
@@ -129,18 +124,14 @@ def annotation_columns(
         for name in chosen:
             if name in taken:
                 raise SourceError(f"{where}: column {name!r} cannot also be a property")
-            if not _numeric(columns[name]) and named.get(name) != "":
-                raise SourceError(
-                    f"{where}: property column {name!r} holds {columns[name]}; properties "
-                    "are numbers (uint8 ... int32, float32)"
-                )
+            _check_property(name, columns[name], name in named, where)
     for name in chosen:
         if not PROPERTY_ID.fullmatch(str(name)):
             raise SourceError(
                 f"{where}: column {name!r} cannot name a Neuroglancer property (a lowercase "
-                "letter first, then letters, digits and _): rename it, or leave it out with "
-                "--property"
-            )
+                "letter first, then letters, digits and _): rename it, or leave it out by "
+                "naming the others with {properties}", properties=NAMED,
+            )  # fmt: skip
     props = tuple((str(c), _enum_property(str(c), columns[c], named.get(c), where))
                   for c in chosen)  # fmt: skip
     return AnnotationColumns(
@@ -150,75 +141,60 @@ def annotation_columns(
         relationships=tuple(related.items()),
         properties=props,
         texts=tuple(c for c, spec in named.items() if spec == ""),
+        left_out=tuple(
+            (str(c), _why_left_out(str(c), columns[c], properties is not None))
+            for c in columns
+            if c not in taken and c not in chosen
+        ),  # fmt: skip
+        order=tuple(str(c) for c in columns),
     )
+
+
+def _check_property(name: str, dtype: Any, enum: bool, where: str) -> None:
+    """A column named by --property holds numbers, or text named by --enum."""
+    if number_type(dtype) is not None or enum:
+        return
+    if is_textual(dtype):
+        raise SourceError(f"{where}: property column {name!r} holds text; a property holds "
+                          "numbers: {enums} makes its texts the names of numbers",
+                          enums=[name])  # fmt: skip
+    raise SourceError(f"{where}: property column {name!r} holds {dtype}; properties are "
+                      "numbers (uint8 ... int32, float32)")  # fmt: skip
+
+
+def _why_left_out(name: str, dtype: Any, chosen: bool) -> str:
+    """Why a column is no property: not named by --property, text without --enum, or a type
+    that is no number."""
+    if chosen:
+        return "not a --property"
+    if is_textual(dtype):
+        return f"text: --enum {name} makes it a property shown by name"
+    return f"{dtype}: not numbers"
 
 
 def _enum_property(column: str, dtype: Any, spec: str | None, where: str) -> AnnotationProperty:
     """A column's property: named values where `spec` gives them (whole numbers only), a
     column of text to be named from its rows ("": its type decided then), else a number."""
+    number = number_type(dtype)
     if spec is None:
-        return AnnotationProperty(column, _property_type(dtype))
+        assert number is not None  # chosen as numbers, or refused by _check_property
+        return AnnotationProperty(column, property_type(number))
     if spec == "":
-        if _numeric(dtype):
+        if number is not None:
             raise SourceError(f"{where}: column {column!r} holds numbers: name them with "
                               f"--enum {column}=VALUE:NAME,...")  # fmt: skip
         return AnnotationProperty(column, "uint16")
-    if not _numeric(dtype) or np.dtype(dtype).kind == "f":
+    if number is None or number.kind == "f":
         raise SourceError(f"{where}: column {column!r} holds {dtype}; --enum {column}=VALUE:NAME "
                           "names whole numbers (a column of text takes --enum COLUMN)")  # fmt: skip
     values, labels = enum_labels(spec)
-    return AnnotationProperty(column, _property_type(dtype), None, values, labels)
-
-
-def _numeric(dtype: Any) -> bool:
-    return _is_numpy(dtype) and np.dtype(dtype).kind in "biuf"
-
-
-def is_textual(dtype: Any) -> bool:
-    """Text (CSV fields that are not all numbers): object or pandas' string dtypes."""
-    return str(dtype) in ("object", "string", "str") or str(dtype).startswith("string")
-
-
-def _is_numpy(dtype: Any) -> bool:
-    try:
-        np.dtype(dtype)
-    except TypeError:
-        return False
-    return True
-
-
-def _property_type(dtype: Any) -> str:
-    """Neuroglancer's type for a numeric column; wider integers are narrowed once the rows
-    show their range (`narrowed`), wider floats stored as float32."""
-    kind = np.dtype(dtype)
-    if kind.kind == "b":
-        return "uint8"
-    if kind.kind == "f":
-        return "float32"
-    if kind.itemsize <= 4:
-        return kind.name
-    return "int32"  # int64 / uint64: decided by `narrowed` from the rows' range
-
-
-def narrowed(prop: AnnotationProperty, low: float, high: float, where: str) -> AnnotationProperty:
-    """An integer property's narrowest type holding [low, high]; a range no Neuroglancer
-    integer type holds is refused, naming the column."""
-    if prop.type == "float32":
-        return prop
-    low, high = min([low, *(prop.enum_values or ())]), max([high, *(prop.enum_values or ())])
-    for name, info in INTEGER_TYPES:
-        if info.min <= low and high <= info.max:
-            return dataclasses.replace(prop, type=name)
-    raise SourceError(
-        f"{where}: column {prop.id!r} holds values from {low:.0f} to {high:.0f}; Neuroglancer "
-        "properties are at most 32-bit integers (or float32): scale or split the column"
-    )
+    return AnnotationProperty(column, property_type(number), None, values, labels)
 
 
 @dataclass(frozen=True)
 class PartitionFacts:
     """What one pass over a partition found: its rows, the first bad row (message, local
-    row), its geometry's bounds and each property column's range."""
+    row), its geometry's bounds and each integer property column's range."""
 
     rows: int
     problem: tuple[str, int] | None
@@ -226,6 +202,10 @@ class PartitionFacts:
     high: tuple[float, ...]
     ranges: dict[str, tuple[float, float]]
     texts: dict[str, frozenset[str]]
+
+
+EMPTY_PROPERTY = ("column {!r} is empty: each row of a property needs a value (fill it in, or "
+                  "leave the column out by naming the others with {{properties}})")  # fmt: skip
 
 
 def check_rows(
@@ -237,55 +217,67 @@ def check_rows(
     problems: list[tuple[int, str]] = []
     geometry = np.empty((rows, len(columns.geometry)), np.float64)
     for index, name in enumerate(columns.geometry):
-        values = _as_float(frame[name])
-        bad = ~np.isfinite(values)
-        if bad.any():
-            row = int(np.argmax(bad))
-            given = np.asarray(frame[name])[row]
+        values = as_float(frame[name])
+        row = first(~np.isfinite(values))
+        if row is not None:
+            given = frame[name].iloc[row]
             given = given.item() if isinstance(given, np.generic) else given
-            problems.append((row, f"column {name!r} holds {given!r}, not a finite number"))
+            said = (
+                "is empty" if missing(frame[name])[row] else f"holds {given!r}, not a finite number"
+            )
+            problems.append((row, f"column {name!r} {said}"))
         geometry[:, index] = values
     if columns.kind == "ellipsoid":
         negative = (geometry[:, 3:] < 0).any(axis=1)
         if negative.any():
             problems.append((int(np.argmax(negative)), "an ellipsoid radius is negative"))
+    ids = None
     if columns.id is not None:
-        problems.extend(_id_problems(frame[columns.id], repr(columns.id), allow_zero=True))
-    for _, column in columns.relationships:
-        problems.extend(_id_problems(frame[column], repr(column), allow_zero=True))
+        read = segment_ids(frame[columns.id])
+        problems.extend(_id_problems(read, columns.id))
+        row = first(read.missing)
+        if row is not None:
+            problems.append((row, f"column {columns.id!r} is empty: each annotation needs its "
+                             "id (a table without an 'id' column numbers its rows)"))  # fmt: skip
+        ids = read.values
+    for _, column in columns.relationships:  # a missing segment is none, as 0 is
+        problems.extend(_id_problems(segment_ids(frame[column]), column))
     ranges, texts = {}, {}
     for column in columns.texts:
         names = frame[column]
-        if names.isna().any():
-            problems.append(
-                (int(np.argmax(names.isna().to_numpy())), f"column {column!r} is empty")
-            )
+        row = first(missing(names))
+        if row is not None:
+            problems.append((row, EMPTY_PROPERTY.format(column)))
         texts[column] = frozenset(names.astype(str).unique()[: MAX_ENUM_NAMES + 1].tolist())
     for column, prop in columns.properties:
         if column in columns.texts:
             continue
-        values = _as_float(frame[column])
+        values = as_float(frame[column])
+        if prop.type == "float32":  # a missing value is NaN, as float32 holds it
+            continue
+        row = first(missing(frame[column]))
+        if row is not None:
+            problems.append((row, EMPTY_PROPERTY.format(column)))
+            continue
         if prop.enum_values is not None:
             unnamed = ~np.isin(values, np.asarray(prop.enum_values, np.float64))
             if unnamed.any():
                 row = int(np.argmax(unnamed))
                 problems.append((row, f"column {column!r} holds {values[row]:.0f}, which --enum "
                                  "does not name"))  # fmt: skip
-        if prop.type != "float32":
-            bad = ~np.isfinite(values) | (values != np.round(values))
-            if bad.any():
-                problems.append((int(np.argmax(bad)), f"property {column!r} is not an integer"))
-        if rows:
-            ranges[column] = (float(np.nanmin(values)), float(np.nanmax(values)))
+        bad = ~np.isfinite(values) | (values != np.round(values))
+        if bad.any():
+            problems.append((int(np.argmax(bad)), f"property {column!r} is not an integer"))
+        elif rows:
+            ranges[column] = (float(values.min()), float(values.max()))
     boxes = bounding_boxes(columns.kind, geometry)
     low, high = _bounds(*boxes)
     if spool is not None and not problems:
-        ids = None if columns.id is None else np.asarray(frame[columns.id]).astype(np.uint64)
         spool.keep(number, ids, *boxes)
-    first = min(problems) if problems else None
+    worst = min(problems) if problems else None
     return PartitionFacts(
         rows=rows,
-        problem=(first[1], first[0]) if first else None,
+        problem=(worst[1], worst[0]) if worst else None,
         low=low,
         high=high,
         ranges=ranges,
@@ -293,45 +285,12 @@ def check_rows(
     )
 
 
-def _as_float(series: Any) -> np.ndarray:
-    import pandas as pd
-
-    return np.asarray(pd.to_numeric(series, errors="coerce"), dtype=np.float64)
-
-
-def _id_problems(series: Any, name: str, allow_zero: bool) -> list[tuple[int, str]]:
-    """An id column's first value that is no uint64 (negative, fractional, too large)."""
-    values = np.asarray(series)
-    if values.dtype.kind == "u":
+def _id_problems(read: Any, column: str) -> list[tuple[int, str]]:
+    """An id column's first value that is no uint64 id, as (row, message)."""
+    if read.problem is None:
         return []
-    if values.dtype.kind == "i":
-        bad = values < (0 if allow_zero else 1)
-        return [(int(np.argmax(bad)), f"{name} holds a negative id")] if bad.any() else []
-    if values.dtype.kind == "O":  # numbers too large for int64/uint64, or text: one by one
-        for row, value in enumerate(values.tolist()):
-            if not _is_uint64(value):
-                return [(row, f"{name} holds {value!r}, not a uint64 id")]
-        return []
-    as_float = _as_float(series)
-    bad = ~np.isfinite(as_float) | (as_float < 0) | (as_float != np.floor(as_float))
-    bad |= as_float >= 2.0**64
-    if bad.any():
-        value = values[np.argmax(bad)]
-        value = value.item() if isinstance(value, np.generic) else value
-        return [(int(np.argmax(bad)), f"{name} holds {value!r}, not a uint64 id")]
-    return []
-
-
-def _is_uint64(value: Any) -> bool:
-    """A value of an object column (text, or a number beyond 64 bits) that is a uint64."""
-    if isinstance(value, str):
-        text = value.strip()
-        return text.isdigit() and int(text) <= MAX_ID
-    try:
-        number = int(value)
-    except (TypeError, ValueError, OverflowError):
-        return False
-    return bool(number == value) and 0 <= number <= MAX_ID
+    row, what = read.problem
+    return [(row, f"column {column!r} {what}")]
 
 
 def _bounds(low: np.ndarray, high: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -358,8 +317,7 @@ class TableFacts:
 
 
 def inspect_table(
-    frame: Any,
-    pieces: Sequence[Any],
+    table: Table,
     kind: str,
     where: str,
     spool: TableSpool,
@@ -369,28 +327,29 @@ def inspect_table(
 ) -> TableFacts:
     """The table checked by its schema, then by one pass over its rows (on the Dask
     scheduler the caller chose), which leaves each row's id and bounding box in `spool`,
-    then for repeated ids; the first problem is one SourceError. `pieces`: the table's
-    partitions as every later pass reads them (`frame.to_delayed()`, taken once: Dask may
-    group a Parquet dataset's files differently for another projection of its columns)."""
+    then for repeated ids; the first problem is one SourceError. The table's `pieces` are
+    its partitions as every later pass reads them (taken once: Dask may group a Parquet
+    dataset's files differently for another projection of its columns)."""
     import dask
 
-    columns = annotation_columns(dict(frame.dtypes.items()), kind, where, relationships,
+    columns = annotation_columns(dict(table.frame.dtypes.items()), kind, where, relationships,
                                  properties, enums)  # fmt: skip
-    parts = dask.compute(*[dask.delayed(check_rows)(p, columns, spool, n)
-                           for n, p in enumerate(pieces)])  # fmt: skip
+    parts = computed(where, *[dask.delayed(check_rows)(p, columns, spool, n)
+                              for n, p in enumerate(table.pieces)])  # fmt: skip
+    counts = [facts.rows for facts in parts]
     offset = 0
     for facts in parts:
         if facts.problem is not None:
             message, row = facts.problem
-            raise SourceError(f"{where}: row {offset + row + 1}: {message}")
+            raise SourceError(f"{where}: {table.row_name(offset + row, counts)}: {message}",
+                              properties=NAMED)  # fmt: skip
         offset += facts.rows
     if not offset:
         raise SourceError(f"{where}: the table has no rows")
-    repeated = spool.first_repeated_id([facts.rows for facts in parts])
+    repeated = spool.first_repeated_id(counts)
     if repeated is not None:
-        first, second = repeated.rows
         raise SourceError(
-            f"{where}: rows {first + 1} and {second + 1} share the id {repeated.id} (column "
+            f"{where}: {table.rows_name(repeated.rows, counts)} share the id {repeated.id} (column "
             f"{columns.id!r}); each annotation needs its own"
         )
     props = []
@@ -399,11 +358,14 @@ def inspect_table(
             props.append((column, _named_texts(prop, [f.texts[column] for f in parts], where)))
             continue
         spans = [facts.ranges[column] for facts in parts if column in facts.ranges]
+        if prop.type == "float32" or not spans:
+            props.append((column, prop))
+            continue
         low, high = min(s[0] for s in spans), max(s[1] for s in spans)
         props.append((column, narrowed(prop, low, high, where)))
     return TableFacts(
         columns=dataclasses.replace(columns, properties=tuple(props)),
-        partition_rows=tuple(facts.rows for facts in parts),
+        partition_rows=tuple(counts),
         low=tuple(min(f.low[d] for f in parts) for d in range(3)),
         high=tuple(max(f.high[d] for f in parts) for d in range(3)),
     )
@@ -423,54 +385,67 @@ def _named_texts(
                                enum_labels=tuple(names))  # fmt: skip
 
 
-def text_codes(prop: AnnotationProperty, texts: Any) -> np.ndarray:
-    """A text column's values as the numbers its names stand for (every text is a name:
-    the plan read them all)."""
-    names = np.asarray(prop.enum_labels)
-    return np.searchsorted(names, np.asarray(texts, dtype=str)).astype(prop.type)
-
-
 def segment_properties_of(source: Any, storage_options: Mapping[str, Any] | None,
                           where: str) -> dict[str, Any]:  # fmt: skip
     """A segment properties table (`id`, then any of `label`, `description`, `tags`
-    (comma-separated), and numeric columns) as its `neuroglancer_segment_properties` info;
-    read whole (Neuroglancer reads the inline form, one document)."""
-    frame = open_table(source, storage_options).compute()
+    (comma-separated), numbers and other texts) as its `neuroglancer_segment_properties`
+    info; read whole (Neuroglancer reads the inline form, one document). Every column is
+    kept or refused: a column of numbers (any type) is a number property, one of text a
+    string property."""
+    import pandas as pd
+
+    table = open_table(source, storage_options, ids=("id",))
+    pieces = computed(where, *table.pieces)
+    counts = [len(piece) for piece in pieces]
+    frame = pd.concat(pieces, ignore_index=True) if pieces else table.frame.compute()
+
+    def refused(row: int, message: str) -> SourceError:
+        return SourceError(f"{where}: {table.row_name(row, counts)}: {message}")
+
     if "id" not in frame.columns:
         raise SourceError(f"{where}: no column 'id' (segment properties need each row's id)")
-    problems = _id_problems(frame["id"], "'id'", allow_zero=True)
-    if problems:
-        row, message = problems[0]
-        raise SourceError(f"{where}: row {row + 1}: {message}")
-    ids = np.asarray(frame["id"]).astype(np.uint64)
+    read = segment_ids(frame["id"])
+    if read.problem is not None:
+        raise refused(read.problem[0], f"column 'id' {read.problem[1]}")
+    if (row := first(read.missing)) is not None:
+        raise refused(row, "column 'id' is empty: each segment's row needs its id")
+    ids = read.values
     order = np.argsort(ids, kind="stable")
     repeated = np.flatnonzero(ids[order][1:] == ids[order][:-1])
     if repeated.size:
-        first, second = sorted(order[repeated[0] : repeated[0] + 2].tolist())
-        raise SourceError(f"{where}: rows {first + 1} and {second + 1} share the id {ids[first]}")
+        one, two = sorted(order[repeated[0] : repeated[0] + 2].tolist())
+        raise SourceError(f"{where}: {table.rows_name((one, two), counts)} share the id {ids[one]}")
 
-    def text(name: str) -> list[str] | None:
-        import pandas as pd
+    def text(name: str) -> list[str]:
+        return ["" if pd.isna(value) else str(value) for value in frame[name]]
 
-        return None if name not in frame else [
-            "" if pd.isna(value) else str(value) for value in frame[name]
-        ]  # fmt: skip
-
-    tags = text("tags")
-    numbers = {}
+    numbers, strings = {}, {}
     for name in frame.columns:
-        if name in ("id", "label", "description", "tags") or not _numeric(frame[name].dtype):
+        if name in ("id", *SEGMENT_TEXTS):
             continue
-        values = _as_float(frame[name])
-        if not np.isfinite(values).all():
-            row = int(np.argmax(~np.isfinite(values)))
-            raise SourceError(f"{where}: row {row + 1}: column {name!r} is not a finite number")
-        prop = narrowed(AnnotationProperty("n", _property_type(frame[name].dtype)),
-                        float(values.min()), float(values.max()), where)  # fmt: skip
-        numbers[str(name)] = values.astype(prop.type)
+        number = number_type(frame[name].dtype)
+        if number is None:
+            if not is_textual(frame[name].dtype):
+                raise SourceError(f"{where}: column {name!r} holds {frame[name].dtype}; segment "
+                                  "properties are numbers or text: convert it, or drop it "
+                                  "from the table")  # fmt: skip
+            strings[str(name)] = text(name)
+            continue
+        values = as_float(frame[name])
+        if (row := first(~np.isfinite(values))) is not None:
+            raise refused(row, f"column {name!r} is empty: a number property needs a value "
+                          "for every segment (fill it in, or drop the column)"
+                          if missing(frame[name])[row] else
+                          f"column {name!r} is not a finite number")  # fmt: skip
+        kind = property_type(number)
+        if kind != "float32" and len(values):
+            kind = narrowest(str(name), float(values.min()), float(values.max()), where)
+        numbers[str(name)] = values.astype(kind)
+    tags = text("tags") if "tags" in frame else None
     return segment_properties_info(
-        ids, text("label"), text("description"),
+        ids, text("label") if "label" in frame else None,
+        text("description") if "description" in frame else None,
         None if tags is None else [[t.strip() for t in row.split(",") if t.strip()]
                                    for row in tags],
-        numbers,
+        numbers, strings,
     )  # fmt: skip

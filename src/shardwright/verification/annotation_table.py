@@ -29,7 +29,9 @@ from shardwright.formats.shardfile import write_pieces
 from shardwright.generation import exchange
 from shardwright.lifecycle.manifest import Manifest
 from shardwright.planning.annotations import AnnotationLayout
-from shardwright.sources.tables import AnnotationColumns, is_textual, open_table
+from shardwright.sources.tables import AnnotationColumns
+from shardwright.sources.tables_open import open_table
+from shardwright.sources.tables_values import is_textual
 from shardwright.stores import Store
 from shardwright.verification.report import VerifyReport
 
@@ -43,8 +45,9 @@ def compare_with_table(
     """Every index entry of the dataset against `table` (a path or URL, or a DataFrame)."""
     where = table if isinstance(table, str) else "the table"
     try:
-        frame = open_table(table, storage_options)
-        layout = _layout(manifest.plan, info, dict(frame.dtypes.items()))
+        ids = ("id", *(str(column) for column in manifest.plan["relationships"].values()))
+        opened = open_table(table, storage_options, ids)
+        layout = _layout(manifest.plan, info, dict(opened.frame.dtypes.items()))
     except (SourceError, FormatError, KeyError, TypeError, ValueError) as exc:
         report.problems.append(f"{where}: cannot be compared: {exc}")
         return
@@ -56,7 +59,7 @@ def compare_with_table(
             stored[(folders[folder], int(name.removesuffix(".shard"), 16))] = entry.key
     with tempfile.TemporaryDirectory(prefix="shardwright-verify-") as scratch:
         try:
-            expected, rows = _expected_rows(layout, frame, Path(scratch))
+            expected, rows = _expected_rows(layout, opened.pieces, Path(scratch))
         except (SourceError, FormatError, KeyError, TypeError, ValueError) as exc:
             report.problems.append(f"{where}: cannot be read: {exc}")
             return
@@ -93,13 +96,13 @@ def _layout(plan: dict[str, Any], info: dict[str, Any], dtypes: dict[str, Any]) 
 
 
 def _expected_rows(
-    layout: AnnotationLayout, frame: Any, scratch: Path
+    layout: AnnotationLayout, pieces: tuple[Any, ...], scratch: Path
 ) -> tuple[dict[tuple[int, int], list[tuple[Path, int, int]]], int]:
     """Each partition's rows for every (output, shard), kept in one file per partition:
     where each shard's sections lie, and the table's rows."""
     sections: dict[tuple[int, int], list[tuple[Path, int, int]]] = defaultdict(list)
     first = 0
-    for number, piece in enumerate(frame.to_delayed()):
+    for number, piece in enumerate(pieces):
         rows = piece.compute(scheduler="sync")
         parts, index = exchange.spool(partition_sections(layout, rows, first))
         path = scratch / f"{number:06d}"

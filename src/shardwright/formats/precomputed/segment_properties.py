@@ -3,8 +3,8 @@ numbers per segment id, in the inline form Neuroglancer reads.
 
 The info lists the ids (as base-10 strings) once, and each property's values in the same
 order: `label` and `description` strings, `tags` as indices into the property's list of
-tag names, numbers with their `data_type`. A segmentation's `info` names the folder that
-holds this info (`"segment_properties"`).
+tag names, other texts as `string` properties, numbers with their `data_type`. A
+segmentation's `info` names the folder that holds this info (`"segment_properties"`).
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ def segment_properties_info(
     descriptions: Sequence[str] | None = None,
     tags: Sequence[Sequence[str]] | None = None,
     numbers: Mapping[str, np.ndarray] | None = None,
+    strings: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """The info for these segments: `tags` each segment's tag names; `numbers` each numeric
-    property's values (their dtype one of NUMBER_TYPES)."""
+    property's values (their dtype one of NUMBER_TYPES); `strings` each text property's."""
     values = np.asarray(ids, np.uint64).reshape(-1)
     count = values.size
     properties: list[dict[str, Any]] = []
@@ -43,6 +44,9 @@ def segment_properties_info(
         where = {tag: index for index, tag in enumerate(names)}
         indices = [sorted(where[t] for t in set(row)) for row in tags]
         properties.append({"id": "tags", "type": "tags", "tags": names, "values": indices})
+    for name, texts in (strings or {}).items():
+        _same_length(name, texts, count)
+        properties.append({"id": name, "type": "string", "values": [str(v) for v in texts]})
     for name, column in (numbers or {}).items():
         array = np.asarray(column)
         if array.dtype.name not in NUMBER_TYPES:
