@@ -537,7 +537,7 @@ def test_click_parsers_reject_unknown_options() -> None:
 
 
 def test_one_image_name_and_tag_everywhere() -> None:
-    """The tag the README builds is the package's version, which the chart's appVersion and
+    """The tag docs/clusters.md builds is the package's version, which the chart's appVersion and
     the plain manifests name: an image built as documented is the one the cluster asks for."""
     import tomllib
 
@@ -553,7 +553,7 @@ def test_one_image_name_and_tag_everywhere() -> None:
         for container in containers(doc)
     }
     assert images == {f"shardwright:{version}", f"shardwright-cuda:{version}"}
-    for doc in (root / "README.md", root / "deploy" / "README.md"):
+    for doc in (root / "docs" / "clusters.md", root / "deploy" / "README.md"):
         text = doc.read_text()
         for name, dockerfile in (("shardwright", "Dockerfile"), ("shardwright-cuda",
                                                                   "Dockerfile.cuda")):  # fmt: skip
