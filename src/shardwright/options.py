@@ -207,8 +207,8 @@ class ConvertOptions:
         ),
     )
     # Pyramids: levels above the base (an int, or "auto": down to about one chunk), the factor
-    # between levels (default 2,2,2) and the reduction (default: average for images, mode for
-    # segmentations). None / 0 mips: a single level, written exactly as without pyramids.
+    # between levels (default by voxel size) and the reduction (default: average for images, mode
+    # for segmentations). None / 0 mips: a single level, written exactly as without pyramids.
     mips: int | str | None = field(
         default=None,
         metadata=cli(
@@ -223,7 +223,8 @@ class ConvertOptions:
         default=None,
         metadata=cli(
             "--factor",
-            "downsampling factor between pyramid levels (default 2,2,2; 2,2,1 for anisotropic EM)",
+            "downsampling factor between pyramid levels (default: the source's own pyramid's, "
+            "else by voxel size: axes twice the finest or more kept, 2,2,1 for EM, else 2,2,2)",
             parse=parse_xyz(int),
             metavar=XYZ,
         ),

@@ -194,3 +194,17 @@ def test_cupy_reductions_are_byte_identical(method: str, dtype: str) -> None:
         want = downsample.downsample(np, vol, factor, method)
         got = downsample.downsample(cupy, cupy.asarray(vol), factor, method).get()
         assert got.tobytes() == want.tobytes()
+
+
+def test_the_factor_between_two_levels_is_whole_or_none() -> None:
+    """A pyramid's own step, read from two levels' voxel sizes (x, y, z)."""
+    assert downsample.factor_between([8, 8, 40], [16, 16, 40]) == (2, 2, 1)
+    assert downsample.factor_between([0.5, 0.5, 2.0], [1.5, 1.5, 2.0]) == (3, 3, 1)
+    for finer, coarser in [
+        ([8, 8, 40], [8, 8, 40]),  # no step
+        ([8, 8, 40], [12, 12, 40]),  # not whole
+        ([16, 16, 40], [8, 8, 40]),  # finer, not coarser
+        ([8, 8, 0], [16, 16, 40]),  # no size
+        ([8, 8], [16, 16]),  # not x, y, z
+    ]:
+        assert downsample.factor_between(finer, coarser) is None, (finer, coarser)

@@ -489,11 +489,11 @@ def test_levels_meshes_skeletons_and_properties_in_one_job_on_our_dataset(
     changed = existing_datasets.kept(before, existing_datasets.object_crc32cs(str(ours)))
     assert changed == ["info", "shardwright-manifest.json"]
     info = json.loads((ours / "info").read_text())
-    assert [s["key"] for s in info["scales"]] == ["8_8_16", "16_16_32"]
+    assert [s["key"] for s in info["scales"]] == ["8_8_16", "16_16_16"]  # 2,2,1: z is twice x and y
     assert (info["mesh"], info["skeletons"], info["segment_properties"]) == (
         "mesh", "skeletons", "segment_properties"
     )  # fmt: skip
-    (want,) = _tinybrain_levels(label_shapes.labels(), (2, 2, 2), 1)
+    (want,) = _tinybrain_levels(label_shapes.labels(), (2, 2, 1), 1)
     assert np.array_equal(_read_scale(str(ours), 1)[..., 0], want)
     report = api.verify(str(ours), str(cloudvolume_dataset), full=True)
     assert report.ok, report.problems
@@ -529,16 +529,16 @@ def test_levels_the_dataset_cannot_take_are_refused(cloudvolume_dataset: pathlib
         assert done.returncode == 2 and wording in done.stderr, (flags, done.stderr)
         assert "Traceback" not in done.stderr
     assert existing_datasets.object_crc32cs(url) == before
-    for _ in range(2):  # each addition goes on from the coarsest scale
+    for _ in range(2):  # each goes on from the coarsest scale: 2,2,1 by voxel size, then its own
         done = _cli("convert", url, "--mips", "1", "--quiet")
         assert done.returncode == 0, done.stderr
     info = json.loads((cloudvolume_dataset / "info").read_text())
-    assert [s["key"] for s in info["scales"]] == ["8_8_16", "16_16_32", "32_32_64"]
+    assert [s["key"] for s in info["scales"]] == ["8_8_16", "16_16_16", "32_32_16"]
     after = existing_datasets.object_crc32cs(url)
     assert existing_datasets.kept(before, after) == ["info"]
     assert api.verify(url, full=True).ok
     again = _cli("convert", url, "--mips", "1", "--overwrite")  # not made again: refused
-    assert again.returncode == 2 and "levels 16_16_32, 32_32_64 were added" in again.stderr
+    assert again.returncode == 2 and "levels 16_16_16, 32_32_16 were added" in again.stderr
     assert existing_datasets.object_crc32cs(url) == after
 
 
@@ -546,12 +546,12 @@ def test_a_level_whose_key_is_taken_is_refused(cloudvolume_dataset: pathlib.Path
     """A dataset whose scale is keyed as the level above it would be (keys are names, not
     resolutions): refused, naming the key, before anything is written."""
     info = json.loads((cloudvolume_dataset / "info").read_text())
-    info["scales"][0]["key"] = "16_16_32"
-    (cloudvolume_dataset / "8_8_16").rename(cloudvolume_dataset / "16_16_32")
+    info["scales"][0]["key"] = "16_16_16"
+    (cloudvolume_dataset / "8_8_16").rename(cloudvolume_dataset / "16_16_16")
     (cloudvolume_dataset / "info").write_text(json.dumps(info))
     before = existing_datasets.object_crc32cs(str(cloudvolume_dataset))
     clash = _cli("convert", str(cloudvolume_dataset), "--mips", "1")
-    assert clash.returncode == 2 and "scale '16_16_32' is there already" in clash.stderr
+    assert clash.returncode == 2 and "scale '16_16_16' is there already" in clash.stderr
     assert existing_datasets.object_crc32cs(str(cloudvolume_dataset)) == before
 
 
@@ -713,13 +713,13 @@ def test_a_level_folder_holding_another_tools_objects_is_refused(
     """A folder where a new level would go, not named by the info (left by another run of
     another tool): refused, its object untouched; a stopped addition's own level shards
     there are no obstacle to `--resume` (test_a_killed_level_addition_resumes)."""
-    stray = cloudvolume_dataset / "16_16_32" / "0.shard"
+    stray = cloudvolume_dataset / "16_16_16" / "0.shard"
     stray.parent.mkdir()
     stray.write_bytes(b"someone else's")
     before = existing_datasets.object_crc32cs(str(cloudvolume_dataset))
     done = _cli("convert", str(cloudvolume_dataset), "--mips", "1")
     assert done.returncode == 2, done.stderr
-    assert "16_16_32/0.shard is there and shardwright did not write it" in done.stderr
+    assert "16_16_16/0.shard is there and shardwright did not write it" in done.stderr
     assert existing_datasets.object_crc32cs(str(cloudvolume_dataset)) == before
 
 

@@ -88,6 +88,7 @@ def test_levels_in_info_follow_the_conventions(tmp_path: pathlib.Path) -> None:
     assert plan.describe()["pyramid"] == {
         "levels": 4,
         "factor_xyz": [2, 2, 1],
+        "factor_from": "as given",
         "method": "average",
         "rules": downsample.RULES,
     }
@@ -225,7 +226,7 @@ def test_plan_command_shows_every_level(
     args = ["plan", source, str(tmp_path / "out"), "--chunk-size", "16,16,8", "--mips", "2"]
     assert cli_main([*args, "--factor", "2,2,1"]) == 0
     out = capsys.readouterr().out
-    assert "pyramid      3 levels, factor 2 x 2 x 1, downsample average" in out
+    assert "pyramid      3 levels, factor 2 x 2 x 1 (as given), downsample average" in out
     for key in ("1_1_1: 45 x 38 x 21", "2_2_1: 23 x 19 x 21", "4_4_1: 12 x 10 x 21"):
         assert key in out
     assert "peak per task" in out and "/shard" in out

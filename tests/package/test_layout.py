@@ -158,7 +158,8 @@ def test_import_shardwright_is_a_plain_package_with_its_api() -> None:
     script = (
         "import shardwright, sys, types, json\n"
         "names = ['plan', 'convert', 'verify', 'view', 'open_source', 'ConvertOptions',\n"
-        "         'Manifest', 'errors', 'precomputed', 'zarr3', 'add_segment_properties']\n"
+        "         'Manifest', 'errors', 'precomputed', 'zarr3', 'add_segment_properties',\n"
+        "         'status']\n"
         "listed = {n: n in dir(shardwright) and n in shardwright.__all__ for n in names}\n"
         "loaded = 'shardwright.api' in sys.modules\n"
         "import shardwright.planning, shardwright.verification, shardwright.engine.cpu\n"

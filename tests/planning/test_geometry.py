@@ -155,6 +155,10 @@ def test_a_source_unit_and_subvoxel_offset_pass_only_where_the_source_placed_it(
         "unit": "micrometer",
         "subvoxel_offset_xyz": [0.5, 0.5, 0.0],
     }
+    recorded = SourceHints(resolution=(8, 8, 40), voxel_offset=(1, 2, 3), placed_by="its info")
+    given = Placed.of(recorded, OPTION, "its info").to_json()  # the source's kept beside
+    assert given["source_resolution_xyz"] == [8, 8, 40] and "source_voxel_offset_xyz" not in given
+    assert given["source_placed_by"] == "its info"
 
 
 def _geometry(size: Triple, chunk: Triple, pyramid: Pyramid | None = None) -> Geometry:

@@ -177,7 +177,8 @@ def test_a_pyramid_asked_for_is_validated_and_sized() -> None:
 
 def test_a_pyramid_describes_itself_with_the_rules_it_was_built_by() -> None:
     assert Pyramid((2, 2, 1), "mode", 4).to_json() == {
-        "levels": 4, "factor_xyz": [2, 2, 1], "method": "mode", "rules": downsample.RULES,
+        "levels": 4, "factor_xyz": [2, 2, 1], "factor_from": "as given", "method": "mode",
+        "rules": downsample.RULES,
     }  # fmt: skip
 
 
@@ -192,3 +193,38 @@ def test_box_limits_give_each_level_its_share_of_the_budget() -> None:
     assert pyramid.box_limits(pyr, 64 * mib, (8, 8, 8), 1000, base=False) == (
         64 * mib // 8 // 1000, (1, 1, 1))  # fmt: skip
     assert pyramid.box_limits(pyr, 16 * mib, (8, 8, 8), 10**9, base=False)[0] == 1  # at least 1
+
+
+@pytest.mark.parametrize(
+    "resolution, size, want",
+    [
+        ((8, 8, 40), (64, 64, 64), (2, 2, 1)),  # EM: Igneous's 2,2,1
+        ((4, 4, 8), (64, 64, 64), (2, 2, 1)),  # z twice the finest: halving x,y makes it cubic
+        ((4, 4, 4), (64, 64, 64), (2, 2, 2)),  # isotropic: all
+        ((8, 8, 12), (64, 64, 64), (2, 2, 2)),  # near isotropic: all
+        ((40, 8, 8), (64, 64, 64), (1, 2, 2)),  # x the coarse axis
+        ((0.5, 0.5, 0.5), (64, 64, 1), (2, 2, 1)),  # a 2-D image: its one slice kept
+        ((8, 8, 40), (64, 64, 1), (2, 2, 1)),
+        ((8, 8, 40), (1, 1, 64), (1, 1, 2)),  # a line along the coarse axis: that axis
+    ],
+)
+def test_the_default_factor_follows_the_voxel_size(
+    resolution: tuple[float, float, float], size: Triple, want: Triple
+) -> None:
+    factor, why = pyramid.default_factor(resolution, size, None, "its info")
+    assert factor == want and why.startswith("for the voxel size")
+
+
+def test_the_source_s_own_pyramid_factor_wins_and_a_given_one_over_it() -> None:
+    u8 = np.dtype(np.uint8)
+    size, chunk = (64, 64, 64), (8, 8, 8)
+    own = pyramid.requested(ConvertOptions(mips=1), "image", u8, size, chunk, resolution=(8, 8, 8),
+                            source_factor=(2, 2, 1), where="its info")  # fmt: skip
+    assert own is not None and own[0].factor == (2, 2, 1)
+    assert own[0].to_json()["factor_from"] == "as the source's own pyramid: its info"
+    em = pyramid.requested(ConvertOptions(mips=1), "image", u8, size, chunk, resolution=(8, 8, 40))
+    assert em is not None and em[0].factor == (2, 2, 1)
+    assert em[0].factor_from == "for the voxel size 8 x 8 x 40 nm"
+    told = pyramid.requested(ConvertOptions(mips=1, factor=(2, 2, 2)), "image", u8, size, chunk,
+                              resolution=(8, 8, 40), source_factor=(2, 2, 1))  # fmt: skip
+    assert told is not None and told[0].factor == (2, 2, 2) and told[0].factor_from == "as given"

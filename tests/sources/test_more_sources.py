@@ -171,8 +171,8 @@ def test_arrays_in_memory(tmp_path: pathlib.Path, kind: str) -> None:
 def test_what_is_not_an_array_is_refused() -> None:
     with pytest.raises(SourceError, match="a dict is not an array"):
         open_source({"shape": 1})  # type: ignore[arg-type]
-    with pytest.raises(SourceError, match="not a volume"):
-        open_source(np.zeros((4, 4)))
+    with pytest.raises(SourceError, match="not an image"):
+        open_source(np.zeros(4))
 
 
 # --- zarr: absent chunks counted, codecs named ------------------------------------------------

@@ -543,7 +543,7 @@ def test_hdf5_datasets(tmp_path: pathlib.Path, dtype: str) -> None:
 @pytest.fixture
 def bad(tmp_path: pathlib.Path) -> pathlib.Path:
     np.save(tmp_path / "v.npy", np.zeros((4, 5, 6), np.uint8))
-    np.save(tmp_path / "flat.npy", np.zeros((4, 5), np.uint8))
+    np.save(tmp_path / "line.npy", np.zeros(4, np.uint8))
     np.save(tmp_path / "times.npy", np.zeros((3, 1, 2, 4, 5), np.uint8))  # t, c, z, y, x
     np.save(tmp_path / "six.npy", np.zeros((1, 1, 2, 3, 4, 5), np.uint8))
     (tmp_path / "notes.txt").write_text("hello")
@@ -562,7 +562,6 @@ def bad(tmp_path: pathlib.Path) -> pathlib.Path:
     (tmp_path / "dtypes").mkdir()
     tifffile.imwrite(tmp_path / "dtypes" / "b1.tif", np.zeros((4, 4), np.uint8))
     tifffile.imwrite(tmp_path / "dtypes" / "b2.tif", np.zeros((4, 4), np.uint16))
-    tifffile.imwrite(tmp_path / "flat.tif", np.zeros((4, 4), np.uint8))
     tifffile.imwrite(
         tmp_path / "4d.tif", np.zeros((2, 3, 8, 8), np.uint8), photometric="minisblack"
     )
@@ -587,14 +586,13 @@ ERRORS = [
     ("shapes", {}, r"slice .*a2.tif is \(5, 4\) uint8, expected \(4, 4\) uint8 like .*a1.tif"),
     ("dtypes", {}, r"slice .*b2.tif is \(4, 4\) uint16, expected \(4, 4\) uint8"),
     ("nomatch_*.tif", {}, "the pattern matches no files"),
-    ("flat.tif", {}, "a single 2-D image"),
     ("4d.tif", {}, r"cannot tell the axes of TIFF layout QQYX \(2, 3, 8, 8\); pass axes"),
     ("stacks", {}, r"slices must be 2-D images .*c1.tif is QYX \(3, 8, 8\)"),
-    ("v.npy", {"axes": "xyq"}, "axes 'xyq' are not an axis order .*x, y and z once each"),
+    ("v.npy", {"axes": "xyq"}, "axes 'xyq' are not an axis order .*x and y once each"),
     ("v.npy", {"axes": "xxyz"}, "axes 'xxyz' are not an axis order"),
-    ("v.npy", {"axes": "tyx"}, "axes 'tyx' are not an axis order"),
+    ("v.npy", {"axes": "tzx"}, "axes 'tzx' are not an axis order"),
     ("v.npy", {"axes": "czyx"}, "axes 'czyx' name 4 dimensions, the array has 3"),
-    ("flat.npy", {}, r"a 2-D array \(shape \(4, 5\)\) is not a volume"),
+    ("line.npy", {}, r"a 1-D array \(shape \(4,\)\) is not an image"),
     ("six.npy", {}, "a 6-D array is not a volume .*pass axes"),
     ("times.npy", {}, "its t axis holds 3 time points; a conversion writes one volume"),
     ("v.npy", {"scale_key": "1"}, "a .npy array has no scales"),

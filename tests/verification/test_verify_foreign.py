@@ -171,3 +171,103 @@ def test_foreign_metadata_that_describes_no_dataset_is_one_problem(
     report = api.verify(str(tmp_path))
     assert not report.ok and NOTE in report.notes
     assert report.problems[0].startswith("the metadata does not describe a dataset")
+
+
+# -- placement: whoever wrote the dataset, sharded or not ------------------------------------
+OFFSET = (50, 10, 4)  # the source's voxel 0, x,y,z, at 8 x 8 x 40 nm
+
+
+def _placed_source(path: pathlib.Path) -> pathlib.Path:
+    """The voxels as an OME-Zarr 0.5 image (zarr-python, by hand) of 8,8,40 nm at OFFSET."""
+    group = zarr.open_group(str(path), mode="w", zarr_format=3)
+    array = group.create_array("0", shape=(30, 37, 45), chunks=(30, 37, 45), dtype="uint8")
+    array[...] = _voxels().transpose(2, 1, 0)
+    group.attrs["ome"] = {
+        "version": "0.5",
+        "multiscales": [{
+            "axes": [{"name": a, "type": "space", "unit": "nanometer"} for a in "zyx"],
+            "datasets": [{"path": "0", "coordinateTransformations": [
+                {"type": "scale", "scale": [40, 8, 8]},
+                {"type": "translation", "translation": [160, 80, 400]}]}],
+        }],
+    }  # fmt: skip
+    return path
+
+
+def _tensorstore_placed(dest: pathlib.Path, offset: tuple[int, ...], resolution: list[int]) -> None:
+    """TensorStore's sharded precomputed, its scale at `offset` and `resolution`."""
+    spec = {
+        "driver": "neuroglancer_precomputed", "kvstore": f"file://{dest}/", "create": True,
+        "multiscale_metadata": {"type": "image", "data_type": "uint8", "num_channels": 1},
+        "scale_metadata": {
+            "size": [45, 37, 30], "resolution": resolution, "voxel_offset": list(offset),
+            "chunk_size": [16, 8, 4], "encoding": "raw",
+            "sharding": {"@type": "neuroglancer_uint64_sharded_v1", "preshift_bits": 2,
+                         "hash": "identity", "minishard_bits": 1, "shard_bits": 3,
+                         "minishard_index_encoding": "gzip", "data_encoding": "gzip"},
+        },
+    }  # fmt: skip
+    store = ts.open(spec).result()
+    store[ts.d[:].translate_to[0]].write(_voxels()[..., np.newaxis]).result()
+
+
+def test_a_foreign_dataset_placed_off_its_source_fails(tmp_path: pathlib.Path) -> None:
+    """TensorStore's sharded precomputed of the same voxels: at the source's offset and voxel
+    size it verifies; one voxel off along x, or at another voxel size, is a problem naming
+    both values, though every voxel matches (the command line exits 1)."""
+    source = _placed_source(tmp_path / "source.ome.zarr")
+    cases = {
+        "right": (OFFSET, [8, 8, 40], None),
+        "off": ((51, 10, 4), [8, 8, 40], "voxel offset is 51,10,4, expected 50,10,4"),
+        "squashed": (OFFSET, [8, 8, 30], "voxel size (nm) is 8,8,30, expected 8,8,40"),
+    }
+    for name, (offset, resolution, problem) in cases.items():
+        dest = tmp_path / name
+        _tensorstore_placed(dest, offset, resolution)
+        report = api.verify(str(dest), str(source), full=True)
+        assert report.chunks_compared == 3 * 5 * 8, name
+        if problem is None:
+            assert report.ok, report.problems
+            continue
+        assert [p for p in report.problems if p.startswith("placement")] == [
+            f"placement: the output's {problem} (the source's, from OME-Zarr 0.5 dataset '0')"
+        ]
+        run = subprocess.run(
+            [sys.executable, "-m", "shardwright.cli", "verify", str(dest), "--against",
+             str(source)], capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert run.returncode == 1 and problem in run.stdout, run.stdout + run.stderr
+
+
+def test_an_unsharded_cloudvolume_dataset_verifies_against_its_source(
+    tmp_path: pathlib.Path,
+) -> None:
+    """CloudVolume's plain chunk files (no shards): read through shardwright's own reader, its
+    placement and every voxel compared with the source's, no traceback; one voxel off, or a
+    chunk rewritten with other voxels, is a problem."""
+    CloudVolume = pytest.importorskip("cloudvolume").CloudVolume  # noqa: N806
+    source = _placed_source(tmp_path / "source.ome.zarr")
+    for name, offset in (("right", OFFSET), ("off", (50, 11, 4))):
+        info = CloudVolume.create_new_info(
+            num_channels=1, layer_type="image", data_type="uint8", encoding="raw",
+            resolution=[8, 8, 40], voxel_offset=list(offset), chunk_size=[16, 16, 8],
+            volume_size=[45, 37, 30],
+        )  # fmt: skip
+        volume = CloudVolume(f"file://{tmp_path / name}", info=info, progress=False)
+        volume.commit_info()
+        volume[volume.bounds.to_slices()] = _voxels()  # CloudVolume's own coordinates
+    report = api.verify(str(tmp_path / "right"), str(source), full=True)
+    assert report.ok, report.problems
+    assert report.chunks_compared == 3 * 3 * 4
+    off = api.verify(str(tmp_path / "off"), str(source), full=True)
+    assert off.problems == [
+        "placement: the output's voxel offset is 50,11,4, expected 50,10,4 (the source's, from "
+        "OME-Zarr 0.5 dataset '0')"
+    ]
+    changed = CloudVolume(f"file://{tmp_path / 'right'}", progress=False)
+    changed[50:66, 10:26, 4:12] = np.full((16, 16, 8), 255, np.uint8)  # chunk (0, 0, 0)
+    report = api.verify(str(tmp_path / "right"), str(source), full=True)
+    assert len(report.problems) == 1 and "chunk (0, 0, 0)" in report.problems[0]
+    assert "voxels differ from the source" in report.problems[0]
+    alone = api.verify(str(tmp_path / "right"), full=True)  # no source: every box decoded
+    assert alone.ok and alone.chunks_decoded == 3 * 3 * 4

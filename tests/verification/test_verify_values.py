@@ -173,7 +173,8 @@ def test_absent_chunks_are_said_to_be_written_as_the_sources_fill_value(
 def _precomputed_pyramid(root: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> str:
     """A precomputed image with three scales (4_4_40, 8_8_80, 16_16_160)."""
     assert _main(capsys, "convert", str(root / "img.npy"), str(root / "pyramid"), "--mips", "2",
-                 "--resolution", "4,4,40", "--chunk-size", "8,8,8", *SYNC)[0] == 0  # fmt: skip
+                 "--resolution", "4,4,40", "--factor", "2,2,2", "--chunk-size", "8,8,8",
+                 *SYNC)[0] == 0  # fmt: skip
     return str(root / "pyramid")
 
 

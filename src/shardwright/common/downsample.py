@@ -140,6 +140,22 @@ def check_factor(factor: Any) -> Factor:
     return (x, y, z)
 
 
+def factor_between(finer: Any, coarser: Any) -> Factor | None:
+    """The factor that made a pyramid's level of voxel size `coarser` from one of `finer`
+    (x, y, z): whole numbers, at least one above 1; None where the sizes are no such step."""
+    try:
+        ratios = [float(c) / float(f) for f, c in zip(finer, coarser, strict=True)]
+    except (TypeError, ValueError, ZeroDivisionError):
+        return None
+    whole = [round(r) for r in ratios]
+    if len(whole) != 3 or any(
+        abs(r - w) > 1e-6 * w or w < 1 for r, w in zip(ratios, whole, strict=True)
+    ):
+        return None
+    x, y, z = whole
+    return (x, y, z) if max(whole) > 1 else None
+
+
 def reduced_shape(shape_xyz: tuple[int, ...], factor: Factor) -> tuple[int, int, int]:
     """Size of the next level: ceil(size / factor), edge blocks counting as whole voxels."""
     x, y, z = (-(-int(n) // f) for n, f in zip(shape_xyz[:3], factor, strict=True))

@@ -21,6 +21,7 @@ import dataclasses
 from typing import Any
 
 from shardwright.codecs import CHUNK_ENCODINGS
+from shardwright.common.downsample import factor_between
 from shardwright.errors import NAMED, PlanError
 from shardwright.formats.zarr3.ome_zarr import dataset_paths
 from shardwright.generation.grid import BlockGrid, Triple, three
@@ -42,6 +43,10 @@ def precomputed_levels(
     top = info["scales"][-1]
     key = str(top.get("key"))
     base = _open(dest, key, options)
+    if len(info["scales"]) > 1:  # its own pyramid's step: the default factor of the levels
+        finer = info["scales"][-2].get("resolution")
+        step = factor_between(finer, top.get("resolution"))
+        base.hints = dataclasses.replace(base.hints, pyramid_factor=step)
     encoding = str(top.get("encoding", "raw"))
     if encoding not in CHUNK_ENCODINGS:  # compresso, crackle: a segmentation's, read only
         encoding = "compressed_segmentation" if info.get("type") == "segmentation" else "raw"

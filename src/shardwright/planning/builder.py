@@ -47,7 +47,17 @@ def make_plan(
     resolution, offset, placed = _placement(options, src)
     checks.check_resolution(resolution)
     checks.check_voxel_offset(offset, size)
-    levels = pyramid.requested(options, layer_type, dtype, size, chunk)
+    levels = pyramid.requested(
+        options,
+        layer_type,
+        dtype,
+        size,
+        chunk,
+        resolution=resolution,
+        # the source's own pyramid, for its own voxel size (one given is followed instead)
+        source_factor=src.hints.pyramid_factor if placed.resolution_from != OPTION else None,
+        where=src.hints.placed_by or "the source",
+    )
     geo = Geometry(
         source=src,
         dest=dest,
@@ -81,6 +91,8 @@ def _placement(
     if options.voxel_offset is None and hints.offset_refusal:
         raise PlanError(hints.offset_refusal, resolution=NAMED, voxel_offset=NAMED)
     where = hints.placed_by or "the source"
+    checks.check_axis_order("resolution", options.resolution, hints.resolution, where)
+    checks.check_axis_order("voxel_offset", options.voxel_offset, hints.voxel_offset, where)
     resolution, resolution_from = _chosen(options.resolution, hints.resolution, (1, 1, 1), where)
     if resolution_from == DEFAULT:
         warnings.warn(

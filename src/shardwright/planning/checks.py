@@ -53,6 +53,34 @@ def check_resolution(resolution: Sequence[float]) -> None:
         )
 
 
+def check_axis_order(
+    field: str, given: Sequence[float] | None, recorded: Sequence[float] | None, where: str
+) -> None:
+    """Refuse a voxel size or offset given that is the source's own in another axis order (z,y,x
+    typed for x,y,z): it would place the data elsewhere, squashed, and look deliberate."""
+    if given is None or recorded is None:
+        return
+    ours, theirs = [float(v) for v in given], [float(v) for v in recorded]
+    if _close(ours, theirs) or not _close(sorted(ours), sorted(theirs)):
+        return
+    what = "voxel size (nm)" if field == "resolution" else "voxel offset"
+    raise PlanError(
+        f"{{{field}}} is the source's {what} {xyz(_whole(theirs), ',')} (x,y,z, from {where}) "
+        f"in another order: give it x,y,z ({{fixed}}), or leave it out to take the source's",
+        **{field: tuple(_whole(ours)), "fixed": Alias(field, tuple(_whole(theirs)))},
+    )
+
+
+def _close(a: Sequence[float], b: Sequence[float]) -> bool:
+    return len(a) == len(b) and all(
+        math.isclose(x, y, rel_tol=1e-9) for x, y in zip(a, b, strict=True)
+    )
+
+
+def _whole(values: Sequence[float]) -> list[int | float]:
+    return [int(v) if float(v).is_integer() else v for v in values]
+
+
 def check_voxel_offset(offset: Sequence[int], size: Sequence[int]) -> None:
     """Every voxel coordinate, offset included, must fit a signed 64-bit integer: what
     `info` readers (TensorStore, Neuroglancer) and OME-Zarr translations store."""

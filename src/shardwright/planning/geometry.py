@@ -39,6 +39,11 @@ class Placed:
     voxel_offset_from: str = DEFAULT
     unit: str = NANOMETER
     subvoxel_offset: tuple[float, float, float] = (0.0, 0.0, 0.0)  # SourceHints'
+    # The source's own values and the metadata that recorded them, beside any an option
+    # replaced: what the plan prints and the manifest keeps next to the override.
+    source_resolution: tuple[float, float, float] | None = None
+    source_voxel_offset: tuple[int, int, int] | None = None
+    source_placed_by: str | None = None
 
     @classmethod
     def of(cls, hints: SourceHints, resolution_from: str, voxel_offset_from: str) -> Placed:
@@ -51,15 +56,27 @@ class Placed:
             voxel_offset_from=voxel_offset_from,
             unit=hints.unit if hints.unit is not None and resolution_from != OPTION else NANOMETER,
             subvoxel_offset=(None if given else hints.subvoxel_offset) or (0.0, 0.0, 0.0),
+            source_resolution=hints.resolution,
+            source_voxel_offset=hints.voxel_offset,
+            source_placed_by=hints.placed_by,
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        """Where each value came from; beside a value an option replaced, the source's."""
+        out: dict[str, Any] = {
             "resolution_from": self.resolution_from,
             "voxel_offset_from": self.voxel_offset_from,
             "unit": self.unit,
             "subvoxel_offset_xyz": list(self.subvoxel_offset),
         }
+        for field, own, where in (
+            ("resolution", self.source_resolution, self.resolution_from),
+            ("voxel_offset", self.source_voxel_offset, self.voxel_offset_from),
+        ):
+            if where == OPTION and own is not None:
+                out[f"source_{field}_xyz"] = [int(v) if float(v).is_integer() else v for v in own]
+                out["source_placed_by"] = self.source_placed_by
+        return out
 
 
 @dataclass(frozen=True)
@@ -135,8 +152,9 @@ def epoch_shape(
 def output_axes(source_axes: str, num_channels: int) -> str:
     """Zarr output's axes, as OME-Zarr 0.5 orders them: a channel axis first where there are
     channels, then the space axes in the source's order (a time point and a single channel
-    are no axes of a volume)."""
+    are no axes of a volume; a 2-D image's one slice is a z axis before them)."""
     space = "".join(a for a in source_axes if a in "xyz")
+    space = space if "z" in space else "z" + space
     return "c" + space if num_channels > 1 else space
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,7 @@ IMAGE_SHARE = 4
 REGION_SHARE = 8
 REDUCE_SLAB_SHARE = 32
 REDUCE_SLAB_MAX = 2 * 1024**2
+GIVEN = "as given"  # a factor given with --factor
 
 
 @dataclass(frozen=True)
@@ -42,14 +43,37 @@ class Pyramid:
     factor: Factor
     method: str
     levels: int  # including the base level
+    factor_from: str = field(default=GIVEN, compare=False)  # why this factor (the plan says)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "levels": self.levels,
             "factor_xyz": list(self.factor),
+            "factor_from": self.factor_from,
             "method": self.method,
             "rules": downsample.RULES,  # what `method` meant when the levels were written
         }
+
+
+ISOTROPY = 2.0  # an axis this many times as coarse as the finest is not halved by default
+
+
+def default_factor(
+    resolution: Sequence[float], size: Triple, source_factor: Factor | None, where: str
+) -> tuple[Factor, str]:
+    """The factor between levels where none is given, and why: the source's own pyramid's
+    where it has one (`where` names it); else from the voxel size, as Igneous downsamples EM:
+    the axes at least twice as coarse as the finest are not halved (8,8,40 nm: 2,2,1), nor an
+    axis one voxel thick; near-isotropic voxels are halved along every axis (2,2,2)."""
+    if source_factor is not None:
+        return source_factor, f"as the source's own pyramid: {where}"
+    finest = min(resolution)
+    halved = [r < ISOTROPY * finest and n > 1 for r, n in zip(resolution, size, strict=True)]
+    if not any(halved):  # a line of voxels along a coarse axis: that axis, then
+        halved = [n > 1 for n in size]
+    x, y, z = (2 if h else 1 for h in halved)
+    voxel = xyz(f"{float(r):g}" for r in resolution)
+    return (x, y, z), f"for the voxel size {voxel} nm"
 
 
 def triple(values: Iterable[int]) -> Triple:
@@ -160,9 +184,19 @@ def box_shape(box: Box) -> Triple:
 
 # -- what is asked for, and what each level's shards may be ---------------------------------------
 def requested(
-    options: ConvertOptions, layer_type: str, dtype: np.dtype, size: Triple, chunk: Triple
+    options: ConvertOptions,
+    layer_type: str,
+    dtype: np.dtype,
+    size: Triple,
+    chunk: Triple,
+    *,
+    resolution: Sequence[float] = (1.0, 1.0, 1.0),
+    source_factor: Factor | None = None,
+    where: str = "the source",
 ) -> tuple[Pyramid, list[Triple]] | None:
-    """The pyramid asked for (and every level's size), validated; None without --mips."""
+    """The pyramid asked for (and every level's size), validated; None without --mips. The
+    factor is the one given, else `default_factor` of the voxel size (`resolution`, nm) or
+    of the source's own pyramid (`source_factor`, recorded by `where`)."""
     if options.mips in (None, 0):
         if options.factor is not None or options.downsample is not None:
             raise PlanError(
@@ -179,13 +213,16 @@ def requested(
             "shard task reduces its own box for the next level"
         )
     try:
-        factor = downsample.check_factor(options.factor or (2, 2, 2))
+        if options.factor is None:
+            factor, why = default_factor(resolution, size, source_factor, where)
+        else:
+            factor, why = downsample.check_factor(options.factor), GIVEN
         method = options.downsample or downsample.default_method(layer_type, dtype)
         downsample.check_method(method, dtype, layer_type)
         sizes = level_sizes(size, factor, options.mips, chunk)
     except ValueError as exc:
         raise within(exc) from exc
-    return Pyramid(factor, method, len(sizes)), sizes
+    return Pyramid(factor, method, len(sizes), why), sizes
 
 
 def box_limits(

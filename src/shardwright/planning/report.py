@@ -66,13 +66,15 @@ def volume_report(
         )
     if "pyramid" in d:
         pyr = d["pyramid"]
+        why = pyr.get("factor_from", "as given")
         lines.append(
-            f"pyramid      {pyr['levels']} levels, factor {_xyz(pyr['factor_xyz'])}, "
+            f"pyramid      {pyr['levels']} levels, factor {_xyz(pyr['factor_xyz'])} ({why}), "
             f"downsample {pyr['method']}; source read once, levels chained"
         )
         for row in d["levels"]:
             lines.append(
-                f"level {row['level']:<6} {row['key']}: {_xyz(row['size_xyz'])} voxels, "
+                f"level {row['level']:<6} {row['key']}: {_xyz(row['size_xyz'])} voxels of "
+                f"{_xyz(row['resolution_xyz'])} nm, "
                 f"chunk {_xyz(row['chunk_size_xyz'])}, {counted(row['shards'], 'shard')} of "
                 f"{_xyz(row['shard_shape_chunks_xyz'])} chunks, "
                 f"~{_bytes(row['estimated_bytes_per_shard'])}/shard, peak per task ~"
@@ -97,17 +99,24 @@ def _placement_line(d: dict[str, Any]) -> str:
     voxel = f"voxel {_xyz(d['resolution_xyz'])} nm"
     at = f"offset {_xyz(offset)} voxels ({_xyz(corner)} nm)"
     size_from, offset_from = placed["resolution_from"], placed["voxel_offset_from"]
-    if size_from == offset_from:
+    if size_from == offset_from and "source_placed_by" not in placed:  # nothing replaced
         text = f"{voxel}, {at}: both {_origin(size_from)}"
     else:
-        text = f"{voxel} ({_origin(size_from)}), {at} ({_origin(offset_from)})"
+        size_origin = _origin(size_from, placed, "resolution", " nm")
+        text = f"{voxel} ({size_origin}), {at} ({_origin(offset_from, placed, 'voxel_offset')})"
     unit = placed["unit"]
     in_unit = unit != "nanometer" and d["format"] == "zarr3"
     return f"placement    {text}" + (f"; written in {unit}s" if in_unit else "")
 
 
-def _origin(where: str) -> str:
-    """How the plan words where a voxel size or offset came from."""
+def _origin(
+    where: str, placed: dict[str, Any] | None = None, field: str = "", unit: str = ""
+) -> str:
+    """How the plan words where a voxel size or offset came from; a value given where the
+    source records one, beside the source's."""
+    own = (placed or {}).get(f"source_{field}_xyz")
+    if where == "option" and own is not None and placed is not None:
+        return f"as given; the source's: {_xyz(own)}{unit}, from {placed.get('source_placed_by')}"
     if where == "option":
         return "as given"
     if where == "default":

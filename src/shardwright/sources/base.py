@@ -41,6 +41,9 @@ class SourceHints:
     placed_by: str | None = None
     resolution_refusal: str | None = None
     offset_refusal: str | None = None
+    # The factor between the source's own pyramid levels (x, y, z), where it has levels: a
+    # pyramid written from it takes that factor unless one is given.
+    pyramid_factor: tuple[int, int, int] | None = None
 
 
 def resolution_in_array_order(
@@ -107,18 +110,20 @@ def file_identity(path: str) -> dict[str, Any]:
 
 
 SPACE_AXES = "xyz"
-# Beside x, y, z: at most one channel axis (c) and one time axis (t, a single time point).
-OTHER_AXES = "ct"
+# Beside x and y: at most one z (without it a 2-D image, one slice thick), one channel axis
+# (c) and one time axis (t, a single time point).
+OTHER_AXES = "zct"
 AXES_HELP = (
-    "one letter per array dimension: x, y and z once each, at most one c (channels) and one "
-    "t (a single time point), e.g. 'zyx', 'czyx', 'zyxc', 'tczyx'"
+    "one letter per array dimension: x and y once each, z at most once (a 2-D image has "
+    "none), at most one c (channels) and one t (a single time point), e.g. 'zyx', 'czyx', "
+    "'zyxc', 'tczyx', 'yx', 'cyx'"
 )
 
 
 def valid_axes(axes: str) -> bool:
-    """x, y and z once each, c and t at most once, nothing else."""
+    """x and y once each, z, c and t at most once, nothing else."""
     return (
-        all(axes.count(a) == 1 for a in SPACE_AXES)
+        all(axes.count(a) == 1 for a in "xy")
         and all(axes.count(a) <= 1 for a in OTHER_AXES)
         and set(axes) <= set(SPACE_AXES + OTHER_AXES)
     )
@@ -133,17 +138,18 @@ def check_axes(axes: str, ndim: int, url: str) -> str:
     return axes
 
 
-# C-order axes as numpy, zarr and HDF5 users write them; 5-D as OME-Zarr and bioformats2raw do.
-DEFAULT_AXES = {3: "zyx", 4: "czyx", 5: "tczyx"}
+# C-order axes as numpy, zarr and HDF5 users write them; 5-D as OME-Zarr and bioformats2raw do;
+# 2-D an image (y,x), a volume one slice thick.
+DEFAULT_AXES = {2: "yx", 3: "zyx", 4: "czyx", 5: "tczyx"}
 
 
 def default_axes(ndim: int, url: str) -> str:
-    """C-order z,y,x (c,z,y,x with channels, t,c,z,y,x with a time axis)."""
+    """C-order z,y,x (c,z,y,x with channels, t,c,z,y,x with a time axis; y,x an image)."""
     if ndim in DEFAULT_AXES:
         return DEFAULT_AXES[ndim]
     raise SourceError(
-        f"{url}: a {ndim}-D array is not a volume (3-D z,y,x, 4-D c,z,y,x or 5-D t,c,z,y,x "
-        "expected); pass axes ({source_axes}) for other layouts",
+        f"{url}: a {ndim}-D array is not a volume (2-D y,x, 3-D z,y,x, 4-D c,z,y,x or 5-D "
+        "t,c,z,y,x expected); pass axes ({source_axes}) for other layouts",
         source_axes=NAMED,
     )
 
@@ -191,10 +197,10 @@ class ArraySource:
         detected_axes: str | None = None,
     ):
         ndim = len(native_shape)
-        if ndim < 3:
+        if ndim < 2:
             raise SourceError(
-                f"{url}: a {ndim}-D array (shape {tuple(native_shape)}) is not a volume; "
-                "3-D (z,y,x) or 4-D (c,z,y,x) expected"
+                f"{url}: a {ndim}-D array (shape {tuple(native_shape)}) is not an image; "
+                "2-D (y,x), 3-D (z,y,x) or 4-D (c,z,y,x) expected"
             )
         self.url = url
         if axes:
@@ -216,7 +222,7 @@ class ArraySource:
                 "volume: select one time point (a TensorStore spec with an index transform, "
                 'e.g. {"driver": "zarr", "kvstore": ..., "transform": ...}) and convert that'
             )
-        self.shape_xyz = (size["x"], size["y"], size["z"])
+        self.shape_xyz = (size["x"], size["y"], size.get("z", 1))  # a 2-D image: one slice
         self.num_channels = size.get("c", 1)
         # The axes a read keeps (a single time point is dropped), in their native order.
         self._kept = "".join(a for a in self.axes if a != "t")
@@ -255,6 +261,8 @@ class ArraySource:
 
     def read(self, start_xyz: Box, stop_xyz: Box) -> np.ndarray:
         block = np.transpose(self.read_native(start_xyz, stop_xyz), self._to_xyzc)
+        if "z" not in self._kept:  # a 2-D image: its one slice
+            block = np.expand_dims(block, 2)
         return block if "c" in self._kept else block[..., np.newaxis]
 
     def reusing(self, boxes: Sequence[tuple[Box, Box]]) -> AbstractContextManager[object]:

@@ -59,7 +59,7 @@ def _dataset(
 ) -> TensorStoreSource:
     dimensions = attributes.get("dimensions") or []
     named = axes_from_names(attributes.get("axes") or (group or {}).get("axes"))
-    default = {3: "xyz", 4: "xyzc"}.get(len(dimensions))
+    default = {2: "xy", 3: "xyz", 4: "xyzc"}.get(len(dimensions))  # N5 lists x first
     resolution = _resolution(attributes, group, named or default)
     hints = SourceHints(resolution, placed_by="its N5 attributes" if resolution else None)
     spec = {"driver": "n5", "kvstore": kvstore_spec(url, storage_options)}

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from shardwright.common.downsample import factor_between
 from shardwright.errors import SourceError
 from shardwright.sources.base import SourceHints, axes_from_names
 from shardwright.sources.units import nm_per
@@ -47,19 +48,45 @@ class Multiscale:
     refusal: str | None  # why, then
     where: str  # "OME-Zarr 0.4 dataset '1'"
     label: bool  # image-label: its values are segment ids
+    # The scales of the chosen dataset and the next (or, for the coarsest, the one before and
+    # it), finer first: the group's own pyramid step. None: a single dataset, or not placed.
+    step: tuple[list[float], list[float]] | None = None
+
+    def lengths(self, axes: str) -> list[float] | None:
+        """Nanometres per unit along x, y, z: each space axis's unit, or 1 for every axis where
+        none names a unit (its scale is then the voxel size in nm). None where a unit is no
+        length, or some axes name one and others none (nothing says what the others are in).
+        A 2-D image (no z) takes the unit of x for its one slice."""
+        units = [self.units[axes.index(a)] if a in axes else None for a in "xyz"]
+        if "z" not in axes:
+            units[2] = units[0]
+        if all(u is None for u in units):
+            return [1.0, 1.0, 1.0]
+        factors = [nm_per(u) for u in units]
+        return [f for f in factors if f is not None] if None not in factors else None
+
+    def unitless(self, axes: str) -> bool:
+        """Whether no space axis names a unit (the scale is read as nanometres)."""
+        return all(self.units[axes.index(a)] is None for a in "xyz" if a in axes)
+
+    def factor(self, axes: str) -> tuple[int, int, int] | None:
+        """The factor (x, y, z) between the group's own levels around the chosen one."""
+        if self.step is None:
+            return None
+        finer, coarser = (_xyz(scale, axes, 1.0) for scale in self.step)
+        return factor_between(finer, coarser)
 
     def physical(self, axes: str) -> Affine | None:
         """The chosen dataset's voxel size and translation in nm, x, y, z; None where its
-        transforms or units do not say."""
-        if self.chosen is None or len(self.units) != len(axes):
+        transforms or units do not say. A 2-D image's one slice is as thick as its finest
+        pixel side, at 0."""
+        lengths = self.lengths(axes) if len(self.units) == len(axes) else None
+        if self.chosen is None or lengths is None:
             return None
-        factors = [nm_per(self.units[axes.index(a)]) for a in "xyz"]
-        if any(f is None for f in factors):
-            return None
-        scale, shift = self.chosen
+        scale, shift = _xyz(self.chosen[0], axes), _xyz(self.chosen[1], axes, 0.0)
         return (
-            [scale[axes.index(a)] * (f or 0.0) for a, f in zip("xyz", factors, strict=True)],
-            [shift[axes.index(a)] * (f or 0.0) for a, f in zip("xyz", factors, strict=True)],
+            [v * f for v, f in zip(scale, lengths, strict=True)],
+            [v * f for v, f in zip(shift, lengths, strict=True)],
         )
 
     def hints(self, axes: str) -> SourceHints:
@@ -73,20 +100,36 @@ class Multiscale:
                 resolution_refusal=self.refusal,
                 offset_refusal=self.refusal,
             )
-        (scale, shift), finest_scale = self.chosen, self.finest[0]
-        index = {a: axes.index(a) for a in "xyz"}
-        unit = _shared_unit([self.units[index[a]] for a in "xyz"])
-        base = SourceHints(layer_type=layer_type, unit=unit, placed_by=self.where)
-        if any(scale[index[a]] <= 0 for a in "xyz"):
-            refusal = f"{self.url}: {self.where}: its scale {scale} is not positive"
+        scale, shift = _xyz(self.chosen[0], axes), _xyz(self.chosen[1], axes, 0.0)
+        finest_scale = _xyz(self.finest[0], axes, scale[2])  # a 2-D image: no centring in z
+        unit = _shared_unit([self.units[axes.index(a)] for a in "xyz" if a in axes])
+        where = self.where
+        if self.unitless(axes):
+            where += " (no unit: read as nm)"
+        base = SourceHints(
+            layer_type=layer_type,
+            unit=unit,
+            placed_by=where,
+            pyramid_factor=self.factor(axes),
+        )
+        if any(v <= 0 for v in scale):
+            refusal = f"{self.url}: {self.where}: its scale {self.chosen[0]} is not positive"
             return replace(base, resolution_refusal=refusal, offset_refusal=refusal)
         physical = self.physical(axes)
         if physical is not None:
             x, y, z = physical[0]
             base = replace(base, resolution=(x, y, z))
+        else:
+            named = ", ".join(f"{a} {self.units[axes.index(a)]!r}" for a in "xyz" if a in axes)
+            base = replace(
+                base,
+                resolution_refusal=(
+                    f"{self.url}: {self.where}: its axes' units ({named}) do not all name a "
+                    "length; give the voxel size (x,y,z in nanometres) with {resolution}"
+                ),
+            )
         offset, centring = [], []
-        for a in "xyz":
-            i = index[a]
+        for i, a in enumerate("xyz"):
             centring.append((scale[i] - finest_scale[i]) / 2 / scale[i])
             voxels = shift[i] / scale[i] - centring[-1]
             if abs(voxels - round(voxels)) > WHOLE:
@@ -104,6 +147,15 @@ class Multiscale:
             voxel_offset=(offset[0], offset[1], offset[2]),
             subvoxel_offset=(centring[0], centring[1], centring[2]),
         )
+
+
+def _xyz(values: Sequence[float], axes: str, z: float | None = None) -> list[float]:
+    """Per-dimension values (a scale, a translation) as x, y, z; a 2-D image's missing z is
+    `z`, by default the finer of x and y (its one slice as thick as a pixel is wide)."""
+    x, y = (float(values[axes.index(a)]) for a in "xy")
+    if "z" in axes:
+        return [x, y, float(values[axes.index("z")])]
+    return [x, y, min(x, y) if z is None else z]
 
 
 def has_multiscales(attributes: dict[str, Any]) -> bool:
@@ -139,12 +191,21 @@ def multiscale(url: str, attributes: dict[str, Any], scale_key: str | None) -> M
     rank = len(axis_entries)
     where = f"OME-Zarr {version} dataset {paths[index]!r}"
     outer = entry.get("coordinateTransformations")
-    chosen = finest = refusal = None
+    chosen = finest = refusal = step = None
     try:
         finest = _compose(datasets[0].get("coordinateTransformations"), outer, rank)
         chosen = _compose(datasets[index].get("coordinateTransformations"), outer, rank)
     except _Unplaceable as exc:
         refusal = f"{url}: {where}: {exc}"
+    if chosen is not None and len(datasets) > 1:  # the group's own step, around the chosen
+        pair = (index, index + 1) if index + 1 < len(datasets) else (index - 1, index)
+        try:
+            finer, coarser = (
+                _compose(datasets[k].get("coordinateTransformations"), outer, rank)[0] for k in pair
+            )
+            step = (finer, coarser)
+        except _Unplaceable:
+            step = None  # a neighbour not placed: no step to follow
     return Multiscale(
         url=url,
         path=paths[index],
@@ -155,6 +216,7 @@ def multiscale(url: str, attributes: dict[str, Any], scale_key: str | None) -> M
         refusal=refusal,
         where=where,
         label="image-label" in ome or "image-label" in attributes,
+        step=step,
     )
 
 

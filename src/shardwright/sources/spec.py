@@ -47,7 +47,7 @@ def open_spec(request: SourceRequest) -> TensorStoreSource:
     source = TensorStoreSource(url, spec, axes)
     source.root = source.data_location()
     # A translated domain places the array: its first index along x, y, z is the offset.
-    origin = dict(zip(source.axes, source.origin, strict=True))
+    origin = {"z": 0, **dict(zip(source.axes, source.origin, strict=True))}  # 2-D: z at 0
     if any(origin[a] for a in "xyz"):
         offset = (origin["x"], origin["y"], origin["z"])
         source.hints = SourceHints(voxel_offset=offset, placed_by="its TensorStore domain")

@@ -108,15 +108,12 @@ def _imagej_voxel_size(tif: tifffile.TiffFile) -> tuple[float, float, float] | N
 
 
 class TiffFileSource(ArraySource):
-    """A multi-page TIFF; pages are z slices of shape (y, x) or (y, x, c)."""
+    """A multi-page TIFF; pages are z slices of shape (y, x) or (y, x, c). A single page is
+    a 2-D image, a volume one slice thick."""
 
     def __init__(self, path: str, axes: str | None = None, url: str | None = None):
         self.path = path
         shape, dtype, series_axes, mappable, voxel_size = _header(path)
-        if len(shape) == 2:
-            raise SourceError(
-                f"{url or path}: a single 2-D image ({series_axes} {shape}), not a volume"
-            )
         detected = _tiff_axes(series_axes)
         if detected is None and axes is None and len(shape) != 3:
             raise SourceError(

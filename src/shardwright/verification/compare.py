@@ -248,6 +248,28 @@ class ZarrComparer:
         return self._readers[key]
 
 
+class SourceComparer:
+    """A level no shard holds (another tool's unsharded dataset: CloudVolume's chunk files, a
+    zarr array of plain chunks), read through shardwright's own source readers in boxes of
+    `chunk`: a box that cannot be read is a problem, as a chunk that cannot be decoded."""
+
+    def __init__(self, level: Source, chunk: tuple[int, ...], lossy: bool = False) -> None:
+        self.level, self.lossy = level, lossy
+        self.size = pyramid.triple(level.shape_xyz)
+        self.chunk = tuple(min(c, s) for c, s in zip(chunk, self.size, strict=True))
+
+    def shard_of(self, coord: pyramid.Triple) -> str:
+        return "none: not sharded"
+
+    def read_chunk(self, coord: pyramid.Triple, shape_xyz: tuple[int, ...]) -> np.ndarray:
+        start = pyramid.triple(g * c for g, c in zip(coord, self.chunk, strict=True))
+        stop = pyramid.triple(a + n for a, n in zip(start, shape_xyz, strict=True))
+        return self.level.read(start, stop)
+
+    def expected(self, voxels_xyzc: np.ndarray) -> np.ndarray:
+        return voxels_xyzc
+
+
 def compare_chunks(
     report: VerifyReport,
     source: Source,

@@ -89,7 +89,8 @@ def verify(
             source = None if against is None else _source(report, against, opening)
             if against is None or source is not None:
                 verify_foreign(report, store, metadata_key, source, full=full, sample=sample,
-                               against=against, scale=source_scale)  # fmt: skip
+                               against=against, scale=source_scale,
+                               storage_options=storage_options)  # fmt: skip
             verify_additions(report, store, full=full, sample=sample, shards_checked=False)
         return report
     report.format = manifest.format

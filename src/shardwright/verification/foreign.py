@@ -13,12 +13,20 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from shardwright.errors import ShardwrightError
 from shardwright.formats.zarr3 import ome_zarr
-from shardwright.sources import Source
+from shardwright.planning.geometry import DEFAULT_CHUNK
+from shardwright.sources import Source, open_source
 from shardwright.stores import Store
-from shardwright.verification.compare import compare_chunks, decode_chunks, same_size
+from shardwright.verification.compare import (
+    SourceComparer,
+    compare_chunks,
+    decode_chunks,
+    same_size,
+)
+from shardwright.verification.placement import check_foreign_placement
 from shardwright.verification.report import VerifyReport
-from shardwright.verification.shards import dataset_of, unreadable_index
+from shardwright.verification.shards import dataset_of, holds_shards, unreadable_index
 
 NOTE = "no manifest: format-level checks only"
 
@@ -33,13 +41,18 @@ def verify_foreign(
     sample: int,
     against: object = None,
     scale: str | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> None:
     """Check the dataset whose metadata is `metadata_key` (`info` or `zarr.json`) as its format
     defines it; every problem goes into `report`. `source`: the one `against` names, read at
-    `scale`."""
+    `scale`; the dataset's placement is compared with it, sharded or not."""
     report.format = "precomputed" if metadata_key == "info" else "zarr3"
     report.notes.append(NOTE)
     documents = _documents(report, store, metadata_key)
+    if documents is not None and not holds_shards(documents):
+        _verify_unsharded(report, documents, source, full, sample, against, scale,
+                          storage_options)  # fmt: skip
+        return
     dataset = dataset_of(report, store, documents)
     if dataset is None:
         return
@@ -63,6 +76,10 @@ def verify_foreign(
             broken.add(key)
     for level, comparer in enumerate(dataset.comparers):
         decode_chunks(report, comparer, full, sample, broken, f"level {level} " if level else "")
+    if source is not None and documents is not None:
+        output = _as_source(report, documents, storage_options)
+        if output is not None:
+            _compare_placement(report, documents, output, source)
     if source is not None and same_size(report, source, dataset.comparers[0].size, against, scale):
         compare_chunks(report, source, dataset.comparers[0], full, sample)
         if len(dataset.comparers) > 1:
@@ -70,6 +87,61 @@ def verify_foreign(
                 "levels above the base were decoded, not compared with the source (without a "
                 "manifest, how they were reduced is not known)"
             )
+
+
+UNSHARDED = "not sharded: read through shardwright's own readers, box by box"
+
+
+def _verify_unsharded(
+    report: VerifyReport,
+    documents: dict[str, Any],
+    source: Source | None,
+    full: bool,
+    sample: int,
+    against: object,
+    scale: str | None,
+    storage_options: dict[str, Any] | None,
+) -> None:
+    """A dataset no shard holds (CloudVolume's chunk files, a zarr array of plain chunks):
+    its finest level read as a source, box by box; with a source, its placement and voxels
+    compared with the source's."""
+    report.notes.append(UNSHARDED)
+    output = _as_source(report, documents, storage_options)
+    if output is None:
+        return
+    info = documents.get("info") or {}
+    finest = (info.get("scales") or [{}])[0]
+    chunk = (finest.get("chunk_sizes") or [DEFAULT_CHUNK])[0]
+    comparer = SourceComparer(output, tuple(chunk), lossy=finest.get("encoding") == "jpeg")
+    if source is None:
+        decode_chunks(report, comparer, full, sample)
+        return
+    _compare_placement(report, documents, output, source)
+    if same_size(report, source, comparer.size, against, scale):
+        compare_chunks(report, source, comparer, full, sample)  # absent chunks: the fill
+
+
+def _as_source(
+    report: VerifyReport, documents: dict[str, Any], storage_options: dict[str, Any] | None
+) -> Source | None:
+    """The dataset's finest level opened as a source (its placement read as a source's), or
+    None with the problem that it cannot be."""
+    try:
+        return open_source(report.dest, storage_options=storage_options, fill_missing=True)
+    except (ShardwrightError, ValueError, OSError) as exc:
+        report.problems.append(f"{report.dest}: cannot be read as a volume ({exc})")
+        return None
+
+
+def _compare_placement(
+    report: VerifyReport, documents: dict[str, Any], output: Source, source: Source
+) -> None:
+    """The output's placement against the source's; a bare zarr array records none (a note)."""
+    root = documents.get("zarr.json")
+    if isinstance(root, dict) and root.get("node_type") == "array":
+        report.notes.append("a bare zarr array records no placement: not compared")
+        return
+    check_foreign_placement(report, output, source)
 
 
 def _documents(report: VerifyReport, store: Store, key: str) -> dict[str, Any] | None:

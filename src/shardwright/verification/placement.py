@@ -145,11 +145,7 @@ def _compare(
     expected: Expected,
     field: str,
 ) -> None:
-    same = len(got) == len(want) and all(
-        math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-6)
-        for a, b in zip(got, want, strict=True)
-    )
-    if not same:
+    if not _same(got, want):
         report.problems.append(
             f"placement: the output's {what} is {_xyz(got)}, expected {_xyz(want)} "
             f"({expected.whence[field]})"
@@ -158,3 +154,36 @@ def _compare(
 
 def _xyz(values: Sequence[float]) -> str:
     return xyz((f"{float(v):.12g}" for v in values), ",")
+
+
+def check_foreign_placement(report: VerifyReport, output: Source, source: Source) -> None:
+    """Where a dataset another tool wrote sits against its source: the output's voxel size and
+    offset read as any source's (its `info`'s finest scale, its OME-Zarr transforms), each
+    compared where the source records it (no manifest says what the tool was given); what
+    the source does not record is a note."""
+    mine, theirs = output.hints, source.hints
+    recorded = f"the source's, from {theirs.placed_by}"
+    unrecorded = []
+    for field, what in (("resolution", "voxel size (nm)"), ("voxel_offset", "voxel offset")):
+        want, got = getattr(theirs, field), getattr(mine, field)
+        if want is None:
+            unrecorded.append(what.split(" (")[0])
+        elif got is None:
+            refusal = mine.resolution_refusal if field == "resolution" else mine.offset_refusal
+            report.problems.append(
+                f"placement: the output records no {what}, expected {_xyz(want)} ({recorded})"
+                + (f": {refusal}" if refusal else "")
+            )
+        elif not _same(got, want):
+            report.problems.append(
+                f"placement: the output's {what} is {_xyz(got)}, expected {_xyz(want)} ({recorded})"
+            )
+    if unrecorded:
+        report.notes.append(f"the source records no {' or '.join(unrecorded)}: not compared")
+
+
+def _same(got: Sequence[float], want: Sequence[float]) -> bool:
+    return len(got) == len(want) and all(
+        math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-6)
+        for a, b in zip(got, want, strict=True)
+    )

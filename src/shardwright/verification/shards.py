@@ -109,6 +109,24 @@ def _zarr_dataset(store: Store, documents: dict[str, Any]) -> Dataset:
     return Dataset(expected, listed, check, comparers, may_skip_empty=True)
 
 
+def holds_shards(documents: dict[str, Any]) -> bool:
+    """Whether the metadata documents (`info`; `zarr.json` and an OME-Zarr group's level
+    arrays') store any level in shards; malformed ones count as sharded, for `dataset_of`
+    to name what is wrong with them."""
+    if "info" in documents:
+        scales = documents["info"].get("scales") if isinstance(documents["info"], dict) else None
+        if not isinstance(scales, list):
+            return True
+        return any(not isinstance(s, dict) or s.get("sharding") is not None for s in scales)
+    root = documents.get("zarr.json")
+    if not isinstance(root, dict):
+        return True
+    if root.get("node_type") == "array":
+        return _sharded(root)
+    paths = ome_zarr.dataset_paths(root)
+    return paths is None or any(_sharded(documents.get(f"{p}/zarr.json")) for p in paths)
+
+
 def _sharded(array: Any) -> bool:
     """Whether an array's zarr.json stores it in shards (`sharding_indexed`)."""
     codecs = array.get("codecs") if isinstance(array, dict) else None
