@@ -44,6 +44,8 @@ def plan(
     source: str | Source,
     dest: str | None = None,
     options: ConvertOptions | None = None,
+    *,
+    overwrite: bool = False,
     **option_values: Any,
 ) -> TopPlan:
     """Decide everything about a conversion and write nothing; `print(plan.report())`.
@@ -52,13 +54,14 @@ def plan(
     ConversionPlan, with its meshes / skeletons alongside when `with_meshes` /
     `with_skeletons` ask for them. Without `dest`, `source` is a dataset that exists and
     the plan adds to it in place (an AdditionPlan: `generate_meshes`, `generate_skeletons`,
-    `segment_properties`, `mips`).
+    `segment_properties`, `mips`); with `overwrite`, as `convert(..., overwrite=True)` runs
+    it: levels shardwright added are made again.
     """
     chosen = _options(options, option_values)
     if dest is None:
         if not isinstance(source, str):
             raise PlanError("an addition names the dataset it adds to by its path or URL")
-        decided: TopPlan = plan_addition(source, chosen)
+        decided: TopPlan = plan_addition(source, chosen, overwrite=overwrite)
     else:
         decided = plan_conversion(source, dest, chosen)
     check_plan_places(decided)
@@ -109,7 +112,8 @@ def convert(
             raise TypeError("convert(plan, ...) takes run options only: the plan is decided")
         the_plan = source
     else:
-        the_plan = plan(source, dest, _options(options, conversion))
+        the_plan = plan(source, dest, _options(options, conversion),
+                        overwrite=settings.mode == "overwrite")  # fmt: skip
     jobs.require_local_gpu(the_plan, settings)
     pending = PendingConversion(check(the_plan, settings), window=window)
     return pending.compute() if compute else pending

@@ -220,16 +220,17 @@ def test_a_killed_job_resumes_to_the_same_objects(
     while not marker.exists():
         assert proc.poll() is None and time.time() < deadline, "the job never paused"
         time.sleep(0.05)
-    shown = _cli("status", str(resumed / "mesh"))  # block tasks count as its progress
+    shown = _cli("status", str(resumed / "mesh"))  # its blocks counted apart from its shards
     assert shown.returncode == 0 and "running" in shown.stdout, shown.stdout
-    counted = re.search(r"shards\s+(\d+) / (\d+)", shown.stdout)
-    assert counted is not None, shown.stdout
-    assert int(counted[1]) > 0 and int(counted[2]) > 24  # 24 blocks, then the shards
+    blocks = re.search(r"blocks\s+(\d+) / 24 ", shown.stdout)
+    assert blocks is not None and 0 < int(blocks[1]) <= 10, shown.stdout
+    assert re.search(r"shards\s+\d+ / \d+ estimated", shown.stdout), shown.stdout
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert list((resumed / "mesh" / ".shardwright" / "exchange").glob("block-*"))
     done = _cli("convert", source, str(resumed), *OPTIONS, "--resume")
     assert done.returncode == 0, done.stderr
+    assert f"kept {blocks[1]} of 24 blocks from an earlier run (not made again)" in done.stdout
     assert _objects(resumed) == _objects(dest)
     assert api.verify(str(resumed / "mesh"), full=True).ok
     for sub in ("mesh", "skeletons"):  # every segment counted, and each with its object

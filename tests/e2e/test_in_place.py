@@ -357,6 +357,55 @@ def test_an_addition_is_replaced_only_with_overwrite(cloudvolume_dataset: pathli
     assert f"{len(large)} segments over the dust threshold" in report.notes[0]
 
 
+def test_levels_shardwright_added_are_made_again_only_with_overwrite(
+    cloudvolume_dataset: pathlib.Path,
+) -> None:
+    """Without --overwrite, --mips adds above the levels shardwright added; with it, all of
+    those are made again from the scale below them: a new level of the same resolution is
+    written beside the old one (KEY-2), the info names the new ones in its one write, and
+    only then are the old level's shards deleted. A third run takes the first key back.
+    The dataset's own objects keep their bytes throughout; TensorStore reads each level as
+    tinybrain's reduction; verify passes."""
+    url = str(cloudvolume_dataset)
+    before = existing_datasets.object_crc32cs(url)
+    flags = ["--factor", "2,2,1", "--scheduler", "sync", "--quiet"]
+    assert _cli("convert", url, "--mips", "1", *flags).returncode == 0
+    above = api.plan(url, mips=1, factor=(2, 2, 1))
+    assert [level.layout.level_key for level in above.new_levels] == ["32_32_16"]
+    planned = _cli("convert", url, "--mips", "2", *flags, "--overwrite", "--dry-run")
+    assert "replaces   level 16_16_16 shardwright added (--overwrite)" in planned.stdout
+    plan_alone = api.plan(url, mips=2, factor=(2, 2, 1), overwrite=True)
+    above_ours = _cli("convert", url, "--mips", "2", *flags)  # without --overwrite: above
+    assert above_ours.returncode == 0, above_ours.stderr
+    info = json.loads((cloudvolume_dataset / "info").read_text())
+    assert [s["key"] for s in info["scales"]] == ["8_8_16", "16_16_16", "32_32_16", "64_64_16"]
+    assert plan_alone.replaces == ("16_16_16",)
+
+    done = _cli("convert", url, "--mips", "2", *flags, "--overwrite")
+    assert done.returncode == 0, done.stderr
+    info = json.loads((cloudvolume_dataset / "info").read_text())
+    assert [s["key"] for s in info["scales"]] == ["8_8_16", "16_16_16-2", "32_32_16-2"]
+    after = existing_datasets.object_crc32cs(url)
+    assert existing_datasets.kept(before, after) == ["info"]  # the original's bytes
+    left = [k for k in after if k.split("/")[0] in ("16_16_16", "32_32_16", "64_64_16")]
+    assert left == [], left  # the replaced levels' shards are gone, nothing else of theirs
+    want = _tinybrain_levels(label_shapes.labels(), (2, 2, 1), 2)
+    for index, level in enumerate(want, start=1):
+        assert np.array_equal(_read_scale(url, index)[..., 0], level), index
+    report = api.verify(url, full=True)
+    assert report.ok, report.problems
+
+    again = _cli("convert", url, "--mips", "1", *flags, "--overwrite")
+    assert again.returncode == 0, again.stderr
+    info = json.loads((cloudvolume_dataset / "info").read_text())
+    assert [s["key"] for s in info["scales"]] == ["8_8_16", "16_16_16"]
+    assert not any(k.startswith(("16_16_16-2/", "32_32_16-2/"))
+                   for k in existing_datasets.object_crc32cs(url))  # fmt: skip
+    assert np.array_equal(_read_scale(url, 1)[..., 0], want[0])
+    report = api.verify(url, full=True)
+    assert report.ok, report.problems
+
+
 def test_meshes_skeletons_and_segment_properties_in_one_job(
     cloudvolume_dataset: pathlib.Path, tmp_path: pathlib.Path
 ) -> None:
@@ -537,8 +586,13 @@ def test_levels_the_dataset_cannot_take_are_refused(cloudvolume_dataset: pathlib
     after = existing_datasets.object_crc32cs(url)
     assert existing_datasets.kept(before, after) == ["info"]
     assert api.verify(url, full=True).ok
-    again = _cli("convert", url, "--mips", "1", "--overwrite")  # not made again: refused
-    assert again.returncode == 2 and "levels 16_16_16, 32_32_16 were added" in again.stderr
+    # A plan made without overwrite adds above them: run with overwrite, it is refused (one
+    # that makes them again is planned with overwrite: test_levels_..._only_with_overwrite).
+    with pytest.raises(DestinationError, match="levels 16_16_16, 32_32_16 were added"):
+        api.convert(api.plan(url, mips=1), overwrite=True, scheduler="sync")
+    replacing = api.plan(url, mips=1, overwrite=True)
+    with pytest.raises(DestinationError, match="run it with overwrite=True"):
+        api.convert(replacing, scheduler="sync")
     assert existing_datasets.object_crc32cs(url) == after
 
 
@@ -584,9 +638,8 @@ def test_ctrl_c_stops_an_addition_in_one_line_and_it_resumes(
             proc.kill()
     assert proc.returncode == 130, stderr
     (said,) = stderr.strip().splitlines()
-    assert said.startswith("shardwright convert: interrupted after ") and said.endswith(
-        "--resume`"
-    ), said
+    assert said.startswith("shardwright convert: interrupted; stored so far: mesh/ blocks ")
+    assert said.endswith("--resume`"), said
     assert not list((cloudvolume_dataset / ".shardwright").glob("lease-*"))
     assert (cloudvolume_dataset / "info").read_bytes() == info_before
     stopped = _cli("status", url)
@@ -687,6 +740,9 @@ def test_a_level_added_to_an_ome_zarr_group(tmp_path: pathlib.Path, label: bool)
     assert np.array_equal(read, want)
     assert np.array_equal(zarr.open_array(str(path / "s2"), mode="r")[...], want)
     assert api.verify(str(path), full=True).ok
+    again = _cli("convert", str(path), "--mips", "1", "--overwrite")  # not made again here
+    assert again.returncode == 2 and "levels s2 were added by shardwright" in again.stderr
+    assert "an OME-Zarr group's are not made again (--overwrite)" in again.stderr
 
 
 def test_an_ome_zarr_04_group_is_refused(tmp_path: pathlib.Path) -> None:

@@ -22,6 +22,7 @@ from shardwright.jobs.progress import Progress, duration
 from shardwright.jobs.runners import ThreadRunner
 from shardwright.jobs.shard_stream import Node
 from shardwright.jobs.submission import Window
+from shardwright.lifecycle.journal import EXCHANGE, Planned
 from shardwright.lifecycle.manifest import Receipt, ReceiptTable
 from tests.support import volumes
 
@@ -178,16 +179,21 @@ def test_a_window_must_hold_a_task(tmp_path: pathlib.Path) -> None:
 def test_progress_shows_shards_bytes_rate_and_time_left() -> None:
     out = io.StringIO()
     progress = Progress(out=out)
-    progress.start(4)
+    progress.start([Planned(shards=4)])
     progress.started -= 10  # ten seconds in
     progress.add([Receipt("a", 2048, 0, 1), Receipt("b", 2048, 0, 1, resumed=True)])
     line = progress.line(progress.started + 10)
     assert line == "shards 2 / 4 (50.0 %), 4.0 KiB, 410 B/s, 0.2 shards/s, 1 kept, 10 s left"
     progress.finish()
     assert out.getvalue().count("shards 2 / 4") >= 1  # not a terminal: whole lines
-    progress.start(5, unit="tasks")  # a job whose partitions or blocks store no shard
-    assert progress.line(progress.started + 10).startswith("tasks 2 / 5 (40.0 %)")
-    assert ", 0.2 tasks/s, " in progress.line(progress.started + 10)
+    # A volume with generated meshes: the blocks (whose spools are no output) counted apart
+    # from the shards, whose count for the meshes is an estimate; the rate in tasks.
+    progress.start([Planned(shards=4), Planned(shards=2, estimated=True, preparing=4)])
+    spool = f"{EXCHANGE}block-0_0_0"
+    progress.add([Receipt(spool, 999, 0, 1, resumed=True), Receipt(f"{spool}1", 999, 0, 1)])
+    line = progress.line(progress.started + 10)
+    assert line.startswith("blocks 2 / 4, shards 2 / 6 estimated (40.0 %), 4.0 KiB, ")
+    assert ", 0.4 tasks/s, 1 blocks and 1 shards kept, 15 s left" in line
     assert duration(3) == "3 s" and duration(250) == "4 min 10 s"
     assert duration(7500) == "2 h 5 min" and duration(3 * 86400 + 4 * 3600) == "3 d 4 h"
 

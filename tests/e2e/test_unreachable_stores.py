@@ -138,3 +138,18 @@ def test_a_silent_store_is_reported_within_30_seconds_by_default(
     )
     _check(code, error, seconds, url, endpoints["silent"], limit=30)
     assert "no answer within 25 s" in error and "--timeout SECONDS" in error
+
+
+@pytest.mark.parametrize("where", ["closed", "silent"])
+@pytest.mark.parametrize("scheme", ["s3", "gs"])
+def test_unreachable_datasets_to_add_to(endpoints: dict[str, str], scheme: str, where: str) -> None:
+    """An addition in place (`convert DEST --generate-meshes --mips 1`, `plan DEST ...`) to a
+    dataset behind a store that does not answer: one line within the timeout."""
+    endpoint = endpoints[where]
+    url = f"{scheme}://bucket/seg"
+    for command in ("plan", "convert"):
+        code, error, seconds = _run(
+            command, url, "--generate-meshes", "--mips", "1", "--storage-options",
+            _options(scheme, endpoint), "--timeout", "3",
+        )  # fmt: skip
+        _check(code, error, seconds, url, endpoint, limit=3 + 8)

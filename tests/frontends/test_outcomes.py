@@ -86,9 +86,10 @@ def test_a_signal_stops_the_job_releases_its_lease_and_says_how_to_continue(
     assert job.returncode == status
     assert "Traceback" not in stderr and stdout == ""
     last = stderr.strip().splitlines()[-1]
-    assert last.startswith(f"shardwright convert: {said} after ")
-    assert "of 128 shards; its lease is released: continue with `" in last
+    assert last.startswith(f"shardwright convert: {said}; stored so far: shards ")
+    assert " / 128; its lease is released: continue with `" in last
     assert last.endswith("--resume`")
+    stored = int(last.split("stored so far: shards ")[1].split(" / ")[0])
     assert not [p for p in os.listdir(out / ".shardwright") if p.startswith("lease")]
     # Nobody waits out a lease: the command it names, typed as shown, continues at once and
     # exactly (it names the interpreter that ran `python -m`: no `shardwright` on PATH needed).
@@ -99,7 +100,7 @@ def test_a_signal_stops_the_job_releases_its_lease_and_says_how_to_continue(
     assert again.returncode == 0, again.stderr
     assert time.monotonic() - started < 60
     kept = int(again.stdout.split("(")[1].split(" kept")[0])
-    assert 0 < kept < 128
+    assert 0 < kept == stored < 128  # the line said what --resume keeps
     verified = _cli("verify", str(out), "--against", str(volume), "--full")
     assert verified.returncode == 0, verified.stdout
 
@@ -142,7 +143,8 @@ def test_ctrl_c_to_the_process_group_during_mesh_generation_is_one_line(
     assert job.returncode == outcomes.INTERRUPTED, stderr
     assert stdout == ""
     (said,) = stderr.splitlines()  # no worker's traceback, no leaked-semaphore warning
-    assert said.startswith("shardwright convert: interrupted after "), said
+    assert said.startswith("shardwright convert: interrupted; stored so far: shards "), said
+    assert ", mesh/ blocks " in said, said
     assert said.endswith(" --resume`") and "its lease is released" in said, said
     deadline = time.monotonic() + 10
     while True:  # every process of the group is gone (the resource tracker follows its parent)

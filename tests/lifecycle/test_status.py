@@ -202,12 +202,16 @@ def test_status_of_meshes_whose_blocks_still_run_gives_no_rate(tmp_path: pathlib
             if (dest / "mesh" / ".shardwright" / "job.json").exists():
                 mesh = _status(str(dest / "mesh"))
                 blocks_only = not list((dest / "mesh").glob("*.shard"))
-                if mesh["state"] == "running" and mesh["shards_stored"] and blocks_only:
+                if mesh["state"] == "running" and mesh["preparing_done"] and blocks_only:
                     seen = mesh
             time.sleep(0.2)
         assert seen is not None, "the meshes' block phase was not seen running"
         assert seen["bytes_per_second"] is None  # tasks are done, no object's bytes yet
         assert seen["seconds_left"] is not None
+        # its blocks counted apart from its shards (it said "shards 3 / 6" of 4 blocks and 2
+        # shards), which the plan estimates
+        assert seen["shards_stored"] == 0 and seen["shards_estimated"]
+        assert seen["preparing"] == "blocks" and seen["preparing_planned"] == 4 * 4 * 2
     finally:
         job.kill()
         job.wait()

@@ -7,10 +7,10 @@ recorded in its destination), `shards:N` (N shards stored with their receipts), 
 (the manifest written, nothing removed yet), `addition` (an addition's lease and record
 taken, nothing else written), `info` (an addition's info written, its record not yet
 finished), `cleanup` (the first object of a replaced dataset removed), `slow` (every shard
-task sleeps 0.2 s first, no pause), `slow-blocks` (every mesh block task 0.3 s, no pause) or
-`none`. At the pause the driver creates
-MARKER and sleeps until it is killed. Runs with `--scheduler sync`: one process, so SIGKILL
-of its process group stops every part of the job at once.
+task sleeps 0.2 s first, no pause), `slow-blocks` (every mesh block task 0.3 s, no pause),
+`slow-tables` (every partition and shard task of a table 0.2 s, no pause) or `none`. At the
+pause the driver creates MARKER and sleeps until it is killed. Runs with `--scheduler sync`:
+one process, so SIGKILL of its process group stops every part of the job at once.
 """
 
 from __future__ import annotations
@@ -87,6 +87,18 @@ elif PAUSE == "slow-blocks":  # each mesh block task takes 0.3 s more, in short 
         return block(*args, **kwargs)
 
     generated_objects.run_block = slow_block
+elif PAUSE == "slow-tables":  # each task of a table's job takes 0.2 s more
+    import shardwright.jobs.shard_stream as shard_stream
+
+    def slowed(task: Any) -> Any:
+        def slow_task(*args: Any, **kwargs: Any) -> Any:
+            time.sleep(0.2)
+            return task(*args, **kwargs)
+
+        return slow_task
+
+    for name in ("_partition", "_annotation_shard"):  # what the table's stream names
+        setattr(shard_stream, name, slowed(getattr(shard_stream, name)))
 elif PAUSE == "slow":
     original = engines.run_cpu_shard
 

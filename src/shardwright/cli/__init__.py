@@ -21,7 +21,7 @@ from shardwright.cli.parser import (
     run_options_from,
     subparser,
 )
-from shardwright.errors import ShardwrightWarning
+from shardwright.errors import ShardwrightError, ShardwrightWarning
 from shardwright.jobs import logs, stops
 from shardwright.lifecycle.run_options import flag_wording
 
@@ -59,8 +59,8 @@ def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int
         args.warnings.say()
         return code
     except BaseException as exc:  # noqa: BLE001 - each kind has its exit status and its line
-        return outcomes.report(args.command, exc, debug=debug, progress=args.__dict__.get(
-            "progress"), resume=_resume_command(args))  # fmt: skip
+        return outcomes.report(args.command, exc, debug=debug, resume=_resume_command(args),
+                               stored=lambda: _stored(args))  # fmt: skip
 
 
 def _resume_command(args: argparse.Namespace) -> str | None:
@@ -70,6 +70,22 @@ def _resume_command(args: argparse.Namespace) -> str | None:
     words = [w for w in args.argv if w not in ("--overwrite",)]
     more = [] if "--resume" in words else ["--resume"]
     return " ".join([args.program, shlex.join([*words, *more])])
+
+
+def _stored(args: argparse.Namespace) -> str | None:
+    """What a stopped conversion's destination holds, read from its journal as `status`
+    reads it (so a task that journaled its receipt as the job stopped is counted, which the
+    coordinator had not heard of); None before its tasks ran, or where it cannot be read (a
+    second Ctrl-C meanwhile stops the reading)."""
+    progress, dest = args.__dict__.get("progress"), args.__dict__.get("written")
+    if progress is None or dest is None or not progress.tasks[1]:
+        return None
+    from shardwright.lifecycle.status import job_status
+
+    try:
+        return job_status(*dest).stored() or None
+    except (OSError, ShardwrightError, KeyboardInterrupt, stops.Terminated):
+        return None
 
 
 class _HeldWarnings:
@@ -158,7 +174,8 @@ def _scheduler(args: argparse.Namespace) -> str:
 def _plan(args: argparse.Namespace) -> int:
     from shardwright import api
 
-    plan = api.plan(args.source, args.dest, options_from(args))
+    plan = api.plan(args.source, args.dest, options_from(args),
+                    overwrite=bool(getattr(args, "overwrite", False)))  # fmt: skip
     if getattr(args, "json", False):
         print(json.dumps(plan.describe(), indent=2))
     else:
@@ -174,9 +191,10 @@ def _convert(args: argparse.Namespace) -> int:
     from shardwright.sources import missing
 
     run = run_options_from(args)
-    plan = api.plan(args.source, args.dest, options_from(args))
+    plan = api.plan(args.source, args.dest, options_from(args), overwrite=run.mode == "overwrite")
     # Checked once, before the plan is printed: what is refused prints its error alone.
-    args.progress = Progress(enabled=run.progress)  # its counts say how far an interrupt got
+    args.progress = Progress(enabled=run.progress)  # started: the job's tasks ran
+    args.written = (plan.dest, plan.options.storage_options)  # what a stop line reads
     run = run.updated({"scheduler": _scheduler(args), "progress": args.progress})
     pending = api.convert(plan, run=run, compute=False)
     assert isinstance(pending, api.PendingConversion)
@@ -201,6 +219,7 @@ def _convert(args: argparse.Namespace) -> int:
             f"(first: {', '.join(totals.source_chunks_missing_examples)})"
         )
     _say_companions(manifest, "wrote")
+    _say_kept_preparing(args.progress)
     if args.progress.enabled and "://" not in args.dest.removeprefix("file://"):
         print(f"view it: {args.program} view {shlex.quote(args.dest)}", file=sys.stderr)
     return 0
@@ -212,6 +231,7 @@ def _added(args: argparse.Namespace, manifest: Any) -> int:
     from shardwright.planning.text import counted
 
     _say_companions(manifest, "added")
+    _say_kept_preparing(args.progress)
     totals, plan = manifest.totals, manifest.plan
     levels = [str(level["key"]) for level in plan.get("levels", [])]
     if levels:
@@ -236,6 +256,14 @@ def _say_companions(manifest: Any, verb: str) -> None:
             f"{counted(part.bytes, 'byte')} to {where} "
             f"({part.resumed_shards:,} kept from an earlier run)"
         )
+
+
+def _say_kept_preparing(progress: Any) -> None:
+    """The preparing tasks (mesh blocks, table partitions) a resumed job kept: no manifest
+    lists their spools, so only the job's own count says that they were not made again."""
+    if progress.kept_preparing:
+        print(f"kept {progress.kept_preparing:,} of {progress.preparing:,} {progress.unit} "
+              "from an earlier run (not made again)")  # fmt: skip
 
 
 def _view(args: argparse.Namespace) -> int:

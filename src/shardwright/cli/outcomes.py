@@ -6,7 +6,8 @@
   host could not renew); its paragraph names the whole command that continues it.
 - 130 / 143: stopped by Ctrl-C / SIGTERM (what Kubernetes sends a pod). SIGTERM is made to
   unwind the job as Ctrl-C does: its tasks cancelled, its lease released, so a retried job
-  starts at once; the line says how far it got and the command that continues it.
+  starts at once; the line says what its destination holds (read from the job's journal, as
+  `status` reads it: what `--resume` keeps) and the command that continues it.
 - 141: the reader of stdout went away (`verify ... | head`): nothing more is said.
 - Anything else is a bug in shardwright, never disguised as a user's error: its traceback and a
   line that says so (70).
@@ -21,6 +22,7 @@ import shlex
 import shutil
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from shardwright.errors import JobFailed, ShardwrightError
@@ -37,16 +39,21 @@ ACTIONABLE_ERRNOS = frozenset(
 
 
 def report(
-    command: str, exc: BaseException, *, debug: bool, progress: Any, resume: str | None
+    command: str,
+    exc: BaseException,
+    *,
+    debug: bool,
+    resume: str | None,
+    stored: Callable[[], str | None] = lambda: None,
 ) -> int:
-    """Say how the command ended and return its exit status."""
+    """Say how the command ended and return its exit status. `stored`: what a stopped job's
+    destination holds, read once the job has unwound (`JobStatus.stored`)."""
     if isinstance(exc, SystemExit):
         raise exc
     if isinstance(exc, KeyboardInterrupt | Terminated):
         said = "interrupted" if isinstance(exc, KeyboardInterrupt) else "stopped (SIGTERM)"
-        total = getattr(progress, "total", 0)
-        if total:
-            said += f" after {progress.done:,} of {total:,} shards"
+        if (held := stored()) is not None:
+            said += f"; stored so far: {held}"
         if resume:
             said += f"; its lease is released: continue with `{resume}`"
         print(f"shardwright {command}: {said}", file=sys.stderr, flush=True)

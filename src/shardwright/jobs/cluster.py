@@ -177,14 +177,34 @@ def deaf_to_ctrl_c() -> Iterator[None]:
     if not hasattr(signal, "pthread_sigmask"):  # not POSIX: nothing to block
         yield
         return
-    from multiprocessing import resource_tracker
-
-    resource_tracker.ensure_running()
+    _start_quiet_resource_tracker()
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+# What the resource tracker is started with (PYTHONWARNINGS, the last filter winning).
+QUIET_TRACKER = "ignore::UserWarning:multiprocessing.resource_tracker"
+
+
+def _start_quiet_resource_tracker() -> None:
+    """multiprocessing's resource tracker, which the worker processes share, started without
+    its warning of leaked semaphores: a job whose process is killed (SIGKILL: no unwinding)
+    leaves its workers' semaphores behind, which the tracker removes all the same, but its
+    warning, printed seconds after the job has gone, read as a fault of the job."""
+    from multiprocessing import resource_tracker
+
+    before = os.environ.get("PYTHONWARNINGS")
+    os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [before, QUIET_TRACKER]))
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        if before is None:
+            del os.environ["PYTHONWARNINGS"]
+        else:
+            os.environ["PYTHONWARNINGS"] = before
 
 
 # Worker processes keep glibc's adaptive allocator: Dask's nanny sets MALLOC_TRIM_THRESHOLD_ to

@@ -1,5 +1,7 @@
-"""Progress of a long job: shards (or tasks) done of the total, bytes stored, the rate and the
-time left.
+"""Progress of a long job: shards done of the total (and, where a job runs them, its
+preparing tasks: a table's partitions, a volume's mesh blocks), bytes stored, the rate and
+the time left, counted against what the job's records plan (`journal.Planned`) in the words
+`status` uses.
 
 On a terminal one line is redrawn at most a few times a second; into a file or a pipe (a
 Kubernetes pod's log) a line is appended every LOG_INTERVAL_S, so a job of days leaves a log
@@ -10,11 +12,11 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
+from shardwright.lifecycle.journal import Planned, prepares, tally
 from shardwright.lifecycle.manifest import Receipt
-from shardwright.lifecycle.runs import CONTROL_PREFIX
 from shardwright.planning.text import human_bytes
 
 REDRAW_INTERVAL_S = 0.25
@@ -22,35 +24,51 @@ LOG_INTERVAL_S = 30.0
 
 
 class Progress:
-    """Counts finished tasks (shard tasks, and the partitions or blocks some jobs run before
-    them) and the bytes they stored; shows them on `out`."""
+    """Counts the finished tasks the coordinator has heard of (shard tasks, and the preparing
+    tasks some jobs run before them) and the bytes their shards hold; shows them on `out`."""
 
-    def __init__(self, total: int = 0, *, out: TextIO | None = None, enabled: bool = True):
-        self.total = total
+    def __init__(self, *, out: TextIO | None = None, enabled: bool = True):
         self.out = out or sys.stderr
         self.enabled = enabled
-        self.done = 0
+        self.total = 0  # shards planned
+        self.estimated = False  # that count is an estimate (shards made from spools)
+        self.done = 0  # shards stored (or found empty)
+        self.preparing = 0  # preparing tasks planned
+        self.unit = "blocks"  # what they are
+        self.prepared = 0
         self.bytes = 0
         self.kept = 0  # shards a resumed job found stored already
-        self.unit = "shards"
+        self.kept_preparing = 0  # preparing tasks' spools it found stored already
         self.started = time.monotonic()
         self._shown = 0.0
         self._terminal = self.out.isatty()
         self._widget = _notebook_widget() if enabled and out is None else None
 
-    def start(self, total: int, unit: str = "shards") -> None:
-        """`unit`: what the line counts, "tasks" where some tasks (a table's partitions, a
-        volume's mesh blocks) store no shard."""
-        self.total, self.unit = total, unit
+    def start(self, planned: Sequence[Planned]) -> None:
+        """Count against what each of the job's datasets plans."""
+        self.total = sum(p.shards for p in planned)
+        self.estimated = any(p.estimated for p in planned)
+        self.preparing = sum(p.preparing for p in planned)
+        self.unit = next((p.unit for p in planned if p.preparing), self.unit)
         self.started = time.monotonic()
+
+    @property
+    def tasks(self) -> tuple[int, int]:
+        """(done, planned): the preparing tasks and the shards together."""
+        done = self.prepared + self.done
+        return done, max(self.preparing, self.prepared) + max(self.total, self.done)
 
     def add(self, receipts: Iterable[Receipt]) -> None:
         for receipt in receipts:
-            self.done += 1
-            # Bytes of the datasets' objects: a block's spool of generated objects is the
-            # job's own intermediate (under its control prefix), not output.
-            self.bytes += 0 if receipt.key.startswith(CONTROL_PREFIX) else receipt.size
-            self.kept += receipt.resumed
+            # A preparing task's spool is the job's own intermediate (under its control
+            # prefix): its bytes are not output.
+            if prepares(receipt.key):
+                self.prepared += 1
+                self.kept_preparing += receipt.resumed
+            else:
+                self.done += 1
+                self.bytes += receipt.size
+                self.kept += receipt.resumed
         now = time.monotonic()
         interval = REDRAW_INTERVAL_S if self._terminal or self._widget else LOG_INTERVAL_S
         if self.enabled and now - self._shown >= interval:
@@ -64,25 +82,33 @@ class Progress:
                 print(file=self.out, flush=True)
 
     def line(self, now: float) -> str:
-        """`shards 1,234 / 97,336 (1.3 %), 2.1 GiB, 410.0 MiB/s, 1,200 shards/s, 1 h 2 min left`
-        (`tasks` for `shards` where the job has preparing tasks)"""
+        """`shards 1,234 / 97,336 (1.3 %), 2.1 GiB, 410.0 MiB/s, 1,200 shards/s, 1 h 2 min left`;
+        a job with preparing tasks counts them apart and its rate in tasks (`blocks 3 / 4,
+        shards 0 / 2 estimated (42.9 %), ..., 0.5 tasks/s, ...`)."""
         seconds = max(now - self.started, 1e-9)
-        total = max(self.total, self.done)
-        percent = 100.0 * self.done / total if total else 100.0
-        text = f"{self.unit} {self.done:,} / {total:,} ({percent:.1f} %), {human_bytes(self.bytes)}"
-        rate = self.done / seconds
+        done, total = self.tasks
+        percent = 100.0 * done / total if total else 100.0
+        counts = f"shards {tally(self.done, self.total, self.estimated)}"
+        if self.preparing:
+            counts = f"{self.unit} {tally(self.prepared, self.preparing)}, {counts}"
+        unit = "tasks" if self.preparing else "shards"
+        text = f"{counts} ({percent:.1f} %), {human_bytes(self.bytes)}"
+        rate = done / seconds
         digits = 1 if rate < 10 else 0
-        text += f", {human_bytes(self.bytes / seconds)}/s, {rate:,.{digits}f} {self.unit}/s"
-        if self.kept:
+        text += f", {human_bytes(self.bytes / seconds)}/s, {rate:,.{digits}f} {unit}/s"
+        if self.kept_preparing:
+            text += f", {self.kept_preparing:,} {self.unit} and {self.kept:,} shards kept"
+        elif self.kept:
             text += f", {self.kept:,} kept"
-        if self.done and total > self.done:
-            text += f", {duration((total - self.done) * seconds / self.done)} left"
+        if done and total > done:
+            text += f", {duration((total - done) * seconds / done)} left"
         return text
 
     def _show(self, now: float) -> None:
         if self._widget is not None:
             bar, label = self._widget
-            bar.max, bar.value = max(self.total, self.done, 1), self.done
+            done, total = self.tasks
+            bar.max, bar.value = max(total, 1), done
             label.value = self.line(now)
         elif self._terminal:
             print(f"\r{self.line(now)}\033[K", end="", file=self.out, flush=True)

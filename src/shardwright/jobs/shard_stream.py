@@ -40,6 +40,7 @@ from shardwright.engine.pyramid import Handoff, Piece, run_feeding_group
 from shardwright.generation.exchange import Exchange, SpooledShardTask
 from shardwright.lifecycle import journal
 from shardwright.lifecycle.manifest import Receipt
+from shardwright.lifecycle.runs import run_of
 from shardwright.planning import (
     ADDITION,
     ANNOTATIONS,
@@ -192,7 +193,7 @@ def _feeding_group(context: TaskContext, group: tuple[int, int, int]) -> LevelRe
     assert isinstance(blocks.plan, GeneratedPlan)
     done, handoff = run_feeding_group(plan, blocks.plan, group, blocks.store,
                                       resume=context.resume,
-                                      on_done=partial(_spooled, blocks))  # fmt: skip
+                                      on_done=partial(_grouped, blocks))  # fmt: skip
     return LevelResult([], handoff, tuple(done))
 
 
@@ -304,6 +305,18 @@ def _spooled(context: TaskContext, done: BlockDone) -> BlockDone:
     return dataclasses.replace(done, receipt=journal.record(context.store, done.receipt))
 
 
+def _grouped(context: TaskContext, done: BlockDone) -> BlockDone:
+    """A block of a group journaled, the group going on only while the job's lease still
+    names its run (the fence its shards' writes ask): a group runs for minutes, and one whose
+    job stopped (Ctrl-C, or taken over) keeps the blocks it did and makes no more of them,
+    wherever it runs (a thread of the stopped process, a worker of another cluster)."""
+    done = _spooled(context, done)
+    run = run_of(context.store)
+    if run is not None and run.fence is not None:
+        run.fence(context.store)
+    return done
+
+
 def _collector(table: Exchange) -> Callable[[Any], list[Receipt]]:
     """What the window does with a spool task's result (a partition's spool, a block
     group's, or the blocks that fed a level's shard): each index goes into the job's
@@ -326,7 +339,7 @@ def _block_group(context: TaskContext, group: tuple[int, int, int]) -> list[Bloc
     plan = context.plan
     assert isinstance(plan, GeneratedPlan)
     return run_block_group(plan, group, context.store, resume=context.resume,
-                           on_done=partial(_spooled, context))  # fmt: skip
+                           on_done=partial(_grouped, context))  # fmt: skip
 
 
 def _generated_shard(context: TaskContext, task: SpooledShardTask) -> Receipt:

@@ -168,7 +168,7 @@ def run_job(
         def coordinate() -> Manifest:
             try:
                 return _coordinate(job, runner, supervisor, resume, window,
-                                   progress or Progress(0, enabled=False),
+                                   progress or Progress(enabled=False),
                                    preflight_requests)  # fmt: skip
             except LeaseUnrenewed:
                 raise  # the store does not answer this host: its leases run out by themselves
@@ -209,11 +209,8 @@ def _coordinate(
         )
         for i, (b, table) in enumerate(zip(begun, tables, strict=True))
     ]
-    progress.start(
-        sum(b.plan.shard_total for b in begun),
-        unit="tasks" if any(b.plan.preparing_tasks for b in begun) else "shards",
-    )
-    LOG.info("running %d shard tasks on %s", progress.total, runner.describe())
+    progress.start([dataset.claim.planned for dataset in job.datasets])  # as their records
+    LOG.info("running %d shard tasks on %s", progress.tasks[1], runner.describe())
     Window(runner, window, supervisor.check).run(streams, progress)
     progress.finish()
     LOG.info("every shard task returned; writing the manifests")

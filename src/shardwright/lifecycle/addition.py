@@ -32,6 +32,7 @@ from shardwright.errors import NAMED, DestinationError, ManifestError
 from shardwright.lifecycle import fencing, lease
 from shardwright.lifecycle.destination import check_location, readable_manifest
 from shardwright.lifecycle.fingerprint import Fingerprint, differences
+from shardwright.lifecycle.journal import stream_crc32c
 from shardwright.lifecycle.manifest import (
     ADDITION,
     CompanionTotals,
@@ -149,14 +150,21 @@ def check_addition(
     check_location(store.url, store.storage_options, [])
     if not wait:
         lease.check_free(store, break_lease=break_lease)
-    if mode == "overwrite" and fingerprint.get("levels") is not None:
-        made = [str(level.get("key")) for added in read_additions(store)
-                for level in added.plan.get("levels", [])]  # fmt: skip
+    replaces = fingerprint.get("replaces") or []
+    if replaces and mode == "new":
+        raise DestinationError(
+            f"{store.url}: this plan replaces levels {', '.join(replaces)} that shardwright "
+            "added: run it with {overwrite}",
+            overwrite=True,
+        )
+    if mode == "overwrite" and fingerprint.get("levels") and not replaces:
+        made = list(added_levels(read_additions(store)))
         if made:
             raise DestinationError(
-                f"{store.url}: levels {', '.join(made)} were added by shardwright, and "
-                "{overwrite} does not make added levels again (not supported yet); without "
-                "it, {mips} adds levels above them",
+                f"{store.url}: levels {', '.join(made)} were added by shardwright; a plan "
+                "that makes them again is made with {overwrite} too (`plan(..., "
+                "overwrite=True)`, `convert --dry-run --overwrite`); without {overwrite}, "
+                "{mips} adds levels above them",
                 overwrite=True, mips=NAMED,
             )  # fmt: skip
     record = read_record(store)
@@ -257,6 +265,7 @@ def finish_addition(
         if store.size(key) != len(document) or store.read(key, small=True) != document:
             store.write_object(key, document)
     write_root_last(store, root, before, root_after, version)
+    _delete_replaced(store, [str(key) for key in description.get("replaces") or []])
     digests = {key: sha256(document) for key, document in [*documents, (root, root_after)]}
     try:
         ours = readable_manifest(store)
@@ -280,6 +289,40 @@ def finish_addition(
     store.delete(RECORD)
     lease.release(store)
     return added
+
+
+def _delete_replaced(store: Store, keys: list[str]) -> None:
+    """The shards of levels shardwright added that the root no longer names (`keys`: an
+    addition with overwrite replaced them): each deleted where it is still the object its
+    record lists (size and crc32c), so nothing shardwright did not write goes, and only once
+    the root names the levels that replace them. What is gone already (a resumed run's) is
+    skipped."""
+    if not keys:
+        return
+    levels = added_levels(read_additions(store))
+    for key in keys:
+        added = levels.get(key)
+        if added is None:
+            continue
+        for entry in added.shards:
+            if not entry.key.startswith(f"{key}/"):
+                continue
+            size = store.size(entry.key)
+            if size == entry.size and stream_crc32c(store, entry.key, size) == entry.crc32c:
+                store.delete(entry.key)
+
+
+def added_levels(additions: list[Manifest]) -> dict[str, Manifest]:
+    """The levels shardwright added that no later addition replaced, by key, each with the
+    record of the addition that added it (`additions`: oldest first, as read_additions
+    gives them)."""
+    levels: dict[str, Manifest] = {}
+    for added in additions:
+        for key in added.plan.get("replaces") or []:
+            levels.pop(str(key), None)
+        for level in added.plan.get("levels", []):
+            levels[str(level.get("key"))] = added
+    return levels
 
 
 def read_additions(store: Store) -> list[Manifest]:

@@ -103,7 +103,8 @@ def addition_fingerprint(plan: Any) -> Fingerprint:
     documents = {key: hashlib.sha256(text).hexdigest() for key, text in plan.documents}
     levels = None if plan.levels is None else volume_fingerprint(plan.levels)
     return {"source": source_fingerprint(plan.source), "adds": dict(plan.names),
-            "documents": documents, "levels": levels}  # fmt: skip
+            "documents": documents, "levels": levels,
+            "replaces": list(plan.replaces)}  # fmt: skip
 
 
 def annotations_fingerprint(plan: Any) -> Fingerprint:

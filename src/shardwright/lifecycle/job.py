@@ -57,7 +57,7 @@ class Claim:
     timeout: float = DEFAULT_LEASE_TIMEOUT
     wait: float = 0.0
     break_lease: bool = False
-    shards: int = 0  # what the job writes, as `status` counts it
+    planned: journal.Planned = journal.Planned()  # what it writes, as `status` counts it
     words: dict[str, str] = field(default_factory=dict)  # fingerprint.in_words
 
     @functools.cached_property
@@ -108,7 +108,7 @@ class Job:
                     timeout=lease_timeout,
                     wait=lease_wait,
                     break_lease=break_lease,
-                    shards=p.shard_total,
+                    planned=_planned(p),
                     words=fingerprints.in_words(p),
                 ),
                 in_place=plan.dataset == ADDITION,
@@ -160,7 +160,7 @@ def begin(store: Store, claim: Claim) -> tuple[JobRun, list[str]]:
             claim.fingerprint,
             holding.manifest,
             replace=claim.mode == "overwrite",
-            shards=claim.shards,
+            planned=claim.planned,
             words=claim.words,
         )
     except BaseException:
@@ -172,6 +172,18 @@ def begin(store: Store, claim: Claim) -> tuple[JobRun, list[str]]:
 def _check_holding(store: Store, holding: Holding, claim: Claim) -> None:
     check_holding(store, holding, mode=claim.mode, job=claim.job, fingerprint=claim.fingerprint,
                   words=claim.words)  # fmt: skip
+
+
+def _planned(plan: Plan) -> journal.Planned:
+    """The plan's shards apart from the tasks that run before them; the shards of a plan made
+    from spools (meshes generated, a table's annotations) are an estimate until those ran."""
+    preparing = plan.preparing_tasks
+    return journal.Planned(
+        shards=plan.shard_total - preparing,
+        estimated=plan.dataset in (GENERATED, ANNOTATIONS),
+        preparing=preparing,
+        unit="partitions" if plan.dataset == ANNOTATIONS else "blocks",
+    )
 
 
 def _fingerprint(plan: Plan) -> fingerprints.Fingerprint:

@@ -2,7 +2,7 @@
 
 Under `.shardwright/` in the destination:
 - `job.json`, the job record: the fingerprint of the job that last started writing here
-  (resume continues only that job);
+  (resume continues only that job) and what it plans to write (`Planned`);
 - `receipts/<key>.json`, one per shard a run stored (or found entirely empty), naming the job
   and the object's size and crc32c as written. Resume keeps a stored shard only when its
   receipt names this job and the object still has exactly that size and crc32c;
@@ -50,6 +50,53 @@ def stream_crc32c(store: Store, key: str, size: int) -> int:
 
 def receipt_key(key: str) -> str:
     return f"{RECEIPTS}{key}.json"
+
+
+def prepares(key: str) -> bool:
+    """Whether a receipt's key is a preparing task's spool (a mesh block's, a table
+    partition's), not a shard of the dataset."""
+    return key.startswith(EXCHANGE)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What a job plans to write in one dataset, as its record keeps it: its shards (every
+    level of a pyramid; `estimated` where they are made from spools, known once the tasks
+    before them have run) and those preparing tasks (`unit`: a table's partitions, a volume's
+    mesh blocks), which store no shard. `status`, the progress line and the line a stopped
+    job ends with all count against it, in the same words (`tally`)."""
+
+    shards: int = 0
+    estimated: bool = False
+    preparing: int = 0
+    unit: str = "blocks"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"shards_planned": self.shards, "shards_estimated": self.estimated,
+                "preparing_planned": self.preparing, "preparing_unit": self.unit}  # fmt: skip
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Planned:
+        """What a job record plans (an older record's shards count its preparing tasks too,
+        and nothing it cannot read is planned)."""
+        shards, preparing = record.get("shards_planned"), record.get("preparing_planned")
+        unit = record.get("preparing_unit")
+        return cls(
+            shards if type(shards) is int and shards > 0 else 0,
+            record.get("shards_estimated") is True,
+            preparing if type(preparing) is int and preparing > 0 else 0,
+            unit if isinstance(unit, str) and unit else "blocks",
+        )
+
+
+def tally(done: int, planned: int | None, estimated: bool = False) -> str:
+    """`3 / 4`, `0 / 2 estimated`, `5` (none planned): how status, the progress line and a
+    stopped job's line say a count."""
+    if not planned:
+        return f"{done:,}"
+    if estimated:  # an estimate the job has passed is no total
+        return f"{done:,} / {max(planned, done):,} estimated"
+    return f"{done:,} / {planned:,}"
 
 
 @dataclass(frozen=True)
@@ -156,7 +203,7 @@ def begin(
     manifest: Manifest | None,
     *,
     replace: bool,
-    shards: int = 0,
+    planned: Planned | None = None,
     words: dict[str, str] | None = None,
 ) -> None:
     """The coordinator's first step, under the lease and once the job runs: withdraw the
@@ -177,7 +224,7 @@ def begin(
         "job": run.job,
         "run": run.run,
         "started": _now(),
-        "shards_planned": shards,
+        **(planned or Planned()).to_json(),
         "shardwright_version": __version__,
         "fingerprint": fingerprint,
         "options": words or {},  # the fingerprint's options by name (fingerprint.in_words)

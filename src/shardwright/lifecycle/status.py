@@ -1,8 +1,14 @@
 """Where a job writing a destination stands, read from what the job writes anyway: its record
-(`job.json`: job, run, start, shards planned), its lease and heartbeat (who holds it, when it
-was last heard from), its receipts (one per shard stored) and the objects' sizes, and, once
-it is done, its manifest. Reads only: a few listings and small objects, cheap on a bucket, so
-a job started with `--detach` or as a Kubernetes Job can be watched from anywhere.
+(`job.json`: job, run, start, what it plans: `journal.Planned`), its lease and heartbeat (who
+holds it, when it was last heard from), its receipts (one per shard stored, and one per
+preparing task's spool: a mesh block's, a table partition's) and the objects' sizes, and,
+once it is done, its manifest. Reads only: a few listings and small objects, cheap on a
+bucket, so a job started with `--detach` or as a Kubernetes Job can be watched from anywhere.
+
+The journal is the one truth about a stopped job: `status` counts its receipts, which
+`--resume` keeps (each proven first), and the line a stopped `convert` ends with says the same
+(`JobStatus.stored`). One gap: an `--overwrite` with other options counts the receipts of the
+job it replaces until it has written over them (a listing does not say whose they are).
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from typing import Any
 from shardwright.errors import DestinationError, ManifestError
 from shardwright.lifecycle.addition import read_additions, read_record
 from shardwright.lifecycle.destination import readable_manifest
-from shardwright.lifecycle.journal import EXCHANGE, RECEIPTS, read_job, receipt_key
+from shardwright.lifecycle.journal import RECEIPTS, Planned, prepares, read_job, tally
 from shardwright.lifecycle.lease import current_lease, lease_key
 from shardwright.lifecycle.manifest import MANIFEST_KEY, read_manifest
 from shardwright.lifecycle.runs import CONTROL_PREFIX
@@ -39,7 +45,11 @@ class JobStatus:
     holder: str | None = None  # host, pid and run of the lease's holder
     heard_seconds_ago: float | None = None
     shards_planned: int | None = None
+    shards_estimated: bool = False  # the plan's count of shards made from spools
     shards_stored: int = 0
+    preparing: str | None = None  # what runs before the shards (blocks, partitions), if any
+    preparing_planned: int | None = None
+    preparing_done: int = 0
     bytes_stored: int = 0
     bytes_per_second: float | None = None
     seconds_left: float | None = None
@@ -63,24 +73,38 @@ class JobStatus:
             added = ", ".join(f"{name}/" for name in self.adds)
             lines.append(f"  adds         {added}; the info names them last")
             return "\n".join([*self._stopped(lines), *(c.summary() for c in self.companions)])
-        planned = f" / {self.shards_planned:,}" if self.shards_planned else ""
-        share = (
-            f" ({100 * self.shards_stored / self.shards_planned:.1f} %)"
-            if self.shards_planned
-            else ""
-        )
-        lines.append(
-            f"  shards       {self.shards_stored:,}{planned}{share}, "
-            f"{human_bytes(self.bytes_stored)}"
-        )
+        for unit, done, planned, estimated in self.counts():
+            share = f" ({100 * done / planned:.1f} %)" if planned and not estimated else ""
+            size = f", {human_bytes(self.bytes_stored)}" if unit == "shards" else ""
+            lines.append(f"  {unit:<12} {tally(done, planned, estimated)}{share}{size}")
+        left = "" if self.seconds_left is None else f"about {_duration(self.seconds_left)}"
         if self.bytes_per_second is not None and self.state == "running":
-            left = (
-                f", about {_duration(self.seconds_left)} left"
-                if self.seconds_left is not None
-                else ""
-            )
-            lines.append(f"  rate         {human_bytes(int(self.bytes_per_second))}/s{left}")
+            rate = f"{human_bytes(int(self.bytes_per_second))}/s"
+            lines.append(f"  rate         {rate}" + (f", {left} left" if left else ""))
+        elif left and self.state == "running":  # its preparing tasks run: no object's bytes yet
+            lines.append(f"  left         {left}")
         return "\n".join([*self._stopped(lines), *(c.summary() for c in self.companions)])
+
+    def counts(self) -> list[tuple[str, int, int | None, bool]]:
+        """(unit, done, planned, estimated): its preparing tasks where it has any, its shards."""
+        shards = ("shards", self.shards_stored, self.shards_planned, self.shards_estimated)
+        if self.preparing is None:
+            return [shards]
+        return [(self.preparing, self.preparing_done, self.preparing_planned, False), shards]
+
+    def stored(self) -> str:
+        """What the destination holds of the job, its companions' included, as one phrase
+        (`shards 5 / 16`; `shards 16 / 16, mesh/ blocks 3 / 4 and shards 0 / 2 estimated`):
+        what a stopped job's last line says, and what `--resume` keeps."""
+        phrases = []
+        for status in [self, *self.companions]:
+            if status.adds is not None:
+                continue  # an addition's own line names its directories, no count
+            name = "" if status is self else status.dest.rstrip("/").rsplit("/", 1)[-1] + "/ "
+            counted = [f"{unit} {tally(done, planned, estimated)}"
+                       for unit, done, planned, estimated in status.counts()]  # fmt: skip
+            phrases.append(name + " and ".join(counted))
+        return ", ".join(phrases)
 
     def _stopped(self, lines: list[str]) -> list[str]:
         if self.state != "stopped":
@@ -103,7 +127,7 @@ def job_status(dest: str, storage_options: dict[str, Any] | None = None) -> JobS
     if read_job(store) is None and readable_manifest(store) is None and added is not None:
         status = added  # a dataset another tool wrote: what shardwright added to it
     else:
-        status = _dataset_status(store, names)
+        status = _dataset_status(store)
         if added is not None:
             status.companions.append(added)
     for name in names:
@@ -138,7 +162,7 @@ def _addition_status(store: Store) -> JobStatus | None:
     return status
 
 
-def _dataset_status(store: Store, companions: list[str] | None = None) -> JobStatus:
+def _dataset_status(store: Store) -> JobStatus:
     try:
         record = read_job(store)
     except ManifestError as exc:
@@ -149,11 +173,14 @@ def _dataset_status(store: Store, companions: list[str] | None = None) -> JobSta
         raise DestinationError(f"{store.url} holds no shardwright job (no job record, no manifest)")
     now = time.time()
     status = JobStatus(dest=store.url, state="stopped")
+    planned = Planned.from_record(record or {})
     if record is not None:
         status.job, status.run = record.get("job"), record.get("run")
         status.started = record.get("started")
-        planned = record.get("shards_planned")
-        status.shards_planned = planned if isinstance(planned, int) and planned > 0 else None
+        status.shards_planned = planned.shards or None
+        status.shards_estimated = planned.estimated
+        if planned.preparing:
+            status.preparing, status.preparing_planned = planned.unit, planned.preparing
     live = False
     holder = lease[1] if lease is not None else None
     if lease is not None and holder is None:
@@ -167,32 +194,49 @@ def _dataset_status(store: Store, companions: list[str] | None = None) -> JobSta
         status.heard_seconds_ago = round(now - heard, 1)
         live = now - heard <= holder.timeout and not holder.gone_here()
     sizes = store.sizes_below()
-    receipts = [k for k in sizes if k.startswith(RECEIPTS) and k.endswith(".json")]
-    spools = [k for k in receipts if k.startswith(receipt_key(EXCHANGE).removesuffix(".json"))]
-    status.shards_stored = len(receipts)
-    # The dataset's own objects: not the job's control objects, nor the meshes and skeletons
-    # below it (each its own dataset, its bytes said on its own line).
-    elsewhere = (CONTROL_PREFIX, *(f"{name}/" for name in companions or []))
-    status.bytes_stored = sum(
-        size for key, size in sizes.items() if not key.startswith(elsewhere) and key != MANIFEST_KEY
-    )
+    journaled = [k[len(RECEIPTS) : -len(".json")] for k in sizes
+                 if k.startswith(RECEIPTS) and k.endswith(".json")]  # fmt: skip
+    status.preparing_done = sum(map(prepares, journaled))
+    status.shards_stored = len(journaled) - status.preparing_done
+    status.bytes_stored = _own_bytes(sizes)
     if manifest is not None and not live:
         status.state = "finished"
-        # Done: what the manifest holds is the whole (a plan's count may have been an
-        # estimate: generated meshes' shards and blocks).
+        # Done: what the manifest holds is the whole (the plan's count of shards may have
+        # been an estimate), every preparing task ran (its spools are gone).
         status.shards_stored = status.shards_planned = manifest.totals.shards
+        status.shards_estimated = False
+        status.preparing_done = status.preparing_planned or 0
         return status
     if live:
         status.state = "replacing" if manifest is not None else "running"
         elapsed = _elapsed(status.started, now)
-        if elapsed and status.shards_planned and status.shards_stored:
-            left = status.shards_planned - status.shards_stored
-            status.seconds_left = max(0.0, elapsed * left / status.shards_stored)
+        done = status.preparing_done + status.shards_stored  # tasks, as the progress line
+        tasks = (status.preparing_planned or 0) + (status.shards_planned or 0)
+        if elapsed and status.shards_planned and done:
+            status.seconds_left = max(0.0, elapsed * (tasks - done) / done)
         # A rate once the dataset's own objects are stored: while generated meshes' blocks
         # run (their receipts are of spools) it holds its metadata only.
-        if elapsed and status.bytes_stored and len(receipts) > len(spools):
+        if elapsed and status.bytes_stored and status.shards_stored:
             status.bytes_per_second = status.bytes_stored / elapsed
     return status
+
+
+def _own_bytes(sizes: dict[str, int]) -> int:
+    """Bytes of a dataset's own objects: not its job's control objects or manifest, nor those
+    of a dataset nested in a folder of it (its meshes and skeletons, a table's annotations
+    converted there), which has a control folder or a manifest of its own."""
+    nested = set()
+    for key in sizes:
+        if key.startswith(CONTROL_PREFIX):
+            continue
+        if (at := key.find(f"/{CONTROL_PREFIX}")) >= 0:
+            nested.add(key[: at + 1])
+        elif key.endswith(f"/{MANIFEST_KEY}"):
+            nested.add(key[: -len(MANIFEST_KEY)])
+    elsewhere = (CONTROL_PREFIX, *nested)
+    return sum(
+        size for key, size in sizes.items() if not key.startswith(elsewhere) and key != MANIFEST_KEY
+    )
 
 
 def _companions(store: Store) -> list[str]:

@@ -25,9 +25,15 @@ from typing import Any, ClassVar
 
 from shardwright.common import deadlines
 from shardwright.common.urls import absolute
-from shardwright.errors import PlanError, SourceError
+from shardwright.errors import NAMED, PlanError, SourceError
 from shardwright.generation.exchange import MESH, SKELETON
-from shardwright.lifecycle.addition import root_before, sha256
+from shardwright.lifecycle.addition import (
+    added_levels,
+    read_additions,
+    read_record,
+    root_before,
+    sha256,
+)
 from shardwright.lifecycle.manifest import ADDITION, MANIFEST_KEY, metadata_text
 from shardwright.options import ConvertOptions
 from shardwright.planning.addition_checks import (
@@ -49,6 +55,8 @@ from shardwright.planning.addition_levels import (
     ome_levels,
     precomputed_levels,
     precomputed_root,
+    renamed_levels,
+    without_scales,
 )
 from shardwright.planning.generated import (
     DIRECTORIES,
@@ -65,7 +73,7 @@ from shardwright.planning.text import counted, human_bytes, xyz
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source, open_source
 from shardwright.sources.precomputed import PrecomputedSource
-from shardwright.stores import open_store
+from shardwright.stores import Store, open_store
 from shardwright.stores.base import Expected
 
 
@@ -86,6 +94,9 @@ class AdditionPlan:
     # Levels added above the coarsest: a pyramid whose base is that level, read and never
     # written (`writes_base` False); its upper levels are the new scales or arrays.
     levels: ConversionPlan | None = None
+    # Levels shardwright added before that these replace (`overwrite`): the info names the
+    # new ones instead, and their objects are deleted after it does.
+    replaces: tuple[str, ...] = ()
 
     dataset: ClassVar[str] = ADDITION
     preparing_tasks: ClassVar[int] = 0  # the block tasks it may run count as its meshes'
@@ -160,7 +171,8 @@ class AdditionPlan:
         if self.root == GROUP:
             assert self.levels is not None, "an OME-Zarr group gains levels only"
             return metadata_text(group_with_levels(document, self.levels)).encode()
-        return metadata_text(precomputed_root({**document, **self.names}, self.levels)).encode()
+        named = {**document, **self.names}
+        return metadata_text(precomputed_root(named, self.levels, self.replaces)).encode()
 
     def shards(self) -> Iterator[Any]:
         for level in self.new_levels:
@@ -186,6 +198,7 @@ class AdditionPlan:
             "root_sha256_after": sha256(self.root_after),
             "adds": self.names,
             "levels_from": None if self.levels is None else self.levels.layout.level_key,
+            "replaces": list(self.replaces),
             "levels": [level.describe_level() for level in self.new_levels],
             "levels_factor": None if pyramid is None else list(pyramid.factor),
             "levels_method": None if pyramid is None else pyramid.method,
@@ -211,6 +224,12 @@ class AdditionPlan:
             lines.append(f"  properties {counted(count, 'segment')}' labels and numbers, one "
                          f"document ({human_bytes(len(self.documents[0][1]))})")  # fmt: skip
         lines += [_level_line(level) for level in self.new_levels]
+        if self.replaces:
+            lines.append(
+                f"  replaces   level{'s' if len(self.replaces) > 1 else ''} "
+                f"{', '.join(self.replaces)} shardwright added (--overwrite): the info names "
+                "the new ones instead, then the old ones' shards are deleted"
+            )
         if self.levels is not None:
             base, pyramid = self.levels, self.levels.pyramid
             assert pyramid is not None
@@ -234,10 +253,16 @@ class AdditionPlan:
 
 
 def plan_addition(
-    dest: str, options: ConvertOptions, properties: dict[str, Any] | None = None
+    dest: str,
+    options: ConvertOptions,
+    properties: dict[str, Any] | None = None,
+    *,
+    overwrite: bool = False,
 ) -> AdditionPlan:
     """The addition the options ask of the dataset at `dest` (see the module's docstring);
-    `properties`: a segment properties document made already (else the options' table)."""
+    `properties`: a segment properties document made already (else the options' table);
+    `overwrite`: levels shardwright added are made again from the level below them, under
+    new keys where theirs are taken (as a stopped addition that did so is resumed)."""
     deadlines.set_timeout(options.timeout)
     dest = absolute(dest).rstrip("/")
     asked = check_options(options, properties is not None)
@@ -251,6 +276,14 @@ def plan_addition(
     ours = store.exists(MANIFEST_KEY)
     if root == GROUP:
         check_zarr_options(asked, dest)
+        ours_added = list(added_levels(read_additions(store)))
+        if overwrite and ours_added:
+            raise PlanError(
+                f"{dest}: levels {', '.join(ours_added)} were added by shardwright; an OME-Zarr "
+                "group's are not made again ({overwrite}): without it, {mips} adds levels "
+                "above them",
+                overwrite=True, mips=NAMED,
+            )  # fmt: skip
         pyramid = ome_levels(dest, document, options)
         check_level_places(store, dest, _keys(pyramid))
         return AdditionPlan(dest, options, root, pyramid.source, before, version, ours,
@@ -277,15 +310,44 @@ def plan_addition(
         companions = generated_plans(labels, options)
     taken = scales | {*DIRECTORIES.values(), SEGMENT_PROPERTIES}
     added: ConversionPlan | None = None
+    replaced: tuple[str, ...] = ()
     if options.mips not in (None, 0):
-        added = precomputed_levels(dest, document, options, taken)
+        if overwrite or _replacing(store):
+            made = added_levels(read_additions(store))
+            replaced = tuple(str(s.get("key")) for s in document["scales"]
+                             if isinstance(s, dict) and str(s.get("key")) in made)  # fmt: skip
+        below = without_scales(document, replaced)
+        added = precomputed_levels(dest, below, options, taken - set(replaced))
+        added = renamed_levels(added, _new_keys(store, _keys(added), replaced, scales))
         check_level_places(store, dest, _keys(added))
-        top = str(document["scales"][-1].get("key"))
+        top = str(below["scales"][-1].get("key"))
         if companions and feeding(added, companions[0].generation.grid, source.scale.key, top):
             companions = (dataclasses.replace(companions[0], feeds_levels=True),
                           *companions[1:])  # fmt: skip
     return AdditionPlan(dest, options, root, source, before, version, ours, companions,
-                        properties, added)  # fmt: skip
+                        properties, added, replaced)  # fmt: skip
+
+
+def _replacing(store: Store) -> bool:
+    """Whether the addition stopped here replaced levels (its resume does the same)."""
+    record = read_record(store)
+    return record is not None and bool(record.fingerprint.get("replaces"))
+
+
+def _new_keys(
+    store: Store, keys: list[str], replaced: tuple[str, ...], scales: set[str]
+) -> dict[str, str]:
+    """New keys for the levels whose key is one they replace: the first of `KEY-2`,
+    `KEY-3`, ... that the info does not name and no object is under."""
+    renames: dict[str, str] = {}
+    for key in keys:
+        if key not in replaced:
+            continue
+        n = 2
+        while f"{key}-{n}" in scales or store.list_keys(f"{key}-{n}"):
+            n += 1
+        renames[key] = f"{key}-{n}"
+    return renames
 
 
 def _keys(levels: ConversionPlan) -> list[str]:

@@ -18,7 +18,7 @@ volume is read once for all.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardwright.codecs import CHUNK_ENCODINGS
 from shardwright.common.downsample import factor_between
@@ -28,10 +28,15 @@ from shardwright.generation.grid import BlockGrid, Triple, three
 from shardwright.options import ConvertOptions
 from shardwright.planning import pyramid
 from shardwright.planning.builder import make_plan
+from shardwright.planning.layouts.base import VolumeLayout
 from shardwright.planning.layouts.zarr3 import levels_in_group
 from shardwright.planning.text import xyz
 from shardwright.planning.volume import ConversionPlan, ShardTask
 from shardwright.sources import Source, open_source
+
+if TYPE_CHECKING:
+    from shardwright.planning.layouts.precomputed import PrecomputedLayout
+    from shardwright.planning.layouts.zarr3 import Zarr3Layout
 
 
 def precomputed_levels(
@@ -94,12 +99,48 @@ def ome_levels(dest: str, group: dict[str, Any], options: ConvertOptions) -> Con
     return levels_in_group(_checked(plan, paths[-1], base), group, dest, name, len(paths) - 1)
 
 
-def precomputed_root(info: dict[str, Any], levels: ConversionPlan | None) -> dict[str, Any]:
-    """The info's `scales` with the added levels' after its own."""
+def precomputed_root(
+    info: dict[str, Any], levels: ConversionPlan | None, replaced: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The info's `scales` with the added levels' after its own (less those `replaced`)."""
     if levels is None:
         return info
     added = dict(levels.metadata_documents())["info"]["scales"][1:]
-    return {**info, "scales": [*info["scales"], *added]}
+    return {**info, "scales": [*without_scales(info, replaced)["scales"], *added]}
+
+
+def without_scales(info: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """The info less the scales `keys` (levels an addition replaces)."""
+    return {**info, "scales": [s for s in info["scales"] if str(s.get("key")) not in keys]}
+
+
+def renamed_levels(levels: ConversionPlan, keys: dict[str, str]) -> ConversionPlan:
+    """The pyramid with its new levels keyed anew where `keys` (old -> new) says: a level
+    that replaces one of the same resolution is written beside it, never over it, while the
+    info still names the old one."""
+    if not keys:
+        return levels
+    renaming = _Renaming(keys)
+
+    def renamed(plan: ConversionPlan) -> ConversionPlan:
+        return dataclasses.replace(plan, layout=plan.layout.accept(renaming))
+
+    upper = tuple(renamed(level) for level in levels.upper)
+    return dataclasses.replace(renamed(levels), upper=upper)
+
+
+class _Renaming:
+    """A level's layout with its scales keyed anew (precomputed: an OME-Zarr group's added
+    levels are not replaced)."""
+
+    def __init__(self, keys: dict[str, str]) -> None:
+        self.keys = keys
+
+    def precomputed(self, layout: PrecomputedLayout) -> VolumeLayout:
+        return layout.with_scale_keys(self.keys)
+
+    def zarr3(self, layout: Zarr3Layout) -> VolumeLayout:
+        raise AssertionError("an OME-Zarr group's levels are not replaced")
 
 
 def feeding(levels: ConversionPlan, grid: BlockGrid, meshed: str, read: str) -> bool:

@@ -23,9 +23,9 @@ import numpy as np
 from shardwright.common.downsample import METHODS, downsample
 from shardwright.errors import ShardwrightError
 from shardwright.formats.zarr3.ome_zarr import dataset_paths
-from shardwright.lifecycle.addition import read_additions
+from shardwright.lifecycle.addition import added_levels, read_additions
 from shardwright.lifecycle.journal import stream_crc32c
-from shardwright.lifecycle.manifest import Manifest
+from shardwright.lifecycle.manifest import Manifest, ShardEntry
 from shardwright.planning import pyramid
 from shardwright.sources import open_source
 from shardwright.stores import Store
@@ -38,7 +38,9 @@ BOX = 128  # voxels along each axis of a compared box of an added level
 def with_added(manifest: Manifest, store: Store) -> Manifest:
     """Our own dataset's manifest with the level shards its additions wrote, so that its
     inventory and shard checks account for them."""
-    added = [entry for record in read_additions(store) for entry in record.shards]
+    records = read_additions(store)
+    levels = added_levels(records)
+    added = [entry for record in records for entry in _current(record, levels)]
     if not added:
         return manifest
     shards = (*manifest.shards, *added)
@@ -55,6 +57,7 @@ def verify_additions(
     if not additions:
         return
     info, keys = _levels_named(store)
+    current = added_levels(additions)  # a level replaced later is no longer checked
     directories: list[str] = []
     documents: dict[str, str] = {}  # the last digest recorded for each document
     levels: list[tuple[str, dict[str, Any]]] = []
@@ -66,6 +69,8 @@ def verify_additions(
                     f"shardwright added (job {str(added.job)[:12]})"
                 )
         for level in added.plan.get("levels", []):
+            if current.get(str(level.get("key"))) is not added:
+                continue
             if str(level.get("key")) not in keys:
                 job = str(added.job)[:12]
                 report.problems.append(
@@ -79,7 +84,7 @@ def verify_additions(
                 directories.append(name)
         documents.update((k, d) for k, d in added.metadata.items() if k != "info")
         if not shards_checked:
-            _check_entries(report, store, added)
+            _check_entries(report, store, added, current)
     _check_documents(report, store, documents)
     verify_directories(report, store, directories, full=full, sample=sample)
     for key, plan in levels:
@@ -105,9 +110,17 @@ def _levels_named(store: Store) -> tuple[dict[str, Any], list[str]]:
     return {}, []
 
 
-def _check_entries(report: VerifyReport, store: Store, added: Manifest) -> None:
+def _current(added: Manifest, levels: dict[str, Manifest]) -> list[ShardEntry]:
+    """The level shards an addition's record lists, less those of levels a later addition
+    replaced (deleted once it named the new ones); `levels`: lifecycle's added_levels."""
+    return [e for e in added.shards if levels.get(e.key.partition("/")[0]) is added]
+
+
+def _check_entries(
+    report: VerifyReport, store: Store, added: Manifest, levels: dict[str, Manifest]
+) -> None:
     """Each level shard the addition's record lists: there, with its size and crc32c."""
-    for entry in added.shards:
+    for entry in _current(added, levels):
         report.shards_checked += 1
         size = store.size(entry.key)
         if size is None:

@@ -18,6 +18,11 @@ import tensorstore as ts
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shardwright.formats.precomputed.sharded_reader import (
+    COALESCE_GAP,
+    COALESCE_WASTE,
+    _coalesced,
+)
 from shardwright.formats.precomputed.sharding import packed_shard
 from shardwright.formats.spool import ChunkSpool
 from shardwright.precomputed import (
@@ -305,6 +310,37 @@ def test_ranged_reader_fetches_index_entry_minishard_index_then_data() -> None:
     assert reader.read(17) == items[17]  # same shard and minishard: index cached, one data read
     assert len(calls) == 4
     assert reader.read(1000) is None
+
+
+@given(
+    sizes=st.lists(st.integers(1, 40_000), min_size=2, max_size=30),
+    gaps=st.lists(st.integers(0, 200_000), min_size=30, max_size=30),
+)
+def test_coalesced_reads_bring_each_chunk_and_bounded_gaps(
+    sizes: list[int], gaps: list[int]
+) -> None:
+    """Chunks asked for in one shard come in as few reads as allow each read's gaps at most
+    an eighth of the chunks it brings (and no gap over 64 KiB): every chunk exactly once,
+    the bytes read at most 9/8 of those asked for."""
+    pieces, at = [], 0
+    for i, size in enumerate(sizes):
+        at += gaps[i]
+        pieces.append((at, size, i))
+        at += size
+    reads = list(_coalesced(pieces))
+    got = sorted(chunk for _, _, run in reads for chunk in run)
+    assert got == pieces
+    for first, last, run in reads:
+        wanted = sum(size for _, size, _ in run)
+        assert first == run[0][0] and last == run[-1][0] + run[-1][1]
+        assert (last - first) - wanted <= COALESCE_WASTE * wanted
+        spans = zip(run, run[1:], strict=False)
+        assert all(b[0] - (a[0] + a[1]) <= COALESCE_GAP for a, b in spans)
+    # a read ends only where its next chunk would break a rule
+    for (f1, l1, r1), (f2, _, r2) in zip(reads, reads[1:], strict=False):
+        wanted = sum(size for _, size, _ in r1) + r2[0][1]
+        gaps = (l1 - f1) - sum(size for _, size, _ in r1) + (f2 - l1)
+        assert f2 - l1 > COALESCE_GAP or gaps > COALESCE_WASTE * wanted
 
 
 def test_ranged_reader_reports_missing_shard_as_absent() -> None:

@@ -110,22 +110,32 @@ class ShardedReader:
 
 COALESCE_GAP = 1 << 16  # bytes between two chunks read rather than asked for separately
 COALESCE_MOST = 64 << 20  # the longest single ranged read
+COALESCE_WASTE = 1 / 8  # at most this share of a coalesced read is gaps, not chunks asked for
 
 
 def _coalesced(
     pieces: list[tuple[int, int, int]],
 ) -> Iterator[tuple[int, int, list[tuple[int, int, int]]]]:
-    """(start, size, id) pieces sorted by start, grouped into reads [first, last)."""
+    """(start, size, id) pieces sorted by start, grouped into reads [first, last): a gap is
+    read (one request, not two) where it is at most COALESCE_GAP bytes and the read's gaps
+    stay within COALESCE_WASTE of the chunks it brings: chunks a few bytes apart come in one
+    request, chunks far apart in a shard's Morton order are not read with all between."""
     run: list[tuple[int, int, int]] = []
-    first = last = 0
+    first = last = wanted = 0
     for piece in pieces:
         start, size, _ = piece
-        if run and (start - last > COALESCE_GAP or start + size - first > COALESCE_MOST):
+        gap = max(0, start - last)
+        if run and (
+            gap > COALESCE_GAP
+            or start + size - first > COALESCE_MOST
+            or (last - first - wanted) + gap > COALESCE_WASTE * (wanted + size)
+        ):
             yield first, last, run
             run = []
         if not run:
-            first = start
+            first, wanted = start, 0
         run.append(piece)
+        wanted += size
         last = max(last, start + size)
     if run:
         yield first, last, run

@@ -189,6 +189,12 @@ class PrecomputedLayout:
             raise within(exc, "pyramid scales: ") from exc
         return [dataclasses.replace(self, info=info, level=k) for k in range(len(parts) + 1)]
 
+    def with_scale_keys(self, keys: dict[str, str]) -> PrecomputedLayout:
+        """This level's layout, its info's scales keyed anew where `keys` (old -> new) says
+        (an addition's level that replaces one of the same resolution)."""
+        scales = tuple(dataclasses.replace(s, key=keys.get(s.key, s.key)) for s in self.info.scales)
+        return dataclasses.replace(self, info=dataclasses.replace(self.info, scales=scales))
+
     def naming(self, names: dict[str, Any]) -> PrecomputedLayout:
         return dataclasses.replace(self, info=dataclasses.replace(self.info, **names))
 
