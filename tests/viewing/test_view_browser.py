@@ -90,7 +90,7 @@ def volumes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     # An OME-Zarr pyramid of two levels; TensorStore's twin gets level 1 from numpy.
     api.convert(
         str(root / "image.npy"), str(root / "ours-pyramid.zarr"), format="zarr3", mips=1,
-        **common,
+        factor=(2, 2, 2), **common,
     )  # fmt: skip
     _tensorstore_zarr3(root / "ts-pyramid.zarr", image, _average_2x(image))
     _tensorstore_zarr3(root / "ts-base-only.zarr", image)
