@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import shardwright
 from shardwright import api
 from shardwright.errors import DestinationError, LeaseHeld, PlanError
 from shardwright.lifecycle.lease import Lease
@@ -558,12 +559,20 @@ def test_a_killed_level_addition_resumes(
     url = str(cloudvolume_dataset)
     info_before = (cloudvolume_dataset / "info").read_bytes()
     flags = ["--mips", "2", "--factor", "2,2,1"]
+    planned = api.plan(url, mips=2, factor=(2, 2, 1))
+    total = sum(level.shard_count for level in planned.new_levels)
     _killed_at("shards:1", tmp_path / "paused", url, *flags)
     assert (cloudvolume_dataset / "info").read_bytes() == info_before
+    stopped = shardwright.status(url)  # what the journal holds of its levels: what resume keeps
+    assert stopped.state == "stopped" and stopped.levels == ["16_16_16", "32_32_16"]
+    assert (stopped.shards_stored, stopped.shards_planned) == (1, total)
+    assert f"shards       1 / {total} of its levels" in _cli("status", url).stdout
     done = _cli("convert", url, *flags, "--resume", "--quiet")
     assert done.returncode == 0, done.stderr
     assert "(1 kept from an earlier run)" in done.stdout, done.stdout
     assert api.verify(url, full=True).ok
+    finished = shardwright.status(url)
+    assert finished.state == "finished" and finished.shards_stored == total
 
 
 def test_levels_the_dataset_cannot_take_are_refused(cloudvolume_dataset: pathlib.Path) -> None:

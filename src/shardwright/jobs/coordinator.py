@@ -140,6 +140,7 @@ def _begin_addition(plan: Plan, store: Store, claim: Claim) -> tuple[JobRun, lis
         fingerprint=claim.fingerprint,
         options=claim.words,
         documents={key: addition.sha256(document) for key, document in plan.documents},
+        level_shards={level.layout.level_key: level.shard_count for level in plan.new_levels},
     )
     return addition.begin_addition(
         store, job=claim.job, run=claim.run, owner=claim.owner, timeout=claim.timeout,

@@ -67,6 +67,7 @@ class Record:
     fingerprint: Fingerprint
     options: dict[str, str]
     documents: dict[str, str] = dataclasses.field(default_factory=dict)  # key: sha256 written
+    level_shards: dict[str, int] = dataclasses.field(default_factory=dict)  # key: shards planned
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -80,6 +81,7 @@ class Record:
             "fingerprint": self.fingerprint,
             "options": self.options,
             "documents": self.documents,
+            "level_shards": self.level_shards,
         }
 
 
@@ -96,6 +98,7 @@ def read_record(store: Store) -> Record | None:
             fingerprint=dict(found["fingerprint"]),
             options=dict(found.get("options") or {}),
             documents={str(k): str(v) for k, v in (found.get("documents") or {}).items()},
+            level_shards={str(k): int(v) for k, v in (found.get("level_shards") or {}).items()},
         )
     except FileNotFoundError:
         return None

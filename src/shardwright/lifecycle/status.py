@@ -54,7 +54,8 @@ class JobStatus:
     bytes_per_second: float | None = None
     seconds_left: float | None = None
     lease_unreadable: str | None = None  # what is wrong with a lease object that is there
-    adds: list[str] | None = None  # an addition's: the directories it adds (no shards itself)
+    adds: list[str] | None = None  # an addition's: the directories it adds
+    levels: list[str] = field(default_factory=list)  # an addition's: the levels it adds
     companions: list[JobStatus] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -70,8 +71,11 @@ class JobStatus:
         if self.started:
             lines.append(f"  started      {self.started}")
         if self.adds is not None:
-            added = ", ".join(f"{name}/" for name in self.adds)
+            added = ", ".join([*(f"{name}/" for name in self.adds), *self.levels])
             lines.append(f"  adds         {added}; the info names them last")
+            if self.levels:
+                done, planned = self.shards_stored, self.shards_planned
+                lines.append(f"  shards       {tally(done, planned, False)} of its levels")
             return "\n".join([*self._stopped(lines), *(c.summary() for c in self.companions)])
         for unit, done, planned, estimated in self.counts():
             share = f" ({100 * done / planned:.1f} %)" if planned and not estimated else ""
@@ -98,8 +102,8 @@ class JobStatus:
         what a stopped job's last line says, and what `--resume` keeps."""
         phrases = []
         for status in [self, *self.companions]:
-            if status.adds is not None:
-                continue  # an addition's own line names its directories, no count
+            if status.adds is not None and not status.levels:
+                continue  # an addition's own line names its directories: no shards of its own
             name = "" if status is self else status.dest.rstrip("/").rsplit("/", 1)[-1] + "/ "
             counted = [f"{unit} {tally(done, planned, estimated)}"
                        for unit, done, planned, estimated in status.counts()]  # fmt: skip
@@ -147,11 +151,21 @@ def _addition_status(store: Store) -> JobStatus | None:
             return None
         last = finished[-1]
         adds = list(last.plan.get("adds", {}).values())
+        levels = [str(level.get("key")) for level in last.plan.get("levels", [])]
+        shards = last.totals.shards
         return JobStatus(dest=f"{store.url} (addition)", state="finished", job=last.job,
-                         started=last.created, adds=adds)  # fmt: skip
+                         started=last.created, adds=adds, levels=levels, shards_stored=shards,
+                         shards_planned=shards)  # fmt: skip
     adds = list(record.fingerprint.get("adds", {}).values())
     status = JobStatus(dest=f"{store.url} (addition)", state="stopped", job=record.job,
-                       run=record.run, adds=adds)  # fmt: skip
+                       run=record.run, adds=adds, levels=list(record.level_shards))  # fmt: skip
+    if record.level_shards:  # its level shards stored: their receipts, in the journal
+        receipts = store.sizes_below(RECEIPTS)
+        status.shards_planned = sum(record.level_shards.values())
+        status.shards_stored = sum(
+            1 for key in receipts for level in record.level_shards
+            if key.startswith(f"{RECEIPTS}{level}/") and key.endswith(".json")
+        )  # fmt: skip
     lease = current_lease(store)
     if lease is not None and lease[1] is not None and lease[1].run == record.run:
         holder, now = lease[1], time.time()
