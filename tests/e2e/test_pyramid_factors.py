@@ -157,6 +157,24 @@ def _cloudvolume(path: pathlib.Path, resolutions: list[list[int]]) -> np.ndarray
     return labels
 
 
+def test_a_precomputed_source_pyramid_lends_its_factor(tmp_path: pathlib.Path) -> None:
+    """A CloudVolume dataset at 8,8,40 nm whose own pyramid is 2,2,2 (16,16,80): converted
+    from its finest scale, its pyramid takes 2,2,2, not the voxel size's 2,2,1, and says so;
+    level 1, read by TensorStore, is tinybrain's at 2,2,2."""
+    source = tmp_path / "cv"
+    labels = _cloudvolume(source, [[8, 8, 40], [16, 16, 80]])
+    plan = api.plan(str(source), str(tmp_path / "out"), mips=1, chunk_size=CHUNK)
+    assert plan.pyramid is not None and plan.pyramid.factor == (2, 2, 2)
+    assert "factor 2 x 2 x 2 (as the source's own pyramid: its info (scale 8_8_40))" in (
+        plan.report()
+    )
+    api.convert(plan, **RUN)
+    spec = {"driver": "neuroglancer_precomputed", "kvstore": f"file://{tmp_path / 'out'}",
+            "scale_index": 1}  # fmt: skip
+    level = np.asarray(ts.open(spec).result().read().result())[..., 0]
+    np.testing.assert_array_equal(level, _tinybrain(labels, (2, 2, 2), 1)[0])
+
+
 @pytest.mark.parametrize(
     "resolutions, added",
     [

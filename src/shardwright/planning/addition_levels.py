@@ -21,7 +21,6 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from shardwright.codecs import CHUNK_ENCODINGS
-from shardwright.common.downsample import factor_between
 from shardwright.errors import NAMED, PlanError
 from shardwright.formats.zarr3.ome_zarr import dataset_paths
 from shardwright.generation.grid import BlockGrid, Triple, three
@@ -33,6 +32,7 @@ from shardwright.planning.layouts.zarr3 import levels_in_group
 from shardwright.planning.text import xyz
 from shardwright.planning.volume import ConversionPlan, ShardTask
 from shardwright.sources import Source, open_source
+from shardwright.sources.precomputed import own_step
 
 if TYPE_CHECKING:
     from shardwright.planning.layouts.precomputed import PrecomputedLayout
@@ -48,10 +48,11 @@ def precomputed_levels(
     top = info["scales"][-1]
     key = str(top.get("key"))
     base = _open(dest, key, options)
-    if len(info["scales"]) > 1:  # its own pyramid's step: the default factor of the levels
-        finer = info["scales"][-2].get("resolution")
-        step = factor_between(finer, top.get("resolution"))
-        base.hints = dataclasses.replace(base.hints, pyramid_factor=step)
+    # Its own pyramid's step, that of the scales `info` lists (less any levels an addition
+    # replaces): the default factor of the levels.
+    base.hints = dataclasses.replace(
+        base.hints, pyramid_factor=own_step(info["scales"], len(info["scales"]) - 1)
+    )
     encoding = str(top.get("encoding", "raw"))
     if encoding not in CHUNK_ENCODINGS:  # compresso, crackle: a segmentation's, read only
         encoding = "compressed_segmentation" if info.get("type") == "segmentation" else "raw"

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from shardwright.codecs.base import ChunkEncoding
+from shardwright.common.downsample import factor_between
 from shardwright.common.vocabulary import VolumeType, names
 from shardwright.errors import NAMED, CodecUnavailable, FormatError, SourceError
 from shardwright.formats.precomputed.info import PrecomputedScale
@@ -85,11 +86,25 @@ def open_precomputed(request: SourceRequest, location: Location) -> PrecomputedS
         voxel_offset=scale.voxel_offset,
         layer_type=info["type"],
         placed_by=f"its info (scale {scale.key})",
+        pyramid_factor=own_step(scales, index),
     )
     digest = volume_digest(info, index)
     return PrecomputedSource(
         url, scale, dtype, channels, hints, storage_options, fill_missing, digest
     )
+
+
+def own_step(scales: list[Any], index: int) -> tuple[int, int, int] | None:
+    """The factor between the info's scales around scale `index` (to the next coarser one,
+    else from the finer one before it): the dataset's own pyramid's, which a pyramid made
+    from it follows unless given another; None where they are no such step."""
+    pair = (index, index + 1) if index + 1 < len(scales) else (index - 1, index)
+    if pair[0] < 0:
+        return None
+    finer, coarser = (
+        scales[i].get("resolution") if isinstance(scales[i], dict) else None for i in pair
+    )
+    return factor_between(finer, coarser)
 
 
 def volume_digest(info: dict[str, Any], index: int) -> str:
