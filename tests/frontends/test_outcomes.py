@@ -21,6 +21,7 @@ import pytest
 from shardwright import cli
 from shardwright.cli import outcomes
 from shardwright.jobs import stops
+from tests.support import volumes
 
 SOURCE_ZYX = (256, 512, 512)
 ARGS = ["--resolution", "1,1,1", "--chunk-size", "64,64,32", "--target-shard-bytes", "1M"]
@@ -105,29 +106,13 @@ def test_a_signal_stops_the_job_releases_its_lease_and_says_how_to_continue(
     assert verified.returncode == 0, verified.stdout
 
 
-def _labels(path: pathlib.Path) -> pathlib.Path:
-    """150 balls in 128 x 256 x 256 voxels: meshing them takes a few seconds here."""
-    rng = np.random.default_rng(7)
-    shape = np.array((128, 256, 256))
-    labels = np.zeros(shape, np.uint64)
-    for segment in range(1, 151):
-        centre, radius = rng.uniform(0, 1, 3) * shape, rng.uniform(5, 16)
-        low = np.maximum(0, (centre - radius).astype(int))
-        high = np.minimum(shape, (centre + radius + 1).astype(int))
-        z, y, x = np.ogrid[low[0] : high[0], low[1] : high[1], low[2] : high[2]]
-        ball = (z - centre[0]) ** 2 + (y - centre[1]) ** 2 + (x - centre[2]) ** 2 < radius**2
-        labels[low[0] : high[0], low[1] : high[1], low[2] : high[2]][ball] = segment
-    np.save(path, labels)
-    return path
-
-
 def test_ctrl_c_to_the_process_group_during_mesh_generation_is_one_line(
     tmp_path: pathlib.Path,
 ) -> None:
     """As a terminal does: SIGINT to the whole foreground process group, the worker processes
     of the cluster the job started included. Only the job's own line is said."""
     pytest.importorskip("zmesh")
-    source, out = _labels(tmp_path / "seg.npy"), tmp_path / "out"
+    source, out = pathlib.Path(volumes.saved_balls(tmp_path / "seg.npy")), tmp_path / "out"
     job = subprocess.Popen(
         [sys.executable, "-m", "shardwright.cli", "convert", str(source), str(out),
          "--generate-meshes", "--resolution", "8,8,8", "--mesh-block", "32,32,32", "--quiet"],

@@ -27,7 +27,7 @@ import pytest
 
 import shardwright
 from shardwright import api
-from tests.support import label_shapes
+from tests.support import label_shapes, volumes
 
 DRIVER = pathlib.Path(__file__).parents[1] / "support" / "lifecycle_driver.py"
 ZARR3 = ["--format", "zarr3", "--resolution", "1,1,1", "--chunk-size", "64,64,32",
@@ -236,22 +236,6 @@ def test_a_datasets_bytes_leave_out_a_dataset_nested_in_its_folder(
     assert _status(dest)["bytes_stored"] == volume.bytes_stored
 
 
-def _balls(path: pathlib.Path) -> str:
-    """150 balls in 128 x 256 x 256 voxels: 256 blocks of 32^3, meshed in a few seconds."""
-    rng = np.random.default_rng(7)
-    shape = np.array((128, 256, 256))
-    labels = np.zeros(shape, np.uint64)
-    for segment in range(1, 151):
-        centre, radius = rng.uniform(0, 1, 3) * shape, rng.uniform(5, 16)
-        low = np.maximum(0, (centre - radius).astype(int))
-        high = np.minimum(shape, (centre + radius + 1).astype(int))
-        z, y, x = np.ogrid[low[0] : high[0], low[1] : high[1], low[2] : high[2]]
-        ball = (z - centre[0]) ** 2 + (y - centre[1]) ** 2 + (x - centre[2]) ** 2 < radius**2
-        labels[low[0] : high[0], low[1] : high[1], low[2] : high[2]][ball] = segment
-    np.save(path, labels)
-    return str(path)
-
-
 def test_a_mesh_job_killed_in_its_blocks_says_nothing_after_and_keeps_them(
     tmp_path: pathlib.Path,
 ) -> None:
@@ -259,7 +243,7 @@ def test_a_mesh_job_killed_in_its_blocks_says_nothing_after_and_keeps_them(
     nothing is printed after it (multiprocessing's resource tracker warned of "leaked
     semaphore objects" seconds later), and `--resume` keeps the blocks `status` counts."""
     pytest.importorskip("zmesh")
-    source, out = _balls(tmp_path / "seg.npy"), tmp_path / "out"
+    source, out = volumes.saved_balls(tmp_path / "seg.npy"), tmp_path / "out"
     words = [source, str(out), *MESHES, "--resolution", "8,8,8", "--quiet"]
     proc = subprocess.Popen([sys.executable, "-m", "shardwright.cli", "convert", *words],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -149,3 +149,20 @@ def noise_or_blocky_labels_zyx(
         labels[..., :20, :, :] = 0
         return labels.astype(dtype)
     return rng.integers(0, 200, shape).astype(dtype)
+
+
+def saved_balls(path: pathlib.Path) -> str:
+    """150 uint64 balls in 128 x 256 x 256 voxels (z, y, x) saved as `.npy` at `path`: 256
+    blocks of 32^3, meshed in a few seconds here (long enough to stop a job in its blocks)."""
+    rng = np.random.default_rng(7)
+    shape = np.array((128, 256, 256))
+    labels = np.zeros(shape, np.uint64)
+    for segment in range(1, 151):
+        centre, radius = rng.uniform(0, 1, 3) * shape, rng.uniform(5, 16)
+        low = np.maximum(0, (centre - radius).astype(int))
+        high = np.minimum(shape, (centre + radius + 1).astype(int))
+        z, y, x = np.ogrid[low[0] : high[0], low[1] : high[1], low[2] : high[2]]
+        ball = (z - centre[0]) ** 2 + (y - centre[1]) ** 2 + (x - centre[2]) ** 2 < radius**2
+        labels[low[0] : high[0], low[1] : high[1], low[2] : high[2]][ball] = segment
+    np.save(path, labels)
+    return str(path)

@@ -162,15 +162,7 @@ def group_consumers(
 ) -> list[tuple[ShardTask, pyramid.Box]]:
     """The first new level's tasks that take a part of a block group's reduced voxels, each
     with that part (in the new level's voxels)."""
-    assert levels.pyramid is not None
-    above = levels.level_plan(1)
-    reduced = pyramid.image(grid.group_core(group), levels.pyramid.factor)
-    out = []
-    for task in above.tasks_overlapping(reduced):
-        part = pyramid.intersect(reduced, above.voxel_box(task))
-        assert part is not None
-        out.append((task, part))
-    return out
+    return levels.takers(0, grid.group_core(group))
 
 
 def group_producers(levels: ConversionPlan, grid: BlockGrid, task: ShardTask) -> list[Triple]:

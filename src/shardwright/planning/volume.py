@@ -230,8 +230,15 @@ class ConversionPlan(Geometry):
         takes (in the level above's voxels)."""
         if self.pyramid is None or task.level + 1 >= self.pyramid.levels:
             return []
-        here, above = self.level_plan(task.level), self.level_plan(task.level + 1)
-        reduced = pyramid.image(here.voxel_box(task), self.pyramid.factor)
+        return self.takers(task.level, self.level_plan(task.level).voxel_box(task))
+
+    def takers(self, level: int, box: Box) -> list[tuple[ShardTask, Box]]:
+        """The tasks of the level above `level` that take a part of `box`'s reduced voxels
+        (`box`: a block-aligned box of `level`'s voxels), each with that part (in the level
+        above's voxels): a shard task's consumers, or an addition's block group's."""
+        assert self.pyramid is not None
+        above = self.level_plan(level + 1)
+        reduced = pyramid.image(box, self.pyramid.factor)
         out = []
         for other in above.tasks_overlapping(reduced):
             part = pyramid.intersect(reduced, above.voxel_box(other))
