@@ -2,7 +2,8 @@
 job read the scale once for all (the block group tasks reduce each block as they read it for
 the meshes) and each group fetches each chunk its blocks read once; the chunks fetched, counted
 by the files the job opened (Python's audit hook, the job run in this process), are exactly
-those the plan announces. The levels are still tinybrain's reduction of the scale (read by
+those the plan announces: each chunk once, the groups handing each other the layer where they
+meet. The levels are still tinybrain's reduction of the scale (read by
 TensorStore), and the added objects verify."""
 
 from __future__ import annotations
@@ -56,9 +57,11 @@ def test_meshes_skeletons_and_a_level_read_the_scale_once(tmp_path: pathlib.Path
     assert plan.feeding_blocks is not None
     assert "read once for all" in plan.report()
     grid = plan.companions[0].generation.grid
-    # the job fetched what its plan said its groups fetch, and nothing for the level
-    assert opened - sampled == _planned_reads(plan)
-    assert _planned_reads(plan) < grid.block_count * 8  # one block per task: 2^3 chunks each
+    # the job fetched what its plan said its groups fetch, and nothing for the level: each
+    # chunk once (the groups, run last first, hand each other the layer where they meet)
+    assert opened - sampled == _planned_reads(plan) == CHUNKS
+    chunk = plan.source.scale.chunk_size  # type: ignore[attr-defined]
+    assert grid.group_count > 1 and grid.chunk_reads(chunk, handed=False) > CHUNKS
     level = ts.open({"driver": "neuroglancer_precomputed", "kvstore": f"file://{path}",
                      "scale_index": 1}).result().read().result()  # fmt: skip
     (want,) = tinybrain.downsample_segmentation(np.asfortranarray(label_shapes.labels()),

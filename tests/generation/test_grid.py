@@ -9,6 +9,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
+from shardwright.generation import faces
 from shardwright.generation.grid import BlockGrid, choose_group
 
 Triple = tuple[int, int, int]
@@ -69,24 +70,30 @@ def test_chunk_reads_count_each_chunk_a_groups_read_boxes_touch_once_per_group(
 ) -> None:
     """What the plan says the group tasks fetch: for each group, the chunks its blocks' read
     boxes touch (each once: the group keeps what its next blocks read again), counted by brute
-    force; the groups' blocks tile the grid's once, x fastest."""
+    force, without the layer where it meets the next groups where they hand it over; the
+    groups' blocks tile the grid's once, x fastest."""
     grid = _grid(shape, block, group=group)
-    expected = 0
+    alone = handed = 0
     seen: list[Triple] = []
     for g in grid.groups():
         blocks = grid.group_blocks(g)
         seen += blocks
         assert blocks == sorted(blocks, key=lambda p: p[::-1])
         touched: set[Triple] = set()
+        own: set[Triple] = set()
         for position in blocks:
             touched |= _chunks_touched(*grid.read_box(position), chunk)
+            own |= _chunks_touched(*faces.own_box(grid, position, shape), chunk)
             core = grid.core(position)
             assert all(a <= b for a, b in zip(grid.group_core(g)[0], core[0], strict=True))
             assert all(a >= b for a, b in zip(grid.group_core(g)[1], core[1], strict=True))
-        expected += len(touched)
+        alone += len(touched)
+        handed += len(own)
     assert sorted(seen) == sorted(grid.positions()) and len(seen) == grid.block_count
+    assert list(grid.groups(last_first=True)) == list(grid.groups())[::-1]
     assert len(list(grid.groups())) == grid.group_count
-    assert grid.chunk_reads(chunk) == expected
+    assert grid.chunk_reads(chunk, handed=False) == alone
+    assert grid.chunk_reads(chunk) == handed
 
 
 @given(
@@ -114,10 +121,12 @@ def test_chunk_reads_of_the_benchmarks_segmentation() -> None:
     """512 x 512 x 256 voxels, blocks of 128^3, chunks of 64^3: 605 chunk fetches for 256
     chunks one block per task, as benchmarks/bench_in_place.py counted the opens; 324 in
     groups of 2 x 2 x 2 blocks, the group a 2-core machine's plan takes (4 groups at least)."""
-    assert _grid((512, 512, 256), (128, 128, 128)).chunk_reads((64, 64, 64)) == 605
+    alone = _grid((512, 512, 256), (128, 128, 128))
+    assert alone.chunk_reads((64, 64, 64), handed=False) == 605
     assert choose_group((4, 4, 2), 4, lambda group: True) == (2, 2, 2)
     grouped = _grid((512, 512, 256), (128, 128, 128), group=(2, 2, 2))
-    assert grouped.group_count == 4 and grouped.chunk_reads((64, 64, 64)) == 324
+    assert grouped.group_count == 4 and grouped.chunk_reads((64, 64, 64), handed=False) == 324
+    assert grouped.chunk_reads((64, 64, 64)) == 256  # the groups hand each other their faces
 
 
 def test_a_group_grows_where_it_removes_most_faces_within_parallelism_and_memory() -> None:

@@ -126,9 +126,9 @@ def test_a_stopped_volume_says_what_its_journal_holds_which_resume_keeps(
 def test_meshes_stopped_in_their_blocks_keep_them_and_stop_within_a_block(
     tmp_path: pathlib.Path,
 ) -> None:
-    """Ctrl-C while a group of mesh blocks runs (one task of 24 blocks of 0.3 s each): the
-    group stops after the block it is in (it ran all its blocks first, and the stop waited
-    for them), the blocks it did are journaled and counted apart from the shards (status
+    """Ctrl-C while groups of mesh blocks run (24 blocks of 0.3 s each): a group stops after
+    the block it is in (it used to run all its blocks, and the stop waited for them), the
+    blocks it did are journaled and counted apart from the shards (status
     said `shards 0 / 6` where the plan said 2 shards), and `--resume` keeps exactly those."""
     source = label_shapes.write_precomputed(tmp_path / "labels")
     out = tmp_path / "out"
@@ -139,7 +139,7 @@ def test_meshes_stopped_in_their_blocks_keep_them_and_stop_within_a_block(
     line, seconds = _stopped(
         "slow-blocks",
         [source, str(out), *MESHES],
-        lambda: spools.is_dir() and len(list(spools.iterdir())) >= 3,
+        lambda: spools.is_dir() and len(list(spools.glob("block-*"))) >= 3,
     )
     assert seconds < 5, f"the stop took {seconds:.1f} s"
     said = _said(line)
@@ -154,7 +154,7 @@ def test_meshes_stopped_in_their_blocks_keep_them_and_stop_within_a_block(
     assert (meshes["preparing"], meshes["preparing_done"], meshes["preparing_planned"]) == (
         "blocks", done, blocks)  # fmt: skip
     assert (meshes["shards_stored"], meshes["shards_planned"]) == (0, shards)
-    assert meshes["shards_estimated"] and len(list(spools.iterdir())) == done
+    assert meshes["shards_estimated"] and len(list(spools.glob("block-*"))) == done
     text = _cli("status", str(out / "mesh")).stdout
     assert f"  blocks       {done} / {blocks} (" in text
     assert f"  shards       0 / {shards} estimated, " in text

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from shardwright.common.downsample import downsample
+from shardwright.engine.block_reads import GroupReads
 from shardwright.engine.shard_task import run_task
 from shardwright.formats.precomputed.sharding import ShardBuilder
 from shardwright.formats.shardfile import ShardFile
@@ -42,6 +43,7 @@ from shardwright.stores import Store, open_store
 
 Triple = tuple[int, int, int]
 OnRead = Callable[[Triple, np.ndarray], None]
+ReadBlock = Callable[[Triple], np.ndarray]  # a block's read box, base voxels [x, y, z, c]
 
 
 @dataclass(frozen=True)
@@ -64,12 +66,14 @@ def run_block(
     *,
     resume: bool,
     on_read: OnRead | None = None,
+    read: ReadBlock | None = None,
 ) -> BlockDone:
     """Write (or, resuming, keep a proven) block spool; its receipt and index. `on_read`
     sees the block's core as read (base voxels [x, y, z, c] from their corner), a kept
-    spool's too: an addition's levels are reduced from it (engine/pyramid.run_feeding_group)."""
+    spool's too: an addition's levels are reduced from it (engine/pyramid.run_feeding_group).
+    `read`: how the block's read box is read (its group's reads), else from the source."""
     key = block_key(plan, position)
-    producer = BlockProducer(plan, position, on_read)
+    producer = BlockProducer(plan, position, on_read, read)
     kept = None if on_read is None else lambda: on_read(*producer.read_core())
     receipt = run_task(key, store, producer, resume=resume, on_kept=kept)
     index = producer.index if producer.index is not None else read_index(store, key)
@@ -86,15 +90,15 @@ def run_block_group(
     on_read: OnRead | None = None,
 ) -> list[BlockDone]:
     """A group's blocks, one after the other, each chunk they read fetched once (the source
-    keeps those the next blocks read again); `on_done` takes each block's result as it is
-    done (the journal), so that a group stopped halfway keeps the spools it wrote."""
-    grid = plan.generation.grid
-    positions = grid.group_blocks(group)
-    limit = plan.source.shape_xyz
-    boxes = [grid.base_box(*grid.read_box(p), limit) for p in positions]
-    with chunk_reuse.reusing_reads(plan.source, boxes):
+    keeps those the next blocks read again; the next groups hand over the layer where they
+    meet: engine/block_reads.py); `on_done` takes each block's result as it is done (the
+    journal), so that a group stopped halfway keeps the spools it wrote."""
+    positions = plan.generation.grid.group_blocks(group)
+    reads = GroupReads(plan, positions, store)
+    with chunk_reuse.reusing_reads(plan.source, reads.source_boxes(positions)):
         return [
-            on_done(run_block(plan, p, store, resume=resume, on_read=on_read)) for p in positions
+            on_done(run_block(plan, p, store, resume=resume, on_read=on_read, read=reads.read))
+            for p in positions
         ]
 
 
@@ -112,9 +116,14 @@ class BlockProducer:
     """One block's pieces, grouped by output and shard, as one spool object."""
 
     def __init__(
-        self, plan: GeneratedPlan, position: tuple[int, int, int], on_read: OnRead | None = None
+        self,
+        plan: GeneratedPlan,
+        position: Triple,
+        on_read: OnRead | None = None,
+        read: ReadBlock | None = None,
     ) -> None:
         self.plan, self.position, self.on_read = plan, position, on_read
+        self.read = read
         self.index: np.ndarray | None = None
 
     def _base_box(self, box: tuple[Triple, Triple]) -> tuple[Triple, Triple]:
@@ -129,8 +138,10 @@ class BlockProducer:
         """The block (with its overlap) at the level meshed, [x, y, z]; `on_read` sees its
         core in base voxels."""
         g = self.plan.generation
-        base_start, base_stop = self._base_box(g.grid.read_box(self.position))
-        block = self.plan.source.read(base_start, base_stop)
+        if self.read is not None:
+            block = self.read(self.position)
+        else:
+            block = self.plan.source.read(*self._base_box(g.grid.read_box(self.position)))
         if self.on_read is not None:
             core_start, core_stop = self._base_box(g.grid.core(self.position))
             shape = [b - a for a, b in zip(core_start, core_stop, strict=True)]

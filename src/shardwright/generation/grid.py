@@ -4,8 +4,10 @@ A block is one finest-level mesh fragment. It is read with one more voxel on eac
 where a neighbour follows, so that neighbouring surfaces and skeletons meet on the shared
 plane (marching cubes and TEASAR see the same voxels there). That overlap reaches into the
 next block's chunks: blocks are made in groups (`group` blocks along each axis), one task per
-group, which fetches each chunk its blocks read once (sources/chunk_reuse.py), so that only
-the chunks at a group's high faces are fetched twice (`chunk_reads`, `choose_group`).
+group, which fetches each chunk its blocks read once (sources/chunk_reuse.py); at a group's
+high faces the overlap lies in the next group, which hands that layer over
+(generation/faces.py), so each chunk is fetched once in all where the neighbour ran first, and
+twice at a group face where it did not (`chunk_reads`, `choose_group`).
 Positions are in nm: a voxel's centre, as Neuroglancer draws a segmentation, so the grid's
 origin is the centre of the level's voxel (0, 0, 0).
 """
@@ -84,11 +86,17 @@ class BlockGrid:
         x, y, z = self.group_counts
         return x * y * z
 
-    def groups(self) -> Iterator[Triple]:
-        """Every group position, x fastest."""
+    def groups(self, *, last_first: bool = False) -> Iterator[Triple]:
+        """Every group position, x fastest; `last_first`: from the last group to the first
+        (the order the tasks run in, so that a group's neighbours above have run: faces.py)."""
         x, y, z = self.group_counts
-        for k, j, i in itertools.product(range(z), range(y), range(x)):
+        order = list(itertools.product(range(z), range(y), range(x)))
+        for k, j, i in reversed(order) if last_first else order:
             yield (i, j, k)
+
+    def group_of(self, position: Triple) -> Triple:
+        """The group a block belongs to."""
+        return three(p // g for p, g in zip(position, self.group, strict=True))
 
     def group_blocks(self, group: Triple) -> list[Triple]:
         """The positions of a group's blocks, x fastest."""
@@ -109,17 +117,20 @@ class BlockGrid:
         x, y, z = (range(a // n, -(-b // n)) for a, b, n in zip(start, stop, span, strict=True))
         return [(i, j, k) for k in z for j in y for i in x]
 
-    def chunk_reads(self, chunk: Triple) -> int:
+    def chunk_reads(self, chunk: Triple, *, handed: bool = True) -> int:
         """How many chunks of size `chunk` (base voxels) the group tasks fetch in all: each
-        chunk its blocks' read boxes touch once per group (a chunk two groups share, at a
-        group's high face where the one-voxel overlap reaches into the next, by each)."""
+        chunk of a group's own voxels once per group that owns some of them, where the
+        groups hand each other the layer where they meet (`handed`); else also the chunks
+        at each group's high faces that the one-voxel overlap reaches into."""
         total = 1
+        beyond = 0 if handed else 1
         for axis, count in enumerate(self.group_counts):
             size = self.block[axis] * self.group[axis] * self.factor[axis]
             limit = self.shape[axis] * self.factor[axis]
             reads = 0
             for p in range(count):
-                start, stop = p * size, min((p + 1) * size + self.factor[axis], limit)
+                start = p * size
+                stop = min((p + 1) * size + beyond * self.factor[axis], limit)
                 reads += -(-stop // chunk[axis]) - start // chunk[axis]
             total *= reads
         return total

@@ -24,7 +24,7 @@ block tasks as its levels' base tasks (`_fed_levels_nodes`): the volume is read 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from typing import Any
 
@@ -230,9 +230,13 @@ def _pyramid_nodes(
 
     A producer shared by several tasks is emitted at its first consumer; only such producers
     are remembered (until their last consumer), so the stream keeps a frontier, not the
-    pyramid.
+    pyramid. Fed by block groups, the stream runs from the last task to the first, so that
+    the groups run last first (each hands its faces to those before it: generation/faces.py).
     """
     gpu = engine_for(plan).gpu
+    order: Callable[[Iterable[Any]], Iterable[Any]] = (
+        iter if feeding is None else lambda items: reversed(list(items))
+    )
     shared_left: dict[str, int] = {}  # shared producers emitted, by key: consumers to come
 
     def emitted(
@@ -250,13 +254,13 @@ def _pyramid_nodes(
         """Each producer of `task`: its node's key, its name, its fanout and how to emit it."""
         if feeding is not None and task.level == 1:
             grid = feeding.generation.grid
-            for group in group_producers(plan, grid, task):
+            for group in order(group_producers(plan, grid, task)):
                 name = f"group_{grid.key(group)}"
                 fanout = len(group_consumers(plan, grid, group))
                 emit = partial(emitted, "blocks", name, _feeding_group, group, (), fanout, False)
                 yield f"blocks-{name}-{token}", name, fanout, emit
             return
-        for producer in plan.producers(task):
+        for producer in order(plan.producers(task)):
             fanout = len(plan.consumers(producer))
             yield f"shard-{producer.key}-{token}", producer.key, fanout, partial(visit, producer)
 
@@ -278,7 +282,7 @@ def _pyramid_nodes(
         yield from emitted("shard", task.key, _pyramid_shard, task, tuple(inputs),
                            len(plan.consumers(task)), gpu)  # fmt: skip
 
-    for task in plan.level_plan(plan.level_count - 1).shards():
+    for task in order(plan.level_plan(plan.level_count - 1).shards()):
         yield from visit(task)
 
 
@@ -358,7 +362,7 @@ def _generated_nodes(
     collect = _collector(table)
     if plan.runs_blocks and not plan.feeds_levels:
         grid = plan.generation.grid
-        for group in grid.groups():
+        for group in grid.groups(last_first=True):  # the next groups hand over their faces
             yield Node(f"blocks-{grid.key(group)}-{token}", _block_group, group, collect=collect)
         yield Barrier()
     for number in table.shards(plan.output):

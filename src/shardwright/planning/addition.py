@@ -368,19 +368,25 @@ def _open(dest: str, options: ConvertOptions) -> PrecomputedSource:
 
 
 def _read_line(source: Source, meshes: GeneratedPlan) -> str:
-    """What the block group tasks read: the scale meshed, each chunk once or, where two
-    groups share it (a block's one-voxel overlap reaches into the next group's chunks),
-    twice."""
+    """What the block group tasks read: the scale meshed, each chunk once per group owning
+    part of it; a chunk at a group's high face twice where the next group has not handed over
+    the layer where they meet (generation/faces.py) by the time it is needed."""
     assert isinstance(source, PrecomputedSource)
     chunk = source.scale.chunk_size
     chunks = math.prod(math.ceil(s / c) for s, c in zip(source.shape_xyz, chunk, strict=True))
-    reads = meshes.generation.grid.chunk_reads(chunk)
+    grid = meshes.generation.grid
+    reads, most = grid.chunk_reads(chunk), grid.chunk_reads(chunk, handed=False)
+    beyond = (
+        f", up to {most:,} where a task needs the layer where it meets the next before that "
+        "task has handed it over"
+        if most > reads
+        else ""
+    )
     return (
         f"  reads      scale {source.scale.key}: {xyz(source.shape_xyz)} voxels of "
         f"{xyz(_plain(_resolution(source)))} nm, {counted(chunks, 'chunk')} of {xyz(chunk)} "
         f"({human_bytes(meshes.source_bytes)} decoded): {reads:,} chunk reads "
-        f"({reads / max(1, chunks):.2f} per chunk: each block reads one voxel into the next; "
-        "a task's blocks share their chunks, tasks meet on one layer)"
+        f"({reads / max(1, chunks):.2f} per chunk{beyond})"
     )
 
 
