@@ -359,9 +359,9 @@ class ConvertOptions:
         default=None,
         metadata=cli(
             "--property",
-            "a table column kept as a property (repeat for several; default: every other "
-            "numeric column)",
-            metavar="COLUMN",
+            "a table column kept as a property; COLUMN=VALUE writes VALUE (a number, or nan) "
+            "where it is empty (repeat for several; default: every other numeric column)",
+            metavar="COLUMN[=VALUE]",
             repeat=True,
         ),
     )

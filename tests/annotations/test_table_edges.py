@@ -140,26 +140,48 @@ def test_ids_in_a_float_column_above_2_53_are_refused_not_rounded() -> None:
 def test_a_missing_property_value_is_refused_naming_its_row_and_the_option(
     tmp_path: pathlib.Path,
 ) -> None:
-    """An integer property with a gap cannot be written (it has no value for 'none'): the
-    refusal names the row and `--property` (was: the column silently dropped); a float
-    property's gap is NaN, which float32 holds and Neuroglancer shows."""
+    """A property with a gap, integer or float, has no value there: the refusal names the row
+    and `--property COLUMN=VALUE` (was: an integer column silently dropped, a float's gap
+    written as NaN unasked). Given, VALUE is written there (NaN for a float; a whole number for
+    an integer, its type wide enough for it), the plan says so, Neuroglancer's reader reads it
+    and verify compares the table, filled the same way, with every index."""
     frame = _points(12)
     frame["synapses"] = pd.array([4, 5, 6, 7, 8, 9, None, 1, 2, 3, 4, 5], dtype="Int64")
     with pytest.raises(SourceError) as refused:
         api.convert(frame, str(tmp_path / "a"), **POINTS, **RUN)
     assert str(refused.value) == (
         "the table: row 7: column 'synapses' is empty: each row of a property needs a value "
-        "(fill it in, or leave the column out by naming the others with properties)"
+        "(fill it in, give properties synapses=VALUE to write VALUE, a number or nan, where it "
+        "is empty, or leave the column out by naming the others with properties)"
     )
+    frame["weight"] = pd.array([0.5] * 6 + [None] + [1.5] * 5, dtype="Float64")
+    with pytest.raises(SourceError, match="^the table: row 7: column 'weight' is empty"):
+        api.plan(frame, "memory://out", properties=["synapses=0", "weight"], **POINTS)
+    with pytest.raises(SourceError, match="row 7: column 'synapses' is empty and nan, written "
+                       "there, is no whole number, as an integer property needs"):  # fmt: skip
+        api.plan(frame, "memory://out", properties=["synapses=nan", "weight=nan"], **POINTS)
+    with pytest.raises(SourceError, match="'synapses=some': 'some' is no number"):
+        api.plan(frame, "memory://out", properties=["synapses=some"], **POINTS)
     frame.to_csv(tmp_path / "t.csv", index=False)
     line = _one_line_refusal(_cli("convert", "t.csv", "out", *FLAGS, cwd=tmp_path))
-    assert "t.csv: row 7: column 'synapses' is empty" in line and "with --property" in line
+    assert "t.csv: row 7: column 'synapses' is empty" in line
+    assert "give --property synapses=VALUE to write VALUE" in line
     assert not (tmp_path / "a").exists() and not (tmp_path / "out").exists()
-    frame["synapses"] = pd.array([0.5] * 6 + [None] + [1.5] * 5, dtype="Float64")
-    api.convert(frame, str(tmp_path / "b"), **POINTS, **RUN)
-    reader = AnnotationReader(f"file://{tmp_path / 'b'}/")
-    assert np.isnan(_props(reader, int(frame["id"][6]))["synapses"])
-    assert _props(reader, int(frame["id"][7]))["synapses"] == 1.5
+    fills = ["--property", "synapses=-1", "--property", "weight=nan"]
+    planned = _cli("plan", "t.csv", "out", *FLAGS[:4], *fills, cwd=tmp_path)
+    assert planned.returncode == 0, planned.stderr
+    assert (
+        "synapses: property (int8, -1 where empty); weight: property (float32, nan where "
+        "empty)" in planned.stdout
+    )
+    done = _cli("convert", "t.csv", "out", *FLAGS, *fills, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    reader = AnnotationReader(f"file://{tmp_path / 'out'}/")
+    gap = _props(reader, int(frame["id"][6]))
+    assert gap["synapses"] == -1 and np.isnan(gap["weight"])
+    assert _props(reader, int(frame["id"][7])) == {"synapses": 1, "weight": 1.5}
+    report = api.verify(str(tmp_path / "out"), against=str(tmp_path / "t.csv"))
+    assert report.ok and any("compared with the 12 rows" in n for n in report.notes), report
 
 
 def test_a_parquet_folder_as_dask_writes_it_without_a_suffix(tmp_path: pathlib.Path) -> None:
@@ -190,7 +212,11 @@ def test_parquet_files_that_differ_in_their_columns(tmp_path: pathlib.Path) -> N
     frame.iloc[20:].drop(columns=["pre", "score"]).to_parquet(folder / "part.1.parquet",
                                                               index=False)  # fmt: skip
     dest = tmp_path / "out"
-    api.convert(str(folder), str(dest), relationships=["pre=pre"], **POINTS, **RUN)
+    with pytest.raises(SourceError) as refused:  # a property with no value there
+        api.plan(str(folder), str(dest), relationships=["pre=pre"], **POINTS)
+    assert f"{folder}: part.1.parquet row 1: column 'score' is empty" in str(refused.value)
+    api.convert(str(folder), str(dest), relationships=["pre=pre"], properties=["score=nan"],
+                **POINTS, **RUN)  # fmt: skip
     reader = AnnotationReader(f"file://{dest}/")
     assert _segments(reader, int(frame["id"][3])) == [[4]]
     assert _segments(reader, int(frame["id"][25])) == [[]]  # its file has no 'pre'
@@ -200,7 +226,8 @@ def test_parquet_files_that_differ_in_their_columns(tmp_path: pathlib.Path) -> N
     counts = frame.assign(synapses=np.arange(30))  # an integer property one file lacks
     counts.iloc[:20].to_parquet(folder / "part.0.parquet", index=False)
     with pytest.raises(SourceError) as refused:
-        api.plan(str(folder), str(tmp_path / "x"), relationships=["pre=pre"], **POINTS)
+        api.plan(str(folder), str(tmp_path / "x"), relationships=["pre=pre"],
+                 properties=["score=nan", "synapses"], **POINTS)  # fmt: skip
     assert f"{folder}: part.1.parquet row 1: column 'synapses' is empty" in str(refused.value)
 
     frame.iloc[20:].assign(pre="none").to_parquet(folder / "part.1.parquet", index=False)

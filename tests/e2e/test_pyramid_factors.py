@@ -1,9 +1,10 @@
 """Pyramids follow the voxel size: with no `--factor`, anisotropic EM (8 x 8 x 40 nm) is halved
-in x and y only, as Igneous does; a source with a pyramid of its own lends its factor; the plan
-says which and why, level by level; `--factor` still decides. A dataset gaining levels in place
-takes the same default. Each level, read back by TensorStore and CloudVolume (precomputed) or
-zarr-python (zarr3), is tinybrain's reduction of the level below: Igneous's downsampler, not
-shardwright's.
+in x and y only until its voxels are near isotropic, then along every axis (each level its own
+factor, as Igneous and Neuroglancer's scripts build EM pyramids); a source with a pyramid of its
+own lends its factor; the plan says which and why, level by level; `--factor` still decides. A
+dataset gaining levels in place takes the same default. Each level, read back by TensorStore and
+CloudVolume (precomputed) or zarr-python (zarr3), is tinybrain's reduction of the level below:
+Igneous's downsampler, not shardwright's.
 """
 
 from __future__ import annotations
@@ -37,9 +38,14 @@ def _labels() -> np.ndarray:
 
 def _tinybrain(labels: np.ndarray, factor: tuple[int, int, int], count: int) -> list[np.ndarray]:
     """Levels 1..count, each tinybrain's mode reduction of the level below ([x, y, z])."""
+    return _tinybrain_steps(labels, [factor] * count)
+
+
+def _tinybrain_steps(labels: np.ndarray, steps: list[tuple[int, int, int]]) -> list[np.ndarray]:
+    """A level per step, each tinybrain's mode reduction of the level below by it."""
     out = [labels]
-    for _ in range(count):
-        (level,) = tinybrain.downsample_segmentation(np.asfortranarray(out[-1]), factor)
+    for step in steps:
+        (level,) = tinybrain.downsample_segmentation(np.asfortranarray(out[-1]), step)
         out.append(np.asarray(level))
     return out[1:]
 
@@ -76,38 +82,43 @@ def _precomputed_levels(dest: pathlib.Path, count: int) -> list[np.ndarray]:
     return out
 
 
-def test_anisotropic_em_is_halved_in_x_and_y_by_default(
+def test_anisotropic_em_is_halved_in_x_and_y_then_in_all_by_default(
     tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """8 x 8 x 40 nm labels, --mips 2 and no factor: levels of 16 x 16 x 40 and 32 x 32 x 40 nm
-    (2,2,1, not 16 x 16 x 80), the plan saying why level by level; each level tinybrain's
-    reduction at 2,2,1; verify recomputes them and agrees."""
+    """8 x 8 x 40 nm labels, --mips 3 and no factor: levels of 16 x 16 x 40 and 32 x 32 x 40 nm
+    (2,2,1, not 16 x 16 x 80), then, near isotropic, 64 x 64 x 80 (2,2,2); the plan saying why
+    level by level; each level tinybrain's reduction of the one below by its factor; verify
+    recomputes them and agrees."""
     source = tmp_path / "em.ome.zarr"
     labels = _labels()
     _ome(source, [40, 8, 8], [labels])
     dest = tmp_path / "pc"
-    args = ["plan", str(source), str(dest), "--mips", "2", "--chunk-size", "16,16,8"]
+    args = ["plan", str(source), str(dest), "--mips", "3", "--chunk-size", "16,16,8"]
     assert cli_main(args) == 0
     out = capsys.readouterr().out
-    assert "factor 2 x 2 x 1 (for the voxel size 8 x 8 x 40 nm), downsample mode" in out
-    for row in ("8_8_40: 45 x 38 x 21 voxels of 8 x 8 x 40 nm",
-                "16_16_40: 23 x 19 x 21 voxels of 16 x 16 x 40 nm",
-                "32_32_40: 12 x 10 x 21 voxels of 32 x 32 x 40 nm"):  # fmt: skip
+    assert "factors for the voxel size 8 x 8 x 40 nm, downsample mode" in out
+    rows = ("8_8_40: 45 x 38 x 21 voxels of 8 x 8 x 40 nm,",
+            "16_16_40: 23 x 19 x 21 voxels of 16 x 16 x 40 nm (level 0 by 2 x 2 x 1)",
+            "32_32_40: 12 x 10 x 21 voxels of 32 x 32 x 40 nm (level 1 by 2 x 2 x 1)",
+            "64_64_80: 6 x 5 x 11 voxels of 64 x 64 x 80 nm (level 2 by 2 x 2 x 2)")  # fmt: skip
+    for row in rows:
         assert row in out
-    manifest = api.convert(str(source), str(dest), mips=2, chunk_size=CHUNK, **RUN)
-    assert manifest.plan["pyramid"]["factor_xyz"] == [2, 2, 1]
+    steps = [(2, 2, 1), (2, 2, 1), (2, 2, 2)]
+    manifest = api.convert(str(source), str(dest), mips=3, chunk_size=CHUNK, **RUN)
+    assert manifest.plan["pyramid"]["factors_xyz"] == [list(s) for s in steps]
     info = json.loads((dest / "info").read_text())
-    assert [s["resolution"] for s in info["scales"]] == [[8, 8, 40], [16, 16, 40], [32, 32, 40]]
-    levels = _precomputed_levels(dest, 3)
+    assert [s["resolution"] for s in info["scales"]] == [
+        [8, 8, 40], [16, 16, 40], [32, 32, 40], [64, 64, 80]]  # fmt: skip
+    levels = _precomputed_levels(dest, 4)
     np.testing.assert_array_equal(levels[0], labels)
-    for got, want in zip(levels[1:], _tinybrain(labels, (2, 2, 1), 2), strict=True):
+    for got, want in zip(levels[1:], _tinybrain_steps(labels, steps), strict=True):
         np.testing.assert_array_equal(got, want)
     report = api.verify(str(dest), str(source), full=True)
     assert report.ok, report.problems
-    given = api.plan(str(source), str(tmp_path / "given"), mips=1, factor=(2, 2, 2))
-    assert given.pyramid is not None and given.pyramid.factor == (2, 2, 2)
-    assert "factor 2 x 2 x 2 (as given)" in given.report()
-    assert given.level_plan(1).resolution == (16, 16, 80)
+    given = api.plan(str(source), str(tmp_path / "given"), mips=2, factor=(2, 2, 2))
+    assert given.pyramid is not None and given.pyramid.steps == ((2, 2, 2), (2, 2, 2))
+    assert "factors as given" in given.report()
+    assert given.level_plan(2).resolution == (32, 32, 160)
 
 
 def test_a_source_pyramid_lends_its_factor(tmp_path: pathlib.Path) -> None:
@@ -118,10 +129,8 @@ def test_a_source_pyramid_lends_its_factor(tmp_path: pathlib.Path) -> None:
     labels = _labels()
     _ome(source, [8, 8, 8], [labels, *_tinybrain(labels, (2, 2, 1), 1)])
     plan = api.plan(str(source), str(tmp_path / "z3"), format="zarr3", mips=2, chunk_size=CHUNK)
-    assert plan.pyramid is not None and plan.pyramid.factor == (2, 2, 1)
-    assert "factor 2 x 2 x 1 (as the source's own pyramid: OME-Zarr 0.5 dataset 's0')" in (
-        plan.report()
-    )
+    assert plan.pyramid is not None and plan.pyramid.steps == ((2, 2, 1), (2, 2, 1))
+    assert "factors as the source's own pyramid: OME-Zarr 0.5 dataset 's0'" in plan.report()
     api.convert(plan, **RUN)
     group = zarr.open_group(str(tmp_path / "z3"), mode="r")
     levels = [np.asarray(group[str(k)][...]).T for k in range(3)]
@@ -164,10 +173,8 @@ def test_a_precomputed_source_pyramid_lends_its_factor(tmp_path: pathlib.Path) -
     source = tmp_path / "cv"
     labels = _cloudvolume(source, [[8, 8, 40], [16, 16, 80]])
     plan = api.plan(str(source), str(tmp_path / "out"), mips=1, chunk_size=CHUNK)
-    assert plan.pyramid is not None and plan.pyramid.factor == (2, 2, 2)
-    assert "factor 2 x 2 x 2 (as the source's own pyramid: its info (scale 8_8_40))" in (
-        plan.report()
-    )
+    assert plan.pyramid is not None and plan.pyramid.steps == ((2, 2, 2),)
+    assert "factors as the source's own pyramid: its info (scale 8_8_40)" in plan.report()
     api.convert(plan, **RUN)
     spec = {"driver": "neuroglancer_precomputed", "kvstore": f"file://{tmp_path / 'out'}",
             "scale_index": 1}  # fmt: skip

@@ -11,6 +11,7 @@ import json
 import os
 import pathlib
 import tracemalloc
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -36,11 +37,12 @@ SMALL = dict(chunk_size=(16, 16, 8), target_shard_bytes=16 * 1024, memory_budget
 
 
 def reference_pyramid(
-    vol: np.ndarray, factor: tuple[int, int, int], method: str, levels: int
+    vol: np.ndarray, steps: Sequence[tuple[int, int, int]], method: str
 ) -> list[np.ndarray]:
+    """The base and a level per step, each the reference reduction of the one below."""
     out = [vol]
-    for _ in range(1, levels):
-        out.append(reference(out[-1], factor, method))
+    for step in steps:
+        out.append(reference(out[-1], step, method))
     return out
 
 
@@ -87,7 +89,7 @@ def test_levels_in_info_follow_the_conventions(tmp_path: pathlib.Path) -> None:
     assert scales[-1]["chunk_sizes"] == [[64, 64, 64]]
     assert plan.describe()["pyramid"] == {
         "levels": 4,
-        "factor_xyz": [2, 2, 1],
+        "factors_xyz": [[2, 2, 1]] * 3,
         "factor_from": "as given",
         "method": "average",
         "rules": downsample.RULES,
@@ -226,7 +228,7 @@ def test_plan_command_shows_every_level(
     args = ["plan", source, str(tmp_path / "out"), "--chunk-size", "16,16,8", "--mips", "2"]
     assert cli_main([*args, "--factor", "2,2,1"]) == 0
     out = capsys.readouterr().out
-    assert "pyramid      3 levels, factor 2 x 2 x 1 (as given), downsample average" in out
+    assert "pyramid      3 levels, factors as given, downsample average" in out
     for key in ("1_1_1: 45 x 38 x 21", "2_2_1: 23 x 19 x 21", "4_4_1: 12 x 10 x 21"):
         assert key in out
     assert "peak per task" in out and "/shard" in out
@@ -331,7 +333,7 @@ def test_every_level_equals_the_reference_downsample(
     manifest = api.convert(plan, client=client, progress=False)
     assert isinstance(manifest, api.Manifest)
     levels = plan.pyramid.levels
-    want = reference_pyramid(_xyzc(vol), plan.pyramid.factor, plan.pyramid.method, levels)
+    want = reference_pyramid(_xyzc(vol), plan.pyramid.steps, plan.pyramid.method)
     if fmt == "precomputed":
         info = json.loads((dest / "info").read_text())
         assert len(info["scales"]) == levels
@@ -432,7 +434,7 @@ def test_each_source_voxel_is_read_once(tmp_path: pathlib.Path, client: Any, fmt
     for k, readers in enumerate(
         _levels_precomputed(tmp_path / "out", 4) if fmt == "precomputed" else []
     ):
-        want = reference_pyramid(_xyzc(vol), (2, 2, 2), "average", 4)[k]
+        want = reference_pyramid(_xyzc(vol), [(2, 2, 2)] * 3, "average")[k]
         np.testing.assert_array_equal(readers[0], want)
 
 
@@ -560,7 +562,7 @@ def test_batched_pyramid_shards_equal_the_cpu_engines(tmp_path: pathlib.Path, ca
     assert len(cpu) > plan.level_count and cpu == batched
     if fmt == "precomputed":  # and the levels are the reference pyramid
         levels = _levels_precomputed(tmp_path / "batched", plan.level_count)
-        want = reference_pyramid(_xyzc(vol), plan.pyramid.factor, plan.pyramid.method, 2)
+        want = reference_pyramid(_xyzc(vol), plan.pyramid.steps[:1], plan.pyramid.method)
         for k in range(2):
             np.testing.assert_array_equal(levels[k][0], want[k])
     # Resuming into a complete output keeps every shard and still hands the pieces up.

@@ -41,6 +41,7 @@ def _run_groups(meshes: GeneratedPlan, store: FencedStore, *, last_first: bool) 
         positions = grid.group_blocks(group)
         reads = GroupReads(meshes, positions, store)
         with chunk_reuse.reusing_reads(meshes.source, reads.source_boxes(positions)):
+            reads.hand_over()
             for position in positions:
                 got = reads.read(position)
                 want = meshes.source.read(*faces.read_box(grid, position, limit))
@@ -62,6 +63,28 @@ def test_groups_run_last_first_take_every_layer_from_the_next_groups_faces(
     # run first to last, no group finds the faces it needs: it reads the source for them
     handed, fetched = _run_groups(meshes, _store(meshes, "b"), last_first=False)
     assert handed == 0 and fetched > 0
+
+
+def test_groups_running_side_by_side_find_the_faces_handed_over_at_their_start(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Every group starts (hands over its faces) before any makes a block, as groups running
+    at once on a cluster's workers do: in whatever order they then read, none fetches the layer
+    where it meets another."""
+    meshes = _meshes(tmp_path)
+    store = _store(meshes, "f")
+    grid = meshes.generation.grid
+    started = []
+    for group in grid.groups():  # first to last: the order in which no face would be there
+        positions = grid.group_blocks(group)
+        reads = GroupReads(meshes, positions, store)
+        with chunk_reuse.reusing_reads(meshes.source, reads.source_boxes(positions)):
+            reads.hand_over()
+        started.append((positions, reads))
+    for positions, reads in started:
+        for position in positions:
+            reads.read(position)
+    assert sum(r.handed for _, r in started) > 0 and sum(r.fetched for _, r in started) == 0
 
 
 def test_a_face_that_does_not_prove_itself_is_read_from_the_source(

@@ -83,11 +83,23 @@ def test_a_coarser_level_is_meshed_on_its_own_voxels() -> None:
     assert grid.shape == (20, 15, 20) and grid.factor == (2, 2, 1)
     assert grid.resolution == (8, 8, 40) and grid.block == (20, 15, 20)  # clipped to the level
     assert grid.origin_nm == (2 * 4 + 4, 0 + 4, 40 + 20)
-    assert meshes.generation.step == (2, 2, 1) and meshes.generation.level == 1
+    assert meshes.generation.steps == ((2, 2, 1),) and meshes.generation.level == 1
     assert (meshes.generation.lods, meshes.generation.max_error) == (3, 10.0)
     described = meshes.describe()
     assert described["generated_from_level"] == 1 and described["lods"] == 3
     assert "levels of detail 3, error 10 nm" in meshes.report()
+
+
+def test_a_level_made_by_factors_of_its_own_is_meshed_on_its_own_voxels() -> None:
+    """4 x 4 x 40 nm, no factor: levels 1-3 halve x and y, level 4 every axis; meshes of
+    level 4 are made on blocks of 16 x 16 x 2 base voxels, each reduced level by level."""
+    plan = _plan(mips=4, mesh_level=4)
+    assert plan.pyramid is not None
+    (meshes,) = _generated(plan)
+    assert meshes.generation.steps == ((2, 2, 1),) * 3 + ((2, 2, 2),) == plan.pyramid.steps
+    grid = meshes.generation.grid
+    assert grid.factor == (16, 16, 2) and grid.resolution == (64, 64, 80)
+    assert grid.shape == plan.level_plan(4).size
 
 
 @pytest.mark.parametrize(

@@ -183,7 +183,7 @@ def test_a_geometry_counts_chunks_bytes_and_its_epoch_budget() -> None:
     assert geo.grid_shape == (4, 1, 1)  # a partial chunk at the x edge counts
     assert geo.raw_chunk_bytes == 32 * 64 * 1 * 3 * 2
     assert geo.epoch_budget == 16 * 1024**2  # a quarter of the budget
-    with_levels = _geometry((100, 64, 1), (32, 64, 1), Pyramid((2, 2, 1), "average", 3))
+    with_levels = _geometry((100, 64, 1), (32, 64, 1), Pyramid(((2, 2, 1),) * 2, "average"))
     assert with_levels.epoch_budget == 8 * 1024**2  # an eighth with a pyramid
     assert set(geo.plan_fields()) == {
         "source", "dest", "options", "layer_type", "dtype", "num_channels", "size",

@@ -22,6 +22,11 @@ sizes = st.tuples(*[st.integers(1, 300)] * 3)
 factors = st.sampled_from([(2, 2, 2), (2, 2, 1), (1, 2, 2), (3, 3, 1), (4, 1, 1), (1, 1, 5)])
 
 
+def _level_sizes(size: Triple, factor: Triple, mips: int | str, chunk: Triple) -> list[Triple]:
+    """The levels' sizes with one factor for every level."""
+    return pyramid.level_steps(size, (1.0, 1.0, 1.0), lambda *_: factor, mips, chunk)[1]
+
+
 def _levels_reference(size: Triple, factor: Triple) -> list[Triple]:
     """Every level until the downsampled axes are one voxel (ceil division each time)."""
     out = [size]
@@ -38,9 +43,9 @@ def test_level_sizes_reduce_by_ceil_division_and_auto_stops_at_one_chunk(
     most = len(every) - 1
     if most == 0:
         with pytest.raises(PyramidError, match="nothing to downsample"):
-            pyramid.level_sizes(size, factor, 1, chunk)
+            _level_sizes(size, factor, 1, chunk)
         with pytest.raises(PyramidError, match="nothing to downsample"):
-            pyramid.level_sizes(size, factor, "auto", chunk)
+            _level_sizes(size, factor, "auto", chunk)
     else:
         _check_levels(size, factor, chunk, every, data.draw(st.integers(0, most)))
 
@@ -49,26 +54,30 @@ def _check_levels(
     size: Triple, factor: Triple, chunk: Triple, every: list[Triple], mips: int
 ) -> None:
     most = len(every) - 1
-    assert pyramid.level_sizes(size, factor, mips, chunk) == every[: mips + 1]
+    assert _level_sizes(size, factor, mips, chunk) == every[: mips + 1]
     with pytest.raises(PyramidError, match=f"mips={most + 1} is too many"):
-        pyramid.level_sizes(size, factor, most + 1, chunk)
+        _level_sizes(size, factor, most + 1, chunk)
     reducible = [d for d in range(3) if factor[d] > 1]
     fits = [k for k in range(1, most + 1) if all(every[k][d] <= chunk[d] for d in reducible)]
     auto = min([most, *fits])
-    assert pyramid.level_sizes(size, factor, "auto", chunk) == every[: auto + 1]
+    assert _level_sizes(size, factor, "auto", chunk) == every[: auto + 1]
 
 
 def test_too_many_levels_names_how_many_there_can_be() -> None:
     with pytest.raises(PyramidError) as refused:
-        pyramid.level_sizes((8, 8, 1), (2, 2, 2), 5, (4, 4, 1))
+        _level_sizes((8, 8, 1), (2, 2, 2), 5, (4, 4, 1))
     assert "mips=5 is too many for a 8 x 8 x 1 volume" in str(refused.value)
     assert "use mips=3 or fewer (or auto)" in str(refused.value)
 
 
 def test_resolutions_offsets_and_keys_of_a_level() -> None:
-    assert pyramid.level_resolution((4, 4, 40), (2, 2, 1), 3) == (32, 32, 40)
-    assert pyramid.level_resolution((4.5, 4, 40), (2, 2, 2), 0) == (4.5, 4, 40)
-    assert pyramid.level_offset((-3, 5, 7), (2, 2, 2), 1) == (-2, 2, 3)  # toward -infinity
+    assert pyramid.level_resolution((4, 4, 40), [(2, 2, 1)] * 3, 3) == (32, 32, 40)
+    assert pyramid.level_resolution((4, 4, 40), [(2, 2, 1), (2, 2, 1), (2, 2, 2)], 3) == (
+        32, 32, 80)  # fmt: skip
+    assert pyramid.level_resolution((4.5, 4, 40), [(2, 2, 2)], 0) == (4.5, 4, 40)
+    assert pyramid.level_offset((-3, 5, 7), [(2, 2, 2)], 1) == (-2, 2, 3)  # toward -infinity
+    assert pyramid.level_offset((-3, 5, 7), [(2, 2, 1), (1, 1, 2)], 2) == (-2, 2, 3)
+    assert pyramid.scale_of([(2, 2, 1), (2, 2, 1), (2, 2, 2)], 3) == (8, 8, 2)
     assert pyramid.scale_key((8, 8, 40.0)) == "8_8_40"
     assert pyramid.scale_key((4.5, 4, 40)) == "4.5_4_40"
 
@@ -82,7 +91,7 @@ def test_a_levels_offset_is_the_base_offset_floor_divided_by_its_factor(
     offset: Triple, factor: Triple, level: int
 ) -> None:
     want = tuple(math.floor(o / f**level) for o, f in zip(offset, factor, strict=True))
-    assert pyramid.level_offset(offset, factor, level) == want
+    assert pyramid.level_offset(offset, [factor] * level, level) == want
 
 
 @given(chunk=st.tuples(*[st.integers(1, 100)] * 3), factor=st.tuples(*[st.integers(1, 9)] * 3))
@@ -162,7 +171,7 @@ def test_without_mips_there_is_no_pyramid_and_its_shape_options_are_refused() ->
 def test_a_pyramid_asked_for_is_validated_and_sized() -> None:
     u8, u32 = np.dtype(np.uint8), np.dtype(np.uint32)
     found = pyramid.requested(ConvertOptions(mips=2), "image", u8, (64, 30, 10), (8, 8, 8))
-    assert found == (Pyramid((2, 2, 2), "average", 3), [(64, 30, 10), (32, 15, 5), (16, 8, 3)])
+    assert found == (Pyramid(((2, 2, 2),) * 2, "average"), [(64, 30, 10), (32, 15, 5), (16, 8, 3)])
     labels = pyramid.requested(ConvertOptions(mips=1), "segmentation", u32, (4, 4, 4), (2, 2, 2))
     assert labels is not None and labels[0].method == "mode"
     refusals: list[tuple[dict[str, Any], str]] = [
@@ -176,23 +185,28 @@ def test_a_pyramid_asked_for_is_validated_and_sized() -> None:
 
 
 def test_a_pyramid_describes_itself_with_the_rules_it_was_built_by() -> None:
-    assert Pyramid((2, 2, 1), "mode", 4).to_json() == {
-        "levels": 4, "factor_xyz": [2, 2, 1], "factor_from": "as given", "method": "mode",
-        "rules": downsample.RULES,
+    described = Pyramid(((2, 2, 1), (2, 2, 1), (2, 2, 2)), "mode").to_json()
+    assert described == {
+        "levels": 4, "factors_xyz": [[2, 2, 1], [2, 2, 1], [2, 2, 2]], "factor_from": "as given",
+        "method": "mode", "rules": downsample.RULES,
     }  # fmt: skip
+    assert pyramid.steps_of(described) == [(2, 2, 1), (2, 2, 1), (2, 2, 2)]
+    # a plan written when every level had one factor
+    assert pyramid.steps_of({"levels": 3, "factor_xyz": [2, 2, 1]}) == [(2, 2, 1)] * 2
 
 
 def test_box_limits_give_each_level_its_share_of_the_budget() -> None:
-    pyr = Pyramid((2, 2, 1), "average", 3)
+    pyr = Pyramid(((2, 2, 1), (2, 2, 2)), "average")
     mib = 1024**2
-    assert pyramid.box_limits(None, 64 * mib, (8, 8, 8), 512, base=True) == (None, (1, 1, 1))
+    assert pyramid.box_limits(None, 0, 64 * mib, (8, 8, 8), 512) == (None, (1, 1, 1))
     # A base task hands up 1/4 of its region (factor 4): a quarter of the budget, times 4.
-    assert pyramid.box_limits(pyr, 64 * mib, (3, 8, 8), 1000, base=True) == (
+    assert pyramid.box_limits(pyr, 0, 64 * mib, (3, 8, 8), 1000) == (
         4 * 64 * mib // 4 // 1000, (2, 1, 1))  # fmt: skip
-    # An upper task holds its region: an eighth of the budget.
-    assert pyramid.box_limits(pyr, 64 * mib, (8, 8, 8), 1000, base=False) == (
-        64 * mib // 8 // 1000, (1, 1, 1))  # fmt: skip
-    assert pyramid.box_limits(pyr, 16 * mib, (8, 8, 8), 10**9, base=False)[0] == 1  # at least 1
+    # An upper task holds its region: an eighth of the budget; whole blocks of its own step.
+    assert pyramid.box_limits(pyr, 1, 64 * mib, (8, 8, 3), 1000) == (
+        64 * mib // 8 // 1000, (1, 1, 2))  # fmt: skip
+    assert pyramid.box_limits(pyr, 2, 64 * mib, (8, 8, 3), 1000)[1] == (1, 1, 1)  # the top
+    assert pyramid.box_limits(pyr, 1, 16 * mib, (8, 8, 8), 10**9)[0] == 1  # at least 1
 
 
 @pytest.mark.parametrize(
@@ -211,8 +225,32 @@ def test_box_limits_give_each_level_its_share_of_the_budget() -> None:
 def test_the_default_factor_follows_the_voxel_size(
     resolution: tuple[float, float, float], size: Triple, want: Triple
 ) -> None:
-    factor, why = pyramid.default_factor(resolution, size, None, "its info")
-    assert factor == want and why.startswith("for the voxel size")
+    assert pyramid.voxel_step(resolution, size) == want
+    step_at, why = pyramid.default_steps(resolution, None, "its info")
+    assert step_at(0, resolution, size) == want and why.startswith("for the voxel size")
+
+
+def test_each_level_takes_its_own_voxel_sizes_factor_until_near_isotropy_then_all() -> None:
+    """8 x 8 x 40 nm EM: 2,2,1 twice (16 x 16 x 40, 32 x 32 x 40), then 2,2,2 (64 x 64 x 80),
+    as Neuroglancer's near-isotropic scales and Igneous's EM pyramids go; auto stops once the
+    level fits a chunk along every axis the next step would reduce."""
+    u8 = np.dtype(np.uint8)
+    size, chunk = (1024, 1024, 256), (64, 64, 64)
+    found = pyramid.requested(ConvertOptions(mips=5), "image", u8, size, chunk,
+                              resolution=(8, 8, 40))  # fmt: skip
+    assert found is not None
+    pyr, sizes = found
+    assert pyr.steps == ((2, 2, 1), (2, 2, 1), (2, 2, 2), (2, 2, 2), (2, 2, 2))
+    assert sizes[1:] == [(512, 512, 256), (256, 256, 256), (128, 128, 128), (64, 64, 64),
+                         (32, 32, 32)]  # fmt: skip
+    assert pyramid.level_resolution((8, 8, 40), pyr.steps, 3) == (64, 64, 80)
+    auto = pyramid.requested(ConvertOptions(mips="auto"), "image", u8, size, chunk,
+                             resolution=(8, 8, 40))  # fmt: skip
+    assert auto is not None and auto[1][-1] == (64, 64, 64) and auto[0].levels == 5
+    # a given factor is every level's
+    given = pyramid.requested(ConvertOptions(mips=3, factor=(2, 2, 1)), "image", u8, size,
+                              chunk, resolution=(8, 8, 40))  # fmt: skip
+    assert given is not None and given[0].steps == ((2, 2, 1),) * 3
 
 
 def test_the_source_s_own_pyramid_factor_wins_and_a_given_one_over_it() -> None:
@@ -220,11 +258,12 @@ def test_the_source_s_own_pyramid_factor_wins_and_a_given_one_over_it() -> None:
     size, chunk = (64, 64, 64), (8, 8, 8)
     own = pyramid.requested(ConvertOptions(mips=1), "image", u8, size, chunk, resolution=(8, 8, 8),
                             source_factor=(2, 2, 1), where="its info")  # fmt: skip
-    assert own is not None and own[0].factor == (2, 2, 1)
+    assert own is not None and own[0].steps == ((2, 2, 1),)
     assert own[0].to_json()["factor_from"] == "as the source's own pyramid: its info"
     em = pyramid.requested(ConvertOptions(mips=1), "image", u8, size, chunk, resolution=(8, 8, 40))
-    assert em is not None and em[0].factor == (2, 2, 1)
+    assert em is not None and em[0].steps == ((2, 2, 1),)
     assert em[0].factor_from == "for the voxel size 8 x 8 x 40 nm"
     told = pyramid.requested(ConvertOptions(mips=1, factor=(2, 2, 2)), "image", u8, size, chunk,
                               resolution=(8, 8, 40), source_factor=(2, 2, 1))  # fmt: skip
-    assert told is not None and told[0].factor == (2, 2, 2) and told[0].factor_from == "as given"
+    assert told is not None and told[0].steps == ((2, 2, 2),)
+    assert told[0].factor_from == "as given"

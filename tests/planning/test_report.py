@@ -84,7 +84,7 @@ def test_a_zarr3_pyramid_names_its_array_and_each_level() -> None:
     d = _described(format="zarr3", zarr_axes="czyx", zarr_shape=[2, 30, 200, 100],
                    zarr_shard_shape=[2, 32, 128, 128], zarr_chunk_shape=[2, 16, 64, 64],
                    shard_index_bytes=132,
-                   pyramid={"levels": 2, "factor_xyz": [2, 2, 1], "method": "average",
+                   pyramid={"levels": 2, "factors_xyz": [[2, 2, 1]], "method": "average",
                             "factor_from": "for the voxel size 4 x 4 x 40 nm"},
                    levels=[{"level": 1, "key": "1", "size_xyz": [50, 100, 30],
                             "resolution_xyz": [8, 8, 40],
@@ -100,11 +100,12 @@ def test_a_zarr3_pyramid_names_its_array_and_each_level() -> None:
     ) in lines
     assert not any(line.startswith(("sharding", "scale")) for line in lines)
     assert (
-        "pyramid      2 levels, factor 2 x 2 x 1 (for the voxel size 4 x 4 x 40 nm), downsample "
+        "pyramid      2 levels, factors for the voxel size 4 x 4 x 40 nm, downsample "
         "average; source read once, levels chained"
     ) in lines
     assert (
-        "level 1      1: 50 x 100 x 30 voxels of 8 x 8 x 40 nm, chunk 50 x 64 x 16, 1 shard of "
+        "level 1      1: 50 x 100 x 30 voxels of 8 x 8 x 40 nm (level 0 by 2 x 2 x 1), chunk "
+        "50 x 64 x 16, 1 shard of "
         "1 x 2 x 2 "
         "chunks, ~2.0 KiB/shard, peak per task ~4.0 KiB"
     ) in lines

@@ -81,6 +81,15 @@ def test_n5_dataset_and_multiscale_group(tmp_path: pathlib.Path) -> None:
     coarse = open_source(str(tmp_path / "vol.n5"), scale_key="s1")
     assert coarse.shape_xyz == (14, 10, 12)
     assert coarse.hints.resolution == pytest.approx((8.0, 8.0, 40.0))
+    # the group's own pyramid lends its step (s0 -> s1; the coarsest, s1, the one before it)
+    assert source.hints.pyramid_factor == coarse.hints.pyramid_factor == (2, 2, 1)
+    plan = api.plan(str(tmp_path / "vol.n5"), str(tmp_path / "levels"), mips=1)
+    assert plan.pyramid is not None and plan.pyramid.steps == ((2, 2, 1),)
+    assert "factors as the source's own pyramid: its N5 attributes" in plan.report()
+    group = json.loads((tmp_path / "vol.n5" / "attributes.json").read_text())
+    (tmp_path / "vol.n5" / "attributes.json").write_text(  # n5-viewer's list of every scale's
+        json.dumps({**group, "scales": [[1, 1, 1], [1, 2, 2]]}))  # fmt: skip
+    assert open_source(str(tmp_path / "vol.n5")).hints.pyramid_factor == (1, 2, 2)
     # A dataset named directly, with neuroglancer's resolution/units attributes.
     _write_n5(tmp_path / "plain.n5", xyz, {"resolution": [5, 6, 7], "units": ["nm"] * 3})
     plain = open_source(str(tmp_path / "plain.n5"))

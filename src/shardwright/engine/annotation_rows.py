@@ -44,9 +44,10 @@ def partition_sections(
     else:
         ids = np.arange(first_row + 1, first_row + 1 + rows, dtype=np.uint64)
     geometry = np.stack([as_float(frame[name]) for name in columns.geometry], axis=1)
+    fills = dict(columns.fills)
     values = {
         prop.id: text_codes(prop, frame[column]) if column in columns.texts
-        else property_values(prop, frame[column])
+        else property_values(prop, frame[column], fills.get(column))
         for column, prop in columns.properties
     }  # fmt: skip
     records = layout.schema.records(geometry, values)

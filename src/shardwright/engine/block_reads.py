@@ -1,6 +1,8 @@
-"""A block group task's reads of its blocks: each block's own group's voxels from the source
-(one fetch per chunk for the group: sources/chunk_reuse.py), the layer where it meets the next
-groups from their blocks' faces, and its own faces handed over as it reads them
+"""A block group task's reads of its blocks: first the faces its blocks hand to the groups
+before it, read and written before any block is made (so a group running beside its neighbour
+finds them however far along it is); then each block's own group's voxels from the source
+(one fetch per chunk for the group: sources/chunk_reuse.py keeps the faces' chunks, as stored,
+for their blocks) and the layer where it meets the next groups from their blocks' faces
 (generation/faces.py). Faces lie under the job's `.shardwright/exchange/faces/<job>/` beside
 the block spools (removed with them): a job never takes another job's faces, and a face that is
 not there yet, or does not prove itself, is read from the source instead.
@@ -32,37 +34,44 @@ class GroupReads:
         run = run_of(store)
         self.prefix = None if run is None else f"{EXCHANGE}faces/{run.job}/"
         self.uses: Counter[str] = Counter()
+        self.handing: list[tuple[Triple, int, Box]] = []  # (block, axis, box) of its faces
         if self.prefix is not None:
             for position in positions:
                 for part in faces.parts(self.grid, position, self.limit):
                     self.uses[self._key(part.owner, part.axis)] += 1
+                for axis, box in faces.published(self.grid, position, self.limit):
+                    self.handing.append((position, axis, box))
         self.taken: dict[str, np.ndarray] = {}  # faces read that later blocks take again
         self.handed = 0  # parts taken from a face
         self.fetched = 0  # parts read from the source (their face was not there)
 
     def source_boxes(self, positions: Sequence[Triple]) -> list[Box]:
-        """The boxes the blocks read from the source, in order (what the group's chunk reuse
-        counts)."""
+        """The boxes the group reads from the source, in order: its faces, then its blocks'
+        (what the group's chunk reuse counts)."""
         box = faces.own_box if self.prefix is not None else faces.read_box
-        return [box(self.grid, p, self.limit) for p in positions]
+        return [face for _, _, face in self.handing] + [box(self.grid, p, self.limit)
+                                                        for p in positions]  # fmt: skip
+
+    def hand_over(self) -> None:
+        """Read and write every face the group's blocks hand over."""
+        for position, axis, box in self.handing:
+            data = faces.encode(self.source.read(*box), box)
+            self.store.write_object(self._key(position, axis), data)
 
     def read(self, position: Triple) -> np.ndarray:
-        """A block's read box, base voxels [x, y, z, c]; its faces then handed over."""
+        """A block's read box, base voxels [x, y, z, c]."""
         box = faces.read_box(self.grid, position, self.limit)
         if self.prefix is None:
             return self.source.read(*box)
         own = self.source.read(*faces.own_box(self.grid, position, self.limit))
-        block = own
         parts = faces.parts(self.grid, position, self.limit)
-        if parts:
-            shape = [b - a for a, b in zip(*box, strict=True)]
-            block = np.empty((*shape, own.shape[3]), dtype=own.dtype, order="F")
-            block[_within(((0, 0, 0), own.shape[:3]), (0, 0, 0))] = own
-            for part in parts:
-                block[_within(part.box, box[0])] = self._part(part, own.dtype, own.shape[3])
-        for axis, face in faces.published(self.grid, position, self.limit):
-            key = self._key(position, axis)
-            self.store.write_object(key, faces.encode(block[_within(face, box[0])], face))
+        if not parts:
+            return own
+        shape = [b - a for a, b in zip(*box, strict=True)]
+        block = np.empty((*shape, own.shape[3]), dtype=own.dtype, order="F")
+        block[_within(((0, 0, 0), own.shape[:3]), (0, 0, 0))] = own
+        for part in parts:
+            block[_within(part.box, box[0])] = self._part(part, own.dtype, own.shape[3])
         return block
 
     def _part(self, part: Part, dtype: np.dtype, channels: int) -> np.ndarray:

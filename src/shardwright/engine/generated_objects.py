@@ -96,6 +96,7 @@ def run_block_group(
     positions = plan.generation.grid.group_blocks(group)
     reads = GroupReads(plan, positions, store)
     with chunk_reuse.reusing_reads(plan.source, reads.source_boxes(positions)):
+        reads.hand_over()
         return [
             on_done(run_block(plan, p, store, resume=resume, on_read=on_read, read=reads.read))
             for p in positions
@@ -146,8 +147,8 @@ class BlockProducer:
             core_start, core_stop = self._base_box(g.grid.core(self.position))
             shape = [b - a for a, b in zip(core_start, core_stop, strict=True)]
             self.on_read(core_start, block[: shape[0], : shape[1], : shape[2]])
-        for _ in range(g.level):
-            block = downsample(np, block, g.step, SEGMENTATION_METHOD)
+        for step in g.steps:
+            block = downsample(np, block, step, SEGMENTATION_METHOD)
         return np.asarray(block[..., 0])
 
     def produce(self) -> ShardFile:

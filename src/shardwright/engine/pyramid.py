@@ -65,7 +65,7 @@ def run_pyramid_shard(
     """
     level = plan.level_plan(task.level)
     space = np if xp is None else xp
-    handoff = Handoffs(plan, plan.consumers(task), space)
+    handoff = Handoffs(plan, task.level, plan.consumers(task), space)
     blocks: Iterator[Block]
     if task.level == 0:  # epochs of the source, each reduced as it is read
         blocks = epoch_blocks(level, task, space, on_epoch=handoff.add)
@@ -106,7 +106,7 @@ def run_feeding_group(
     """A meshes' block group task that is also a base task of an addition's levels: its
     blocks' spools (`store`: the meshes') and the pieces of its reduced voxels for the first
     new level, from the one read of each block (a kept spool's core is read for them)."""
-    handoffs = Handoffs(levels, group_consumers(levels, blocks.generation.grid, group))
+    handoffs = Handoffs(levels, 0, group_consumers(levels, blocks.generation.grid, group))
     done = run_block_group(blocks, group, store, resume=resume, on_done=on_done,
                            on_read=handoffs.add)  # fmt: skip
     return done, handoffs.finish()
@@ -138,18 +138,19 @@ def assemble(
 
 
 class Handoffs:
-    """Reduces blocks of a task's region and pastes them into the pieces its `consumers`
-    (the level above's tasks, each with the part it takes) take."""
+    """Reduces blocks of a task's region (of `level`) and pastes them into the pieces its
+    `consumers` (the level above's tasks, each with the part it takes) take."""
 
     def __init__(
         self,
         plan: ConversionPlan,
+        level: int,
         consumers: Sequence[tuple[ShardTask, pyramid.Box]],
         xp: Any = np,
     ):
         assert plan.pyramid is not None
         self.xp = xp
-        self.factor = plan.pyramid.factor
+        self.factor = plan.pyramid.step(level) if consumers else (1, 1, 1)  # the top: none
         self.method = plan.pyramid.method
         self.slab = plan.reduce_slab_bytes
         self.parts: dict[str, tuple[pyramid.Box, np.ndarray]] = {}

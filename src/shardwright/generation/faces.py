@@ -5,11 +5,11 @@ side where a block follows (generation/grid.py). Inside its group those voxels l
 the group reads anyway; at the group's high faces they lie in the next group's blocks, whose
 chunks the group would fetch only for that one layer. So a block at its group's low face
 (along an axis where a group precedes) hands that layer over: its core's first `factor` base
-voxels along the axis, a *face* (`published`). A block reads its own group's part of its box
-from the source and each other part from the face of the block it lies in (`parts`), or from
-the source where that face is not there yet: faces change how many chunks are fetched, never a
-voxel. Group tasks run from the last group to the first, so a group's neighbours above it
-have mostly run or are running (jobs/shard_stream.py).
+voxels along the axis, a *face* (`published`), written before the group makes any block. A
+block reads its own group's part of its box from the source and each other part from the face
+of the block it lies in (`parts`), or from the source where that face is not there yet: faces
+change how many chunks are fetched, never a voxel. Group tasks run from the last group to the
+first, so a group's neighbours above it have run or are running (jobs/shard_stream.py).
 
 A face is stored as a small object: its box, dtype and shape, the crc32c of its voxels, then
 the voxels gzip-compressed (`encode`); `decode` gives None for one that does not prove itself

@@ -200,7 +200,7 @@ class AdditionPlan:
             "levels_from": None if self.levels is None else self.levels.layout.level_key,
             "replaces": list(self.replaces),
             "levels": [level.describe_level() for level in self.new_levels],
-            "levels_factor": None if pyramid is None else list(pyramid.factor),
+            "levels_factors": None if pyramid is None else [list(s) for s in pyramid.steps],
             "levels_method": None if pyramid is None else pyramid.method,
             "fill_missing": self.options.fill_missing,
         }
@@ -223,7 +223,9 @@ class AdditionPlan:
             count = len(self.properties["inline"]["ids"])
             lines.append(f"  properties {counted(count, 'segment')}' labels and numbers, one "
                          f"document ({human_bytes(len(self.documents[0][1]))})")  # fmt: skip
-        lines += [_level_line(level) for level in self.new_levels]
+        if self.levels is not None:
+            steps = self.levels.pyramid.steps if self.levels.pyramid is not None else ()
+            lines += [_level_line(level, steps[level.level - 1]) for level in self.new_levels]
         if self.replaces:
             lines.append(
                 f"  replaces   level{'s' if len(self.replaces) > 1 else ''} "
@@ -239,8 +241,9 @@ class AdditionPlan:
                 else "by the meshes' block tasks as they read it: the scale is read once for all"
             )
             lines.append(
-                f"  from       level {base.layout.level_key} ({xyz(base.size)} voxels), reduced "
-                f"by {xyz(pyramid.factor)} ({pyramid.method}) {how}"
+                f"  from       level {base.layout.level_key} ({xyz(base.size)} voxels), each "
+                f"level reduced from the one below ({pyramid.method}; factors "
+                f"{pyramid.factor_from}) {how}"
             )
         adds = [f"{name}/" for name in self.names.values()]
         adds += [f"level {level.layout.level_key}" for level in self.new_levels]
@@ -390,10 +393,11 @@ def _read_line(source: Source, meshes: GeneratedPlan) -> str:
     )
 
 
-def _level_line(level: ConversionPlan) -> str:
+def _level_line(level: ConversionPlan, step: tuple[int, int, int]) -> str:
     return (
         f"  level      {level.layout.level_key}: {xyz(level.size)} voxels of "
-        f"{xyz(_plain(level.resolution))} nm, {counted(level.shard_count, 'shard')} of "
+        f"{xyz(_plain(level.resolution))} nm (the level below by {xyz(step)}), "
+        f"{counted(level.shard_count, 'shard')} of "
         f"{xyz(level.shard_shape_chunks)} chunks of {xyz(level.chunk_size)}, "
         f"~{human_bytes(level.estimated_shard_bytes)} each"
     )

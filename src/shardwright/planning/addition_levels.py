@@ -153,7 +153,7 @@ def feeding(levels: ConversionPlan, grid: BlockGrid, meshed: str, read: str) -> 
         meshed == read
         and grid.factor == (1, 1, 1)
         and grid.shape == three(levels.size)
-        and all(b % f == 0 for b, f in zip(grid.block, levels.pyramid.factor, strict=True))
+        and all(b % f == 0 for b, f in zip(grid.block, levels.pyramid.step(0), strict=True))
     )
 
 
@@ -169,7 +169,7 @@ def group_producers(levels: ConversionPlan, grid: BlockGrid, task: ShardTask) ->
     """The block groups whose reduced voxels make up a first new level task's region."""
     assert levels.pyramid is not None and task.level == 1
     region = pyramid.preimage(
-        levels.level_plan(1).voxel_box(task), levels.pyramid.factor, three(levels.size)
+        levels.level_plan(1).voxel_box(task), levels.pyramid.step(0), three(levels.size)
     )
     return grid.groups_over(*region)
 

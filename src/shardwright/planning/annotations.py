@@ -179,6 +179,7 @@ class AnnotationPlan(ExchangePlan):
             "properties": [p.to_json() for p in layout.schema.properties],
             "relationships": dict(layout.columns.relationships),
             "columns": dict(layout.columns.fates()),
+            "property_fills": dict(layout.columns.fills),
             "spatial_levels": len(layout.levels),
             "chances": list(layout.chances),
             "limit": self.options.annotation_limit,

@@ -32,7 +32,7 @@ from shardwright.generation.tracing import RADIUS_ATTRIBUTE
 from shardwright.options import ConvertOptions
 from shardwright.planning.base import GENERATED, ExchangePlan
 from shardwright.planning.objects import MULTILOD, SKELETONS, choose_sharding
-from shardwright.planning.pyramid import level_resolution
+from shardwright.planning.pyramid import level_resolution, scale_of
 from shardwright.planning.text import counted, human_bytes, xyz
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source
@@ -58,9 +58,8 @@ class Generation:
 
     grid: BlockGrid
     level: int
-    step: tuple[
-        int, int, int
-    ]  # the pyramid's factor between levels (a block reduced `level` times)
+    steps: tuple[tuple[int, int, int], ...]  # the pyramid's factors of the levels below `level`
+    # (a block is reduced by each in turn)
     max_error: float  # nm, at the finest level of detail
     lods: int | None  # None: each segment's own count (until one fragment covers it)
     dust_threshold: int
@@ -256,14 +255,14 @@ class Labels:
     resolution: tuple[float, float, float]
     voxel_offset: tuple[int, int, int]
     level_count: int = 1
-    factor: tuple[int, int, int] | None = None
+    steps: tuple[tuple[int, int, int], ...] = ()  # each level's factor to the next
     scale: str | None = None  # a dataset's scale read as stored (an addition's)
 
     @classmethod
     def of_volume(cls, volume: ConversionPlan) -> Labels:
-        factor = volume.pyramid.factor if volume.pyramid is not None else None
+        steps = volume.pyramid.steps if volume.pyramid is not None else ()
         return cls(volume.source, volume.dest, three(volume.size), three(volume.resolution),
-                   three(volume.voxel_offset), volume.level_count, factor)  # fmt: skip
+                   three(volume.voxel_offset), volume.level_count, steps)  # fmt: skip
 
 
 def with_generated(volume: ConversionPlan, options: ConvertOptions) -> ConversionPlan:
@@ -355,7 +354,7 @@ def generated_plans(labels: Labels, options: ConvertOptions) -> tuple[GeneratedP
     generation = Generation(
         grid=grid,
         level=options.mesh_level,
-        step=labels.factor or (1, 1, 1),
+        steps=labels.steps[: options.mesh_level],
         max_error=min(grid.resolution) if options.mesh_max_error is None
         else float(options.mesh_max_error),
         lods=None if options.mesh_lods == "auto" else int(options.mesh_lods),
@@ -382,12 +381,8 @@ def _grid(labels: Labels, options: ConvertOptions) -> BlockGrid:
             mesh_level=NAMED,
             mips=NAMED,
         )
-    factor: tuple[int, int, int] = (1, 1, 1)
-    resolution = labels.resolution
-    if level and labels.factor is not None:
-        f = labels.factor
-        factor = (f[0] ** level, f[1] ** level, f[2] ** level)
-        resolution = three(level_resolution(labels.resolution, f, level))
+    factor = scale_of(labels.steps, level)
+    resolution = three(level_resolution(labels.resolution, labels.steps, level))
     shape = three(-(-s // f) for s, f in zip(labels.size, factor, strict=True))
     block = three(
         max(2, min(b, s)) for b, s in zip(options.mesh_block or DEFAULT_BLOCK, shape, strict=True)

@@ -45,17 +45,15 @@ def add_levels(base: ConversionPlan, sizes: list[Triple]) -> ConversionPlan:
         chunk = pyramid.triple(min(c, s) for c, s in zip(base.chunk_size, size, strict=True))
         grid = tuple(math.ceil(s / c) for s, c in zip(size, chunk, strict=True))
         raw_chunk = math.prod(chunk) * base.num_channels * base.dtype.itemsize
-        max_chunks, step = pyramid.box_limits(pyr, budget, chunk, raw_chunk, base=False)
-        if k + 1 == len(sizes):
-            step = (1, 1, 1)  # the top level is not reduced further
-        x, y, z = pyramid.level_resolution(base.resolution, pyr.factor, k)
+        max_chunks, step = pyramid.box_limits(pyr, k, budget, chunk, raw_chunk)
+        x, y, z = pyramid.level_resolution(base.resolution, pyr.steps, k)
         resolution = (x, y, z)
         level: dict[str, Any] = dict(
             level=k,
             size=size,
             chunk_size=chunk,
             resolution=resolution,
-            voxel_offset=pyramid.level_offset(base.voxel_offset, pyr.factor, k),
+            voxel_offset=pyramid.level_offset(base.voxel_offset, pyr.steps, k),
         )
         box, part = base.layout.plan_level(
             auto,

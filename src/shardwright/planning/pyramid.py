@@ -1,7 +1,8 @@
 """Pyramid geometry: how many levels, their sizes, resolutions, offsets and keys, and boxes.
 
-Level k is level k - 1 reduced by the factor: size ceil(size / factor) (a partial edge block
-still makes a voxel), resolution times the factor, voxel offset floor-divided by the factor
+Level k is level k - 1 reduced by its factor (each level its own: `Pyramid.steps`): size
+ceil(size / factor) (a partial edge block still makes a voxel), resolution times the factor,
+voxel offset floor-divided by the factor
 (rounded toward -infinity, as Igneous does, so negative offsets stay consistent). The scale
 key is the resolution written ``x_y_z`` (integers without a decimal point). Pure arithmetic:
 no I/O, no Dask.
@@ -10,7 +11,7 @@ no I/O, no Dask.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,42 +39,66 @@ GIVEN = "as given"  # a factor given with --factor
 
 @dataclass(frozen=True)
 class Pyramid:
-    """What every level of a pyramid shares: the factor between levels and the method."""
+    """What every level of a pyramid shares: the method, and the factor each level is reduced
+    by to make the next (`steps[k]`: level k to level k + 1)."""
 
-    factor: Factor
+    steps: tuple[Factor, ...]
     method: str
-    levels: int  # including the base level
-    factor_from: str = field(default=GIVEN, compare=False)  # why this factor (the plan says)
+    factor_from: str = field(default=GIVEN, compare=False)  # why these factors (the plan says)
+
+    @property
+    def levels(self) -> int:
+        """Levels, the base included."""
+        return len(self.steps) + 1
+
+    def step(self, level: int) -> Factor:
+        """The factor that reduces `level` to the level above it."""
+        return self.steps[level]
 
     def to_json(self) -> dict[str, Any]:
         return {
             "levels": self.levels,
-            "factor_xyz": list(self.factor),
+            "factors_xyz": [list(step) for step in self.steps],
             "factor_from": self.factor_from,
             "method": self.method,
             "rules": downsample.RULES,  # what `method` meant when the levels were written
         }
 
 
+def steps_of(described: dict[str, Any]) -> list[Factor]:
+    """Each level's factor as a plan's or record's `pyramid` JSON names them (one factor for
+    every level where written before levels had their own)."""
+    if "factors_xyz" in described:
+        return [triple(step) for step in described["factors_xyz"]]
+    return [triple(described["factor_xyz"])] * (int(described["levels"]) - 1)
+
+
 ISOTROPY = 2.0  # an axis this many times as coarse as the finest is not halved by default
 
 
-def default_factor(
-    resolution: Sequence[float], size: Triple, source_factor: Factor | None, where: str
-) -> tuple[Factor, str]:
-    """The factor between levels where none is given, and why: the source's own pyramid's
-    where it has one (`where` names it); else from the voxel size, as Igneous downsamples EM:
-    the axes at least twice as coarse as the finest are not halved (8,8,40 nm: 2,2,1), nor an
-    axis one voxel thick; near-isotropic voxels are halved along every axis (2,2,2)."""
-    if source_factor is not None:
-        return source_factor, f"as the source's own pyramid: {where}"
-    finest = min(resolution)
+def voxel_step(resolution: Sequence[float], size: Triple) -> Factor:
+    """The factor one level is reduced by where none is given, from its voxel size (nm) and
+    size, as Igneous and Neuroglancer's scripts downsample EM towards isotropy: the axes at
+    least twice as coarse as the finest are not halved (8,8,40 nm: 2,2,1), nor an axis one
+    voxel thick; near-isotropic voxels are halved along every axis (2,2,2)."""
+    thick = [r for r, n in zip(resolution, size, strict=True) if n > 1] or list(resolution)
+    finest = min(thick)
     halved = [r < ISOTROPY * finest and n > 1 for r, n in zip(resolution, size, strict=True)]
-    if not any(halved):  # a line of voxels along a coarse axis: that axis, then
-        halved = [n > 1 for n in size]
     x, y, z = (2 if h else 1 for h in halved)
+    return (x, y, z)
+
+
+def default_steps(
+    resolution: Sequence[float], source_factor: Factor | None, where: str
+) -> tuple[Callable[[int, Sequence[float], Triple], Factor], str]:
+    """Where no factor is given: how each level's factor is chosen, and why. The source's own
+    pyramid's step at every level where it has one (`where` names it); else each level's own
+    voxel size (`voxel_step`): halved along the finest axes until near isotropy, then along
+    all."""
+    if source_factor is not None:
+        return (lambda level, res, size: source_factor), f"as the source's own pyramid: {where}"
     voxel = xyz(f"{float(r):g}" for r in resolution)
-    return (x, y, z), f"for the voxel size {voxel} nm"
+    return (lambda level, res, size: voxel_step(res, size)), f"for the voxel size {voxel} nm"
 
 
 def triple(values: Iterable[int]) -> Triple:
@@ -82,55 +107,73 @@ def triple(values: Iterable[int]) -> Triple:
     return (int(x), int(y), int(z))
 
 
-def level_sizes(size: Triple, factor: Factor, mips: int | str, chunk: Triple) -> list[Triple]:
-    """The size of every level, base first.
+def level_steps(
+    size: Triple,
+    resolution: Sequence[float],
+    step_at: Callable[[int, Sequence[float], Triple], Factor],
+    mips: int | str,
+    chunk: Triple,
+) -> tuple[list[Factor], list[Triple]]:
+    """Each level's factor (`step_at(level, its voxel size, its size)`) and every level's
+    size, base first.
 
     `mips` counts the levels above the base; ``"auto"`` stops at the first level that fits in
-    one chunk along every downsampled axis (at least one level above the base).
+    one chunk along every axis the next step would reduce (at least one level above the base).
+    A level is possible while its step still shrinks an axis.
     """
-    reducible = [d for d in range(3) if factor[d] > 1]
-    most = 0  # levels above the base that still shrink a downsampled axis
-    probe = size
-    while any(probe[d] > 1 for d in reducible):
-        probe = reduced_shape(probe, factor)
-        most += 1
-    if most == 0:
+    first = step_at(0, resolution, size)
+    if not any(f > 1 and n > 1 for f, n in zip(first, size, strict=True)):
         raise PyramidError(
-            f"a {xyz(size)} volume is a single voxel along every downsampled axis of factor "
-            f"{xyz(factor)}: there is nothing to downsample"
+            f"a {xyz(size)} volume is a single voxel along every axis a factor of "
+            f"{xyz(first)} downsamples: there is nothing to downsample"
         )
-    if mips == "auto":
-        wanted, probe = 0, size
-        while wanted < most and (wanted == 0 or any(probe[d] > chunk[d] for d in reducible)):
-            probe = reduced_shape(probe, factor)
-            wanted += 1
-    else:
-        wanted = int(mips)
-        if wanted > most:
-            raise PyramidError(
-                f"{{mips}} is too many for a {xyz(size)} volume with factor "
-                f"{xyz(factor)}: level {most} is already one voxel along the downsampled "
-                f"axes; use {{most}} or fewer (or auto)",
-                mips=wanted,
-                most=Alias("mips", most),
-            )
+    steps: list[Factor] = []
     sizes = [size]
-    for _ in range(wanted):
-        sizes.append(reduced_shape(sizes[-1], factor))
-    return sizes
+    res = tuple(float(r) for r in resolution)
+    wanted = None if mips == "auto" else int(mips)
+    while wanted is None or len(steps) < wanted:
+        here = sizes[-1]
+        step = step_at(len(steps), res, here)
+        shrinks = [d for d in range(3) if step[d] > 1 and here[d] > 1]
+        if not shrinks:
+            break
+        if wanted is None and steps and all(here[d] <= chunk[d] for d in shrinks):
+            break
+        steps.append(step)
+        sizes.append(reduced_shape(here, step))
+        res = tuple(r * f for r, f in zip(res, step, strict=True))
+    if wanted is not None and len(steps) < wanted:
+        raise PyramidError(
+            f"{{mips}} is too many for a {xyz(size)} volume with factors "
+            f"{', '.join(xyz(s) for s in steps)}: level {len(steps)} is already one voxel "
+            f"along the downsampled axes; use {{most}} or fewer (or auto)",
+            mips=wanted,
+            most=Alias("mips", len(steps)),
+        )
+    return steps, sizes
 
 
 def level_resolution(
-    resolution: tuple[float, ...], factor: Factor, level: int
+    resolution: tuple[float, ...], steps: Sequence[Factor], level: int
 ) -> tuple[float, ...]:
-    return tuple(r * f**level for r, f in zip(resolution, factor, strict=True))
-
-
-def level_offset(offset: Triple, factor: Factor, level: int) -> Triple:
-    out = offset
-    for _ in range(level):
-        out = triple(o // f for o, f in zip(out, factor, strict=True))
+    """Level `level`'s voxel size: the base's times each step below it."""
+    out = tuple(float(r) for r in resolution)
+    for step in steps[:level]:
+        out = tuple(r * f for r, f in zip(out, step, strict=True))
     return out
+
+
+def level_offset(offset: Triple, steps: Sequence[Factor], level: int) -> Triple:
+    out = offset
+    for step in steps[:level]:
+        out = triple(o // f for o, f in zip(out, step, strict=True))
+    return out
+
+
+def scale_of(steps: Sequence[Factor], level: int) -> Factor:
+    """Base voxels per voxel of level `level` along each axis."""
+    x, y, z = (math.prod(step[d] for step in steps[:level]) for d in range(3))
+    return (x, y, z)
 
 
 def scale_key(resolution: tuple[float, ...]) -> str:
@@ -194,9 +237,10 @@ def requested(
     source_factor: Factor | None = None,
     where: str = "the source",
 ) -> tuple[Pyramid, list[Triple]] | None:
-    """The pyramid asked for (and every level's size), validated; None without --mips. The
-    factor is the one given, else `default_factor` of the voxel size (`resolution`, nm) or
-    of the source's own pyramid (`source_factor`, recorded by `where`)."""
+    """The pyramid asked for (and every level's size), validated; None without --mips. Each
+    level's factor is the one given, else the source's own pyramid's (`source_factor`,
+    recorded by `where`), else one from that level's voxel size (`resolution`: the base's, nm;
+    `default_steps`)."""
     if options.mips in (None, 0):
         if options.factor is not None or options.downsample is not None:
             raise PlanError(
@@ -214,29 +258,33 @@ def requested(
         )
     try:
         if options.factor is None:
-            factor, why = default_factor(resolution, size, source_factor, where)
+            step_at, why = default_steps(resolution, source_factor, where)
         else:
-            factor, why = downsample.check_factor(options.factor), GIVEN
+            given = downsample.check_factor(options.factor)
+            step_at, why = (lambda level, res, size: given), GIVEN
         method = options.downsample or downsample.default_method(layer_type, dtype)
         downsample.check_method(method, dtype, layer_type)
-        sizes = level_sizes(size, factor, options.mips, chunk)
+        steps, sizes = level_steps(size, resolution, step_at, options.mips, chunk)
     except ValueError as exc:
         raise within(exc) from exc
-    return Pyramid(factor, method, len(sizes), why), sizes
+    return Pyramid(tuple(steps), method, why), sizes
 
 
 def box_limits(
-    pyramid: Pyramid | None, budget: int, chunk: Triple, raw_chunk: int, base: bool
+    pyramid: Pyramid | None, level: int, budget: int, chunk: Triple, raw_chunk: int
 ) -> tuple[int | None, Triple]:
     """(most chunks per shard, alignment step in chunks) for one level's shards.
 
-    A base task's reduced output (1/prod(factor) of its region) and an upper task's region
-    must fit their shares of the budget; shard extents stay whole downsampling blocks.
+    A base task's reduced output (1/prod(step) of its region) and an upper task's region
+    must fit their shares of the budget; shard extents stay whole downsampling blocks of the
+    step to the level above (none at the top).
     """
     if pyramid is None:
         return None, (1, 1, 1)
-    share = math.prod(pyramid.factor) * budget // IMAGE_SHARE if base else budget // REGION_SHARE
-    return max(1, share // raw_chunk), alignment_step(chunk, pyramid.factor)
+    top = level + 1 >= pyramid.levels
+    step = (1, 1, 1) if top else pyramid.step(level)
+    share = math.prod(step) * budget // IMAGE_SHARE if level == 0 else budget // REGION_SHARE
+    return max(1, share // raw_chunk), alignment_step(chunk, step)
 
 
 def check_aligned(level: int, box: tuple[int, ...], grid: tuple[int, ...], step: Triple) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from shardwright.planning import pyramid
 from shardwright.planning.text import counted
 from shardwright.planning.text import human_bytes as _bytes
 from shardwright.planning.text import xyz as _xyz
@@ -67,14 +68,17 @@ def volume_report(
     if "pyramid" in d:
         pyr = d["pyramid"]
         why = pyr.get("factor_from", "as given")
+        steps = pyramid.steps_of(pyr)
         lines.append(
-            f"pyramid      {pyr['levels']} levels, factor {_xyz(pyr['factor_xyz'])} ({why}), "
-            f"downsample {pyr['method']}; source read once, levels chained"
+            f"pyramid      {pyr['levels']} levels, factors {why}, downsample "
+            f"{pyr['method']}; source read once, levels chained"
         )
         for row in d["levels"]:
+            k = row["level"]
+            by = f" (level {k - 1} by {_xyz(steps[k - 1])})" if k else ""
             lines.append(
-                f"level {row['level']:<6} {row['key']}: {_xyz(row['size_xyz'])} voxels of "
-                f"{_xyz(row['resolution_xyz'])} nm, "
+                f"level {k:<6} {row['key']}: {_xyz(row['size_xyz'])} voxels of "
+                f"{_xyz(row['resolution_xyz'])} nm{by}, "
                 f"chunk {_xyz(row['chunk_size_xyz'])}, {counted(row['shards'], 'shard')} of "
                 f"{_xyz(row['shard_shape_chunks_xyz'])} chunks, "
                 f"~{_bytes(row['estimated_bytes_per_shard'])}/shard, peak per task ~"

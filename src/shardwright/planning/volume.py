@@ -187,7 +187,7 @@ class ConversionPlan(Geometry):
             min(b * c, s)
             for b, c, s in zip(self.shard_shape_chunks, self.chunk_size, self.size, strict=True)
         ]
-        reduced = downsample.reduced_shape(tuple(extent), self.pyramid.factor)
+        reduced = downsample.reduced_shape(tuple(extent), self.pyramid.step(self.level))
         return math.prod(reduced) * self.num_channels * self.dtype.itemsize
 
     @property
@@ -222,7 +222,7 @@ class ConversionPlan(Geometry):
             return []
         assert self.pyramid is not None
         here, below = self.level_plan(task.level), self.level_plan(task.level - 1)
-        region = pyramid.preimage(here.voxel_box(task), self.pyramid.factor, below.size)
+        region = pyramid.preimage(here.voxel_box(task), self.pyramid.step(below.level), below.size)
         return below.tasks_overlapping(region)
 
     def consumers(self, task: ShardTask) -> list[tuple[ShardTask, Box]]:
@@ -238,7 +238,7 @@ class ConversionPlan(Geometry):
         above's voxels): a shard task's consumers, or an addition's block group's."""
         assert self.pyramid is not None
         above = self.level_plan(level + 1)
-        reduced = pyramid.image(box, self.pyramid.factor)
+        reduced = pyramid.image(box, self.pyramid.step(level))
         out = []
         for other in above.tasks_overlapping(reduced):
             part = pyramid.intersect(reduced, above.voxel_box(other))

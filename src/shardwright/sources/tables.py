@@ -42,6 +42,7 @@ from shardwright.sources.tables_values import (
     narrowed,
     narrowest,
     number_type,
+    property_floats,
     property_type,
     segment_ids,
 )
@@ -63,6 +64,7 @@ class AnnotationColumns:
     relationships: tuple[tuple[str, str], ...]  # (relationship name, column)
     properties: tuple[tuple[str, AnnotationProperty], ...]  # (column, property)
     texts: tuple[str, ...] = ()  # property columns of text, stored as their names' numbers
+    fills: tuple[tuple[str, str], ...] = ()  # (column, what is written where it is empty)
     left_out: tuple[tuple[str, str], ...] = ()  # (column, why)
     order: tuple[str, ...] = ()  # every column, as the table has them
 
@@ -74,9 +76,11 @@ class AnnotationColumns:
         for name, column in self.relationships:
             said[column] = f"relationship {name}" if column not in said else (
                 f"{said[column]}, relationship {name}")  # fmt: skip
+        fills = dict(self.fills)
         for column, prop in self.properties:
             named = " named" if prop.enum_labels is not None else ""
-            said[column] = f"property ({prop.type}{named})"
+            filled = f", {fills[column]} where empty" if column in fills else ""
+            said[column] = f"property ({prop.type}{named}{filled})"
         said.update({column: f"left out ({why})" for column, why in self.left_out})
         return [(column, said[column]) for column in self.order if column in said]
 
@@ -90,7 +94,8 @@ def annotation_columns(
     enums: Mapping[str, str] | None = None,
 ) -> AnnotationColumns:
     """The columns `kind` needs, checked by name and type (`columns`: name -> dtype).
-    Properties: those named, else every other column of numbers and every column of `enums`
+    Properties: those named (`COLUMN`, or `COLUMN=VALUE`: VALUE, a number or nan, written
+    where the column is empty), else every other column of numbers and every column of `enums`
     (column -> "VALUE:NAME,..." for whole numbers, or "" for a column of text, whose
     texts become the names once the rows are read)."""
     if kind not in KINDS:
@@ -98,6 +103,8 @@ def annotation_columns(
     geometry = KINDS[kind][1]
     related = dict(relationships or {})
     named = dict(enums or {})
+    fills = _fills(properties or [], where)
+    properties = None if properties is None else [p.partition("=")[0] for p in properties]
     here = ", ".join(map(str, columns))
     for name in geometry:
         if name not in columns:
@@ -125,6 +132,11 @@ def annotation_columns(
             if name in taken:
                 raise SourceError(f"{where}: column {name!r} cannot also be a property")
             _check_property(name, columns[name], name in named, where)
+    for name in fills:
+        if name not in chosen or number_type(columns[name]) is None:
+            raise SourceError(f"{where}: {{properties}} {name}=...: only a property column of "
+                              "numbers has a value written where it is empty",
+                              properties=NAMED)  # fmt: skip
     for name in chosen:
         if not PROPERTY_ID.fullmatch(str(name)):
             raise SourceError(
@@ -141,6 +153,7 @@ def annotation_columns(
         relationships=tuple(related.items()),
         properties=props,
         texts=tuple(c for c, spec in named.items() if spec == ""),
+        fills=tuple(fills.items()),
         left_out=tuple(
             (str(c), _why_left_out(str(c), columns[c], properties is not None))
             for c in columns
@@ -148,6 +161,24 @@ def annotation_columns(
         ),  # fmt: skip
         order=tuple(str(c) for c in columns),
     )
+
+
+def _fills(properties: Sequence[str], where: str) -> dict[str, str]:
+    """What each `COLUMN=VALUE` property asks to write where its column is empty (a number,
+    or nan)."""
+    fills = {}
+    for given in properties:
+        name, has_fill, value = given.partition("=")
+        if not has_fill:
+            continue
+        try:
+            float(value)
+        except ValueError:
+            raise SourceError(f"{where}: {{properties}} {given!r}: {value!r} is no number (give "
+                              "COLUMN=VALUE, VALUE a number or nan, to write it where the "
+                              "column is empty)", properties=NAMED) from None  # fmt: skip
+        fills[name] = value.strip().lower() if value.strip().lower() == "nan" else value.strip()
+    return fills
 
 
 def _check_property(name: str, dtype: Any, enum: bool, where: str) -> None:
@@ -204,8 +235,11 @@ class PartitionFacts:
     texts: dict[str, frozenset[str]]
 
 
-EMPTY_PROPERTY = ("column {!r} is empty: each row of a property needs a value (fill it in, or "
-                  "leave the column out by naming the others with {{properties}})")  # fmt: skip
+EMPTY_PROPERTY = (
+    "column {0!r} is empty: each row of a property needs a value (fill it in, "
+    "give {{properties}} {0}=VALUE to write VALUE, a number or nan, where it is "
+    "empty, or leave the column out by naming the others with {{properties}})"
+)
 
 
 def check_rows(
@@ -249,15 +283,21 @@ def check_rows(
         if row is not None:
             problems.append((row, EMPTY_PROPERTY.format(column)))
         texts[column] = frozenset(names.astype(str).unique()[: MAX_ENUM_NAMES + 1].tolist())
+    fills = dict(columns.fills)
     for column, prop in columns.properties:
         if column in columns.texts:
             continue
-        values = as_float(frame[column])
-        if prop.type == "float32":  # a missing value is NaN, as float32 holds it
-            continue
+        values = property_floats(frame[column], fills.get(column))
         row = first(missing(frame[column]))
-        if row is not None:
+        if row is not None and column not in fills:
             problems.append((row, EMPTY_PROPERTY.format(column)))
+            continue
+        if prop.type == "float32":
+            continue
+        if row is not None and not float(fills[column]).is_integer():
+            problems.append((row, f"column {column!r} is empty and {fills[column]}, written "
+                             "there, is no whole number, as an integer property needs (give "
+                             f"{{properties}} {column}=0, say)"))  # fmt: skip
             continue
         if prop.enum_values is not None:
             unnamed = ~np.isin(values, np.asarray(prop.enum_values, np.float64))

@@ -188,6 +188,12 @@ def text_codes(prop: AnnotationProperty, texts: Any) -> np.ndarray:
     return np.searchsorted(names, np.asarray(texts, dtype=str)).astype(prop.type)
 
 
-def property_values(prop: AnnotationProperty, series: Any) -> np.ndarray:
-    """A checked column of numbers as its property's type (a missing float is NaN)."""
-    return as_float(series).astype(prop.type)
+def property_floats(series: Any, fill: str | None = None) -> np.ndarray:
+    """A property column's values as float64, `fill` (a number, or nan) where it is empty."""
+    values = as_float(series)
+    return values if fill is None else np.where(missing(series), float(fill), values)
+
+
+def property_values(prop: AnnotationProperty, series: Any, fill: str | None = None) -> np.ndarray:
+    """A checked column of numbers as its property's type, `fill` where it is empty."""
+    return property_floats(series, fill).astype(prop.type)

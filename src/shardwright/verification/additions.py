@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.common.downsample import METHODS, downsample
+from shardwright.common.downsample import METHODS, downsample, factor_between
 from shardwright.errors import ShardwrightError
 from shardwright.formats.zarr3.ome_zarr import dataset_paths
 from shardwright.lifecycle.addition import added_levels, read_additions
@@ -153,9 +153,9 @@ def _check_reduction(
     full: bool,
     sample: int,
 ) -> None:
-    """The added level `key` against the scale below it, reduced as the record says."""
+    """The added level `key` against the scale below it, reduced by the step between their
+    voxel sizes with the method the record names."""
     below_key = keys[keys.index(key) - 1]
-    factor = pyramid.triple(int(f) for f in plan.get("levels_factor") or (2, 2, 2))
     method = str(plan.get("levels_method") or "")
     if method not in METHODS:
         report.problems.append(f"level {key}: its record names no reduction to compare with")
@@ -166,6 +166,13 @@ def _check_reduction(
                             fill_missing=bool(plan.get("fill_missing")))  # fmt: skip
     except ShardwrightError as exc:
         report.problems.append(f"level {key}: cannot be read to compare ({exc})")
+        return
+    factor = factor_between(below.hints.resolution, level.hints.resolution)
+    if factor is None:  # what readers see: the two levels' own voxel sizes
+        report.problems.append(
+            f"level {key}: its voxel size {level.hints.resolution} is no whole-number step of "
+            f"level {below_key}'s ({below.hints.resolution})"
+        )
         return
     boxes = [
         (pyramid.triple(corner), pyramid.triple(min(c + BOX, n) for c, n in

@@ -85,6 +85,7 @@ def _layout(plan: dict[str, Any], info: dict[str, Any], dtypes: dict[str, Any]) 
         relationships=relationships,
         properties=tuple((p.id, p) for p in schema.properties),
         texts=tuple(p.id for p in schema.properties if p.enum_labels and is_textual(dtypes[p.id])),
+        fills=tuple((str(c), str(v)) for c, v in (plan.get("property_fills") or {}).items()),
     )
     indexes = [info["by_id"], *info["relationships"], *info["spatial"]]
     levels = tuple(spatial.SpatialLevel(tuple(level["grid_shape"]), tuple(level["chunk_size"]))

@@ -132,7 +132,7 @@ def compare_levels(
         return
     for row, upper in zip(levels[1:], comparers[1:], strict=False):
         k = row["level"]
-        shrink = math.prod(plan["pyramid"]["factor_xyz"]) ** k
+        shrink = math.prod(pyramid.scale_of(pyramid.steps_of(plan["pyramid"]), k))
         compare_chunks(
             report,
             source,
@@ -147,17 +147,17 @@ def compare_levels(
 
 def _reduced_reader(source: Source, plan: dict[str, Any], level: int) -> BoxReader:
     """Voxels of a box of pyramid level `level`, recomputed from the source level by level."""
-    factor = pyramid.triple(plan["pyramid"]["factor_xyz"])
+    steps = pyramid.steps_of(plan["pyramid"])
     method = plan["pyramid"]["method"]
     sizes = [pyramid.triple(row["size_xyz"]) for row in plan["levels"]]
 
     def read(start: tuple[int, ...], stop: tuple[int, ...]) -> np.ndarray:
         box: pyramid.Box = (pyramid.triple(start), pyramid.triple(stop))
         for k in range(level, 0, -1):
-            box = pyramid.preimage(box, factor, sizes[k - 1])
+            box = pyramid.preimage(box, steps[k - 1], sizes[k - 1])
         block = source.read(*box)
-        for _ in range(level):
-            block = downsample(np, block, factor, method)
+        for step in steps[:level]:
+            block = downsample(np, block, step, method)
         return block
 
     return read

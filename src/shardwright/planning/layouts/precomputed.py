@@ -255,7 +255,7 @@ def plan_volume(geo: Geometry) -> ConversionPlan:
     ratio, absent = sharding.sample_ratio(geo.source, geo.chunk_size, geo.size, encode)
     checks.check_sampled_missing(geo.source.url, absent, options.fill_missing)
     budget, raw_chunk = options.memory_budget, geo.raw_chunk_bytes
-    max_chunks, step = pyramid.box_limits(geo.pyramid, budget, geo.chunk_size, raw_chunk, True)
+    max_chunks, step = pyramid.box_limits(geo.pyramid, 0, budget, geo.chunk_size, raw_chunk)
     spec, scattered, box = sharding.choose_sharding(
         options,
         geo.grid_shape,

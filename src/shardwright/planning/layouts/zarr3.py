@@ -220,7 +220,7 @@ def plan_volume(geo: Geometry) -> ConversionPlan:
     checks.check_sampled_missing(geo.source.url, absent, options.fill_missing)
     raw_chunk = geo.raw_chunk_bytes
     step = (
-        pyramid.alignment_step(chunk, geo.pyramid.factor) if geo.pyramid is not None else (1, 1, 1)
+        pyramid.alignment_step(chunk, geo.pyramid.step(0)) if geo.pyramid is not None else (1, 1, 1)
     )
     if options.shard_shape is not None:
         shard = tuple(int(s) for s in options.shard_shape)
@@ -232,9 +232,7 @@ def plan_volume(geo: Geometry) -> ConversionPlan:
             )
         box = pyramid.triple(s // c for s, c in zip(shard, chunk, strict=True))
     else:
-        max_chunks, _ = pyramid.box_limits(
-            geo.pyramid, options.memory_budget, chunk, raw_chunk, base=True
-        )
+        max_chunks, _ = pyramid.box_limits(geo.pyramid, 0, options.memory_budget, chunk, raw_chunk)
         box = sharding.zarr_box(options, geo.grid_shape, raw_chunk * ratio, max_chunks, step)
     if geo.pyramid is not None:
         pyramid.check_aligned(0, box, geo.grid_shape, step)
