@@ -707,7 +707,10 @@ def test_a_level_added_to_an_ome_zarr_group(tmp_path: pathlib.Path, label: bool)
     `s2`, the group's datasets listing it after its own with the scale and translation the
     format's rule gives; ome-zarr-models validates the group, TensorStore and zarr-python read
     the new level as the reduction of level 1 (average for an image, tinybrain's mode for
-    labels); every object the group had keeps its bytes but the group's zarr.json."""
+    labels); every object the group had keeps its bytes but the group's zarr.json. With
+    --overwrite, the levels shardwright added are made again beside the old (`s2-2`, then
+    `s3`), the group names them in its one write, then the old array goes (was: refused); a
+    third run takes the first name back."""
     import ome_zarr_models
     import tensorstore as ts
     import zarr
@@ -749,9 +752,38 @@ def test_a_level_added_to_an_ome_zarr_group(tmp_path: pathlib.Path, label: bool)
     assert np.array_equal(read, want)
     assert np.array_equal(zarr.open_array(str(path / "s2"), mode="r")[...], want)
     assert api.verify(str(path), full=True).ok
-    again = _cli("convert", str(path), "--mips", "1", "--overwrite")  # not made again here
-    assert again.returncode == 2 and "levels s2 were added by shardwright" in again.stderr
-    assert "an OME-Zarr group's are not made again (--overwrite)" in again.stderr
+
+    def paths() -> list[str]:
+        group = json.loads((path / "zarr.json").read_text())
+        return [d["path"] for d in group["attributes"]["ome"]["multiscales"][0]["datasets"]]
+
+    def level(name: str) -> np.ndarray:
+        spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path / name)}}
+        return np.asarray(ts.open(spec).result().read().result())
+
+    again = _cli("convert", str(path), "--mips", "2", "--factor", "2,2,1", "--overwrite",
+                 "--quiet")  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert paths() == ["s0", "s1", "s2-2", "s3"]
+    assert not (path / "s2").exists()  # the replaced array, and nothing else, is gone
+    after = existing_datasets.object_crc32cs(str(path))
+    assert existing_datasets.kept(before, after) == ["zarr.json"]
+    ome_zarr_models.open_ome_zarr(zarr.open_group(str(path), mode="r"))
+    assert np.array_equal(level("s2-2"), want)
+    if label:
+        (top,) = _tinybrain_levels(want.T, (2, 2, 1), 1)
+    else:
+        top = reference(want.T[..., np.newaxis], (2, 2, 1), "average")[..., 0]
+    assert np.array_equal(level("s3"), top.T)
+    assert api.verify(str(path), full=True).ok
+    third = _cli("convert", str(path), "--mips", "1", "--factor", "2,2,1", "--overwrite",
+                 "--quiet")  # fmt: skip
+    assert third.returncode == 0, third.stderr
+    assert paths() == ["s0", "s1", "s2"] and np.array_equal(level("s2"), want)
+    assert not (path / "s2-2").exists() and not (path / "s3").exists()
+    assert existing_datasets.kept(before, existing_datasets.object_crc32cs(str(path))) == [
+        "zarr.json"]  # fmt: skip
+    assert api.verify(str(path), full=True).ok
 
 
 def test_an_ome_zarr_04_group_is_refused(tmp_path: pathlib.Path) -> None:

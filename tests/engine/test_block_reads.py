@@ -40,7 +40,7 @@ def _run_groups(meshes: GeneratedPlan, store: FencedStore, *, last_first: bool) 
     for group in grid.groups(last_first=last_first):
         positions = grid.group_blocks(group)
         reads = GroupReads(meshes, positions, store)
-        with chunk_reuse.reusing_reads(meshes.source, reads.source_boxes(positions)):
+        with chunk_reuse.reusing_reads(meshes.source, reads.source_boxes()):
             reads.hand_over()
             for position in positions:
                 got = reads.read(position)
@@ -78,7 +78,7 @@ def test_groups_running_side_by_side_find_the_faces_handed_over_at_their_start(
     for group in grid.groups():  # first to last: the order in which no face would be there
         positions = grid.group_blocks(group)
         reads = GroupReads(meshes, positions, store)
-        with chunk_reuse.reusing_reads(meshes.source, reads.source_boxes(positions)):
+        with chunk_reuse.reusing_reads(meshes.source, reads.source_boxes()):
             reads.hand_over()
         started.append((positions, reads))
     for positions, reads in started:

@@ -97,7 +97,7 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 def _clean(dest: pathlib.Path) -> None:
     """A finished job leaves no lease, heartbeat, retired record or temporary."""
     control = {p.name for p in (dest / ".shardwright").iterdir()}
-    assert control <= {"job.json", "receipts"}, control
+    assert control <= {"job.json", "journal"}, control
     assert not list(dest.rglob(".shardwright-tmp-*"))
 
 
@@ -245,10 +245,8 @@ def test_overwrite_replaces_our_dataset_and_nothing_else(tmp_path: pathlib.Path)
     assert _stored_shards(dest) == new  # the stale ones are gone
     assert (dest / "README.txt").read_text() == "the user's notes, added later"
     assert (dest / "1_1_1" / "extra.txt").read_text() == "and more"
-    receipts = {
-        str(p.relative_to(dest / ".shardwright" / "receipts"))[: -len(".json")]
-        for p in (dest / ".shardwright" / "receipts").rglob("*.json")
-    }
+    (journal,) = (dest / ".shardwright" / "journal").iterdir()  # the new job's alone
+    receipts = {str(p.relative_to(journal))[: -len(".json")] for p in journal.rglob("*.json")}
     assert receipts == new
     _clean(dest)
     np.testing.assert_array_equal(_read(dest), vol_b)
@@ -624,7 +622,7 @@ def test_resume_rewrites_shards_it_cannot_prove(tmp_path: pathlib.Path) -> None:
     data = bytearray((dest / flipped).read_bytes())
     data[len(data) // 2] ^= 0x40
     (dest / flipped).write_bytes(bytes(data))
-    receipts = dest / ".shardwright" / "receipts"
+    (receipts,) = (dest / ".shardwright" / "journal").iterdir()  # the job's receipts
     (receipts / f"{unreceipted}.json").unlink()
     entry = json.loads((receipts / f"{foreign}.json").read_text())
     (receipts / f"{foreign}.json").write_text(json.dumps({**entry, "job": "0" * 32}))

@@ -94,7 +94,7 @@ def _said(line: str) -> Counts:
 
 
 def _receipts(dest: pathlib.Path) -> int:
-    folder = dest / ".shardwright" / "receipts"
+    folder = dest / ".shardwright" / "journal"
     return sum(1 for p in folder.rglob("*.json")) if folder.is_dir() else 0
 
 
@@ -121,6 +121,31 @@ def test_a_stopped_volume_says_what_its_journal_holds_which_resume_keeps(
     assert resumed.returncode == 0, resumed.stderr
     assert f"({stored} kept from an earlier run)" in resumed.stdout
     assert re.search(rf"^shards 16 / 16 \(100\.0 %\), .*, {stored} kept$", resumed.stderr, re.M)
+
+
+def test_an_overwrite_stopped_counts_its_own_receipts_not_those_of_the_job_it_replaces(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A stopped job, then `--overwrite` with another chunk size, stopped too: `status` and the
+    line count the second job's receipts alone (they counted the first job's too, a listing
+    not saying whose a receipt was), and its resume keeps that many."""
+    source, out = tmp_path / "v.npy", tmp_path / "out"
+    np.save(source, np.random.default_rng(2).integers(0, 255, (64, 256, 256), dtype=np.uint8))
+    _stopped("slow", [str(source), str(out), *ZARR3], lambda: _receipts(out) >= 4)
+    first = _receipts(out)
+    other = [*("64,64,64" if w == "64,64,32" else w for w in ZARR3), "--overwrite"]  # another job
+    line, _ = _stopped("slow", [str(source), str(out), *other],
+                       lambda: _receipts(out) >= first + 2)  # fmt: skip
+    (stored, planned) = _said(line)[""]["shards"]
+    assert 2 <= stored < planned and _receipts(out) >= first + stored, line
+    status = _status(out)
+    assert (status["shards_stored"], status["shards_planned"]) == (stored, planned)
+    resumed = _cli("convert", str(source), str(out), *other[:-1], "--resume", "--scheduler",
+                   "sync")  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"({stored} kept from an earlier run)" in resumed.stdout
+    jobs = list((out / ".shardwright" / "journal").iterdir())
+    assert len(jobs) == 1 and _receipts(out) == planned  # done: the first job's receipts gone
 
 
 def test_meshes_stopped_in_their_blocks_keep_them_and_stop_within_a_block(

@@ -227,7 +227,7 @@ def test_the_default_factor_follows_the_voxel_size(
 ) -> None:
     assert pyramid.voxel_step(resolution, size) == want
     step_at, why = pyramid.default_steps(resolution, None, "its info")
-    assert step_at(0, resolution, size) == want and why.startswith("for the voxel size")
+    assert step_at(resolution, size) == want and why.startswith("for the voxel size")
 
 
 def test_each_level_takes_its_own_voxel_sizes_factor_until_near_isotropy_then_all() -> None:

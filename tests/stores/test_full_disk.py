@@ -101,7 +101,7 @@ def test_converting_onto_a_full_disk_then_resuming_once_there_is_room(
         whole = []  # a shard with a receipt is the size the receipt says
         for receipt_key in receipts:
             receipt = json.load(open(os.path.join(dest, receipt_key)))
-            key = os.path.relpath(receipt_key[: -len(".json")], ".shardwright/receipts")
+            key = receipt_key[: -len(".json")].split(os.sep, 3)[3]  # .shardwright/journal/JOB/
             whole.append(os.path.getsize(os.path.join(dest, key)) == receipt["size"])
         subprocess.run(["mount", "-o", "remount,size=8m", disk], check=True)
         resumed = subprocess.run([*convert, "--resume"], capture_output=True, text=True)
@@ -150,7 +150,7 @@ def test_a_small_write_onto_a_full_disk_names_its_object(tmp_path: pathlib.Path)
                 pass
         store = open_store(sys.argv[1])
         try:
-            store.write_text(".shardwright/receipts/0.shard.json", "x" * 65536)
+            store.write_text(".shardwright/journal/job/0.shard.json", "x" * 65536)
             error = None
         except OSError as exc:
             error = {"errno": exc.errno, "text": str(exc)}

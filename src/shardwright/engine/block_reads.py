@@ -29,6 +29,7 @@ class GroupReads:
 
     def __init__(self, plan: GeneratedPlan, positions: Sequence[Triple], store: Store) -> None:
         self.source, self.grid = plan.source, plan.generation.grid
+        self.positions = list(positions)
         self.limit: Triple = plan.source.shape_xyz
         self.store = store
         run = run_of(store)
@@ -45,12 +46,12 @@ class GroupReads:
         self.handed = 0  # parts taken from a face
         self.fetched = 0  # parts read from the source (their face was not there)
 
-    def source_boxes(self, positions: Sequence[Triple]) -> list[Box]:
+    def source_boxes(self) -> list[Box]:
         """The boxes the group reads from the source, in order: its faces, then its blocks'
         (what the group's chunk reuse counts)."""
         box = faces.own_box if self.prefix is not None else faces.read_box
         return [face for _, _, face in self.handing] + [box(self.grid, p, self.limit)
-                                                        for p in positions]  # fmt: skip
+                                                        for p in self.positions]  # fmt: skip
 
     def hand_over(self) -> None:
         """Read and write every face the group's blocks hand over."""

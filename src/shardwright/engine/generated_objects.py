@@ -95,7 +95,7 @@ def run_block_group(
     journal), so that a group stopped halfway keeps the spools it wrote."""
     positions = plan.generation.grid.group_blocks(group)
     reads = GroupReads(plan, positions, store)
-    with chunk_reuse.reusing_reads(plan.source, reads.source_boxes(positions)):
+    with chunk_reuse.reusing_reads(plan.source, reads.source_boxes()):
         reads.hand_over()
         return [
             on_done(run_block(plan, p, store, resume=resume, on_read=on_read, read=reads.read))

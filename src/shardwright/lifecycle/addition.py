@@ -296,10 +296,10 @@ def finish_addition(
 
 def _delete_replaced(store: Store, keys: list[str]) -> None:
     """The shards of levels shardwright added that the root no longer names (`keys`: an
-    addition with overwrite replaced them): each deleted where it is still the object its
-    record lists (size and crc32c), so nothing shardwright did not write goes, and only once
-    the root names the levels that replace them. What is gone already (a resumed run's) is
-    skipped."""
+    addition with overwrite replaced them), and an OME-Zarr level array's `zarr.json`: each
+    deleted where it is still the object its record lists (size and crc32c; the document's
+    sha256), so nothing shardwright did not write goes, and only once the root names the levels
+    that replace them. What is gone already (a resumed run's) is skipped."""
     if not keys:
         return
     levels = added_levels(read_additions(store))
@@ -313,6 +313,17 @@ def _delete_replaced(store: Store, keys: list[str]) -> None:
             size = store.size(entry.key)
             if size == entry.size and stream_crc32c(store, entry.key, size) == entry.crc32c:
                 store.delete(entry.key)
+        for name, digest in added.metadata.items():
+            if name.startswith(f"{key}/") and _digest_of(store, name) == digest:
+                store.delete(name)
+
+
+def _digest_of(store: Store, key: str) -> str | None:
+    """The sha256 of a small object, None where it is gone."""
+    try:
+        return sha256(store.read(key, small=True))
+    except FileNotFoundError:
+        return None
 
 
 def added_levels(additions: list[Manifest]) -> dict[str, Manifest]:

@@ -3,9 +3,12 @@
 Under `.shardwright/` in the destination:
 - `job.json`, the job record: the fingerprint of the job that last started writing here
   (resume continues only that job) and what it plans to write (`Planned`);
-- `receipts/<key>.json`, one per shard a run stored (or found entirely empty), naming the job
-  and the object's size and crc32c as written. Resume keeps a stored shard only when its
-  receipt names this job and the object still has exactly that size and crc32c;
+- `journal/<job>/<key>.json`, one receipt per shard a run of the job stored (or found entirely
+  empty), naming the job and the object's size and crc32c as written; a folder per job, so that
+  a listing tells whose a receipt is (`status` counts the running job's alone while it replaces
+  another's). Resume keeps a stored shard only when its receipt names this job and the object
+  still has exactly that size and crc32c. (`receipts/<key>.json`, any job's: as receipts were
+  written before; another job's to this one);
 - `retired/*.json`: the objects of a dataset being replaced, recorded when its manifest is
   withdrawn (so it no longer looks complete) and removed, with those objects the new dataset
   does not reuse, only after the new manifest is written.
@@ -30,7 +33,8 @@ from shardwright.stores import Store
 from shardwright.version import __version__
 
 JOB_KEY = f"{CONTROL_PREFIX}job.json"
-RECEIPTS = f"{CONTROL_PREFIX}receipts/"
+RECEIPTS = f"{CONTROL_PREFIX}journal/"  # a folder of receipts per job
+LEGACY_RECEIPTS = f"{CONTROL_PREFIX}receipts/"  # any job's receipts, as written before
 RETIRED = f"{CONTROL_PREFIX}retired/"
 HEARTBEATS = f"{CONTROL_PREFIX}heartbeat-"
 EXCHANGE = f"{CONTROL_PREFIX}exchange/"  # block spools of generated meshes and skeletons
@@ -48,8 +52,13 @@ def stream_crc32c(store: Store, key: str, size: int) -> int:
     return crc
 
 
-def receipt_key(key: str) -> str:
-    return f"{RECEIPTS}{key}.json"
+def journal_of(job: str) -> str:
+    """The folder of a job's receipts."""
+    return f"{RECEIPTS}{job}/"
+
+
+def receipt_key(job: str, key: str) -> str:
+    return f"{journal_of(job)}{key}.json"
 
 
 def prepares(key: str) -> bool:
@@ -156,7 +165,7 @@ def record(store: Store, receipt: Receipt) -> Receipt:
         receipt.key, run.job, receipt.size, receipt.crc32c, receipt.chunks, receipt.empty,
         receipt.present,
     )  # fmt: skip
-    store.write_text(receipt_key(receipt.key), json.dumps(entry.to_json()) + "\n")
+    store.write_text(receipt_key(run.job, receipt.key), json.dumps(entry.to_json()) + "\n")
     return receipt.counting(store.requests.since(before))
 
 
@@ -167,7 +176,7 @@ def proven(store: Store, key: str) -> Receipt | None:
     if run is None:
         return None
     try:
-        entry = Journaled.from_json(json.loads(store.read(receipt_key(key), small=True)))
+        entry = Journaled.from_json(json.loads(store.read(receipt_key(run.job, key), small=True)))
     except (FileNotFoundError, ValueError):
         return None
     if entry is None or entry.job != run.job or entry.key != key:
@@ -239,7 +248,7 @@ class Replaced:
     only once the new manifest is written (`remove`)."""
 
     objects: list[str]  # shards and metadata of the replaced datasets
-    receipts: list[str]  # receipts of keys this job did not produce
+    receipts: list[str]  # receipts of other jobs, and of keys this job did not produce
     records: list[str]  # the retired records themselves
     heartbeats: list[str]  # of runs that are gone
 
@@ -260,25 +269,32 @@ def replaced(store: Store, stored: Iterable[str], journaled: Iterable[str]) -> R
         except (ValueError, AttributeError):
             continue  # an unreadable record names nothing we could prove is ours
         owned.update(k for k in keys if isinstance(k, str))
-    stale_receipts = [
-        key
-        for name in store.list_keys(RECEIPTS.rstrip("/"))
-        if name.endswith(".json") and (key := name[len(RECEIPTS) : -len(".json")]) not in journaled
-    ]
-    owned.update(stale_receipts)
+    run = run_of(store)
+    ours = journal_of(run.job) if run is not None else None
+    stale: list[tuple[str, str]] = []  # (receipt, the key it names)
+    for folder in (RECEIPTS, LEGACY_RECEIPTS):
+        for name in store.list_keys(folder.rstrip("/")):
+            if not name.endswith(".json"):
+                continue
+            key = name[len(folder) : -len(".json")]
+            if folder == RECEIPTS:
+                key = key.partition("/")[2]  # after the job's folder
+                if ours is not None and name.startswith(ours) and key in journaled:
+                    continue
+            stale.append((name, key))
+    owned.update(key for _, key in stale)
     objects = [
         key
         for key in sorted(owned - keep)
         if not key.startswith(CONTROL_PREFIX) and ".." not in key.split("/")
     ]
-    run = run_of(store)
-    ours = f"heartbeat-{run.run}.json" if run is not None else None
+    beat = f"heartbeat-{run.run}.json" if run is not None else None
     heartbeats = [
         f"{CONTROL_PREFIX}{name}"
         for name in store.list_sizes(CONTROL_PREFIX.rstrip("/"))
-        if f"{CONTROL_PREFIX}{name}".startswith(HEARTBEATS) and name != ours
+        if f"{CONTROL_PREFIX}{name}".startswith(HEARTBEATS) and name != beat
     ]
-    return Replaced(objects, [receipt_key(k) for k in stale_receipts], records, heartbeats)
+    return Replaced(objects, [name for name, _ in stale], records, heartbeats)
 
 
 def remove(store: Store, found: Replaced) -> None:

@@ -7,8 +7,8 @@ bucket, so a job started with `--detach` or as a Kubernetes Job can be watched f
 
 The journal is the one truth about a stopped job: `status` counts its receipts, which
 `--resume` keeps (each proven first), and the line a stopped `convert` ends with says the same
-(`JobStatus.stored`). One gap: an `--overwrite` with other options counts the receipts of the
-job it replaces until it has written over them (a listing does not say whose they are).
+(`JobStatus.stored`): the receipts of the job its record names (a folder of them per job, so an
+`--overwrite` with other options does not count those of the job it replaces).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 from shardwright.errors import DestinationError, ManifestError
 from shardwright.lifecycle.addition import read_additions, read_record
 from shardwright.lifecycle.destination import readable_manifest
-from shardwright.lifecycle.journal import RECEIPTS, Planned, prepares, read_job, tally
+from shardwright.lifecycle.journal import Planned, journal_of, prepares, read_job, tally
 from shardwright.lifecycle.lease import current_lease, lease_key
 from shardwright.lifecycle.manifest import MANIFEST_KEY, read_manifest
 from shardwright.lifecycle.runs import CONTROL_PREFIX
@@ -160,11 +160,12 @@ def _addition_status(store: Store) -> JobStatus | None:
     status = JobStatus(dest=f"{store.url} (addition)", state="stopped", job=record.job,
                        run=record.run, adds=adds, levels=list(record.level_shards))  # fmt: skip
     if record.level_shards:  # its level shards stored: their receipts, in the journal
-        receipts = store.sizes_below(RECEIPTS)
+        journal = journal_of(record.job)
+        receipts = store.sizes_below(journal.rstrip("/"))
         status.shards_planned = sum(record.level_shards.values())
         status.shards_stored = sum(
             1 for key in receipts for level in record.level_shards
-            if key.startswith(f"{RECEIPTS}{level}/") and key.endswith(".json")
+            if key.startswith(f"{journal}{level}/") and key.endswith(".json")
         )  # fmt: skip
     lease = current_lease(store)
     if lease is not None and lease[1] is not None and lease[1].run == record.run:
@@ -208,8 +209,9 @@ def _dataset_status(store: Store) -> JobStatus:
         status.heard_seconds_ago = round(now - heard, 1)
         live = now - heard <= holder.timeout and not holder.gone_here()
     sizes = store.sizes_below()
-    journaled = [k[len(RECEIPTS) : -len(".json")] for k in sizes
-                 if k.startswith(RECEIPTS) and k.endswith(".json")]  # fmt: skip
+    journal = journal_of(status.job) if status.job is not None else None
+    journaled = [k[len(journal) : -len(".json")] for k in sizes
+                 if journal and k.startswith(journal) and k.endswith(".json")]  # fmt: skip
     status.preparing_done = sum(map(prepares, journaled))
     status.shards_stored = len(journaled) - status.preparing_done
     status.bytes_stored = _own_bytes(sizes)

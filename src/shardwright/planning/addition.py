@@ -25,7 +25,8 @@ from typing import Any, ClassVar
 
 from shardwright.common import deadlines
 from shardwright.common.urls import absolute
-from shardwright.errors import NAMED, PlanError, SourceError
+from shardwright.errors import PlanError, SourceError
+from shardwright.formats.zarr3.ome_zarr import dataset_paths
 from shardwright.generation.exchange import MESH, SKELETON
 from shardwright.lifecycle.addition import (
     added_levels,
@@ -170,7 +171,8 @@ class AdditionPlan:
         document = json.loads(self.root_read)
         if self.root == GROUP:
             assert self.levels is not None, "an OME-Zarr group gains levels only"
-            return metadata_text(group_with_levels(document, self.levels)).encode()
+            group = group_with_levels(document, self.levels, self.replaces)
+            return metadata_text(group).encode()
         named = {**document, **self.names}
         return metadata_text(precomputed_root(named, self.levels, self.replaces)).encode()
 
@@ -279,18 +281,16 @@ def plan_addition(
     ours = store.exists(MANIFEST_KEY)
     if root == GROUP:
         check_zarr_options(asked, dest)
-        ours_added = list(added_levels(read_additions(store)))
-        if overwrite and ours_added:
-            raise PlanError(
-                f"{dest}: levels {', '.join(ours_added)} were added by shardwright; an OME-Zarr "
-                "group's are not made again ({overwrite}): without it, {mips} adds levels "
-                "above them",
-                overwrite=True, mips=NAMED,
-            )  # fmt: skip
-        pyramid = ome_levels(dest, document, options)
+        paths = dataset_paths(document) or []
+        replaced: tuple[str, ...] = ()
+        if overwrite or _replacing(store):
+            made = added_levels(read_additions(store))
+            replaced = tuple(path for path in paths if path in made)
+        pyramid = ome_levels(dest, document, options, replaced)
+        pyramid = renamed_levels(pyramid, _new_keys(store, _keys(pyramid), replaced, set(paths)))
         check_level_places(store, dest, _keys(pyramid))
         return AdditionPlan(dest, options, root, pyramid.source, before, version, ours,
-                            levels=pyramid)  # fmt: skip
+                            levels=pyramid, replaces=replaced)  # fmt: skip
     if properties is None and options.segment_properties is not None:
         properties = properties_of(options.segment_properties, options)
     source = _open(dest, options)
@@ -313,7 +313,7 @@ def plan_addition(
         companions = generated_plans(labels, options)
     taken = scales | {*DIRECTORIES.values(), SEGMENT_PROPERTIES}
     added: ConversionPlan | None = None
-    replaced: tuple[str, ...] = ()
+    replaced = ()
     if options.mips not in (None, 0):
         if overwrite or _replacing(store):
             made = added_levels(read_additions(store))

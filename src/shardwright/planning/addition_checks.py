@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from shardwright.errors import NAMED, PlanError
-from shardwright.lifecycle.addition import sha256, written_here
+from shardwright.lifecycle.addition import read_record, sha256, written_here
 from shardwright.lifecycle.journal import JOB_KEY, receipt_key
 from shardwright.lifecycle.manifest import MANIFEST_KEY
 from shardwright.options import ConvertOptions
@@ -187,9 +187,10 @@ def check_level_places(store: Store, dest: str, keys: list[str]) -> None:
     metadata does not name, left by another tool): they would be written over. A stopped
     addition's own are there on resume: level shards with their receipts, array metadata
     its record names."""
+    stopped = read_record(store)
     for key in keys:
         for name in store.list_keys(key):
-            if store.exists(receipt_key(name)):
+            if stopped is not None and store.exists(receipt_key(stopped.job, name)):
                 continue
             if sha256(store.read(name, small=True)) in written_here(store, name):
                 continue

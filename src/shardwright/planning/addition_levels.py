@@ -18,6 +18,7 @@ volume is read once for all.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import TYPE_CHECKING, Any
 
 from shardwright.codecs import CHUNK_ENCODINGS
@@ -79,20 +80,35 @@ def precomputed_levels(
     return plan
 
 
-def ome_levels(dest: str, group: dict[str, Any], options: ConvertOptions) -> ConversionPlan:
-    """The levels above an OME-Zarr 0.5 group's coarsest dataset: Zarr v3 arrays sharded
-    as shardwright writes them, numbered on from it, their axes the group's."""
-    paths = dataset_paths(group)
+def ome_levels(
+    dest: str, group: dict[str, Any], options: ConvertOptions, replaced: tuple[str, ...] = ()
+) -> ConversionPlan:
+    """The levels above an OME-Zarr 0.5 group's coarsest dataset (less the levels it
+    `replaced`, shardwright's, its last): Zarr v3 arrays sharded as shardwright writes them,
+    numbered on from it, their axes the group's. A dataset numbered `s2-2` is level 2 written
+    again beside the one it replaced."""
+    every = dataset_paths(group)
     ome = (group.get("attributes") or {}).get("ome")
-    if not paths or not isinstance(ome, dict):
+    if not every or not isinstance(ome, dict):
         raise PlanError(f"{dest}/zarr.json is no OME-Zarr 0.5 multiscales group")
+    paths = every[: len(every) - len(replaced)]
+    if tuple(every[len(paths) :]) != replaced or not paths:
+        raise PlanError(
+            f"{dest}: levels {', '.join(replaced)} shardwright added are not the group's last "
+            f"datasets ({', '.join(every)}): a level above them was added since, by another "
+            "tool; shardwright does not make them again"
+        )
     name = paths[0].rstrip("0123456789")  # `s` of s0, s1 (ome-zarr-py), or none
-    if paths != [f"{name}{k}" for k in range(len(paths))]:
+    numbered = (re.fullmatch(rf"{re.escape(name)}{k}(-\d+)?", p) for k, p in enumerate(paths))
+    if not all(numbered):
         raise PlanError(
             f"{dest}: its datasets are {', '.join(paths)}: shardwright adds levels to a group "
             "whose datasets are numbered in order (0, 1, 2 or s0, s1, s2, ...)"
         )
     base = _open(dest, paths[-1], options)
+    if replaced:  # its own pyramid's step is that of the datasets it keeps
+        step = _open(dest, paths[-2], options).hints.pyramid_factor if len(paths) > 1 else None
+        base.hints = dataclasses.replace(base.hints, pyramid_factor=step)
     label = "image-label" in ome
     plan = make_plan(base, dest, _level_options(
         options, paths[-1], format="zarr3", layer_type="segmentation" if label else "image",
@@ -131,8 +147,8 @@ def renamed_levels(levels: ConversionPlan, keys: dict[str, str]) -> ConversionPl
 
 
 class _Renaming:
-    """A level's layout with its scales keyed anew (precomputed: an OME-Zarr group's added
-    levels are not replaced)."""
+    """A level's layout keyed anew: precomputed scales, an OME-Zarr group's level arrays
+    (`s2` -> `s2-2`)."""
 
     def __init__(self, keys: dict[str, str]) -> None:
         self.keys = keys
@@ -141,7 +157,10 @@ class _Renaming:
         return layout.with_scale_keys(self.keys)
 
     def zarr3(self, layout: Zarr3Layout) -> VolumeLayout:
-        raise AssertionError("an OME-Zarr group's levels are not replaced")
+        key = layout.level_key
+        if key not in self.keys:
+            return layout
+        return dataclasses.replace(layout, level_suffix=self.keys[key][len(key) :])
 
 
 def feeding(levels: ConversionPlan, grid: BlockGrid, meshed: str, read: str) -> bool:

@@ -2,8 +2,8 @@
 
 Level k is level k - 1 reduced by its factor (each level its own: `Pyramid.steps`): size
 ceil(size / factor) (a partial edge block still makes a voxel), resolution times the factor,
-voxel offset floor-divided by the factor
-(rounded toward -infinity, as Igneous does, so negative offsets stay consistent). The scale
+voxel offset floor-divided by the factor (rounded toward -infinity, as Igneous does, so
+negative offsets stay consistent). The scale
 key is the resolution written ``x_y_z`` (integers without a decimal point). Pure arithmetic:
 no I/O, no Dask.
 """
@@ -74,6 +74,7 @@ def steps_of(described: dict[str, Any]) -> list[Factor]:
 
 
 ISOTROPY = 2.0  # an axis this many times as coarse as the finest is not halved by default
+StepRule = Callable[[Sequence[float], Triple], Factor]  # a level's voxel size, size -> factor
 
 
 def voxel_step(resolution: Sequence[float], size: Triple) -> Factor:
@@ -90,15 +91,15 @@ def voxel_step(resolution: Sequence[float], size: Triple) -> Factor:
 
 def default_steps(
     resolution: Sequence[float], source_factor: Factor | None, where: str
-) -> tuple[Callable[[int, Sequence[float], Triple], Factor], str]:
+) -> tuple[StepRule, str]:
     """Where no factor is given: how each level's factor is chosen, and why. The source's own
     pyramid's step at every level where it has one (`where` names it); else each level's own
     voxel size (`voxel_step`): halved along the finest axes until near isotropy, then along
     all."""
     if source_factor is not None:
-        return (lambda level, res, size: source_factor), f"as the source's own pyramid: {where}"
+        return (lambda res, size: source_factor), f"as the source's own pyramid: {where}"
     voxel = xyz(f"{float(r):g}" for r in resolution)
-    return (lambda level, res, size: voxel_step(res, size)), f"for the voxel size {voxel} nm"
+    return voxel_step, f"for the voxel size {voxel} nm"
 
 
 def triple(values: Iterable[int]) -> Triple:
@@ -110,18 +111,18 @@ def triple(values: Iterable[int]) -> Triple:
 def level_steps(
     size: Triple,
     resolution: Sequence[float],
-    step_at: Callable[[int, Sequence[float], Triple], Factor],
+    step_at: StepRule,
     mips: int | str,
     chunk: Triple,
 ) -> tuple[list[Factor], list[Triple]]:
-    """Each level's factor (`step_at(level, its voxel size, its size)`) and every level's
-    size, base first.
+    """Each level's factor (`step_at(its voxel size, its size)`) and every level's size, base
+    first.
 
     `mips` counts the levels above the base; ``"auto"`` stops at the first level that fits in
     one chunk along every axis the next step would reduce (at least one level above the base).
     A level is possible while its step still shrinks an axis.
     """
-    first = step_at(0, resolution, size)
+    first = step_at(resolution, size)
     if not any(f > 1 and n > 1 for f, n in zip(first, size, strict=True)):
         raise PyramidError(
             f"a {xyz(size)} volume is a single voxel along every axis a factor of "
@@ -133,7 +134,7 @@ def level_steps(
     wanted = None if mips == "auto" else int(mips)
     while wanted is None or len(steps) < wanted:
         here = sizes[-1]
-        step = step_at(len(steps), res, here)
+        step = step_at(res, here)
         shrinks = [d for d in range(3) if step[d] > 1 and here[d] > 1]
         if not shrinks:
             break
@@ -261,7 +262,7 @@ def requested(
             step_at, why = default_steps(resolution, source_factor, where)
         else:
             given = downsample.check_factor(options.factor)
-            step_at, why = (lambda level, res, size: given), GIVEN
+            step_at, why = (lambda res, size: given), GIVEN
         method = options.downsample or downsample.default_method(layer_type, dtype)
         downsample.check_method(method, dtype, layer_type)
         steps, sizes = level_steps(size, resolution, step_at, options.mips, chunk)

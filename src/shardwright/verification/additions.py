@@ -82,6 +82,8 @@ def verify_additions(
             name = where.rstrip("/").rpartition("/")[2]
             if name in info.values() and name not in directories:
                 directories.append(name)
+        for replaced in added.plan.get("replaces") or []:  # its array's document went too
+            documents = {k: d for k, d in documents.items() if not k.startswith(f"{replaced}/")}
         documents.update((k, d) for k, d in added.metadata.items() if k != "info")
         if not shards_checked:
             _check_entries(report, store, added, current)

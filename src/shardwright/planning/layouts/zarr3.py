@@ -48,13 +48,14 @@ class Zarr3Layout:
     ome_group: bool = True
     level: int = 0
     level_name: str = ""  # before the number in a level's path (`s` where a group has s0, s1)
+    level_suffix: str = ""  # after it: `-2` for a level replacing one of the same number
 
     format: ClassVar[str] = OutputFormat.ZARR3
     names_companions: ClassVar[bool] = False
 
     @property
     def level_key(self) -> str:
-        return f"{self.level_name}{self.level}"
+        return f"{self.level_name}{self.level}{self.level_suffix}"
 
     @property
     def prefix(self) -> str:
@@ -286,9 +287,11 @@ def levels_in_group(
     return dataclasses.replace(renamed(plan), upper=tuple(renamed(u) for u in plan.upper))
 
 
-def group_with_levels(group: dict[str, Any], levels: ConversionPlan) -> dict[str, Any]:
-    """The group with a dataset per added level after its own, each with its scale and
-    translation (every other member kept)."""
+def group_with_levels(
+    group: dict[str, Any], levels: ConversionPlan, replaced: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The group with a dataset per added level after its own (less those `replaced`), each
+    with its scale and translation (every other member kept)."""
     layout = levels.layout
     assert isinstance(layout, Zarr3Layout)
     multiscale = dict(group["attributes"]["ome"]["multiscales"][0])
@@ -302,7 +305,8 @@ def group_with_levels(group: dict[str, Any], levels: ConversionPlan) -> dict[str
                 {"type": "translation", "translation": [_whole(v) for v in shift]},
             ],
         })  # fmt: skip
-    multiscale["datasets"] = [*multiscale["datasets"], *added]
+    kept = [d for d in multiscale["datasets"] if str(d.get("path")) not in replaced]
+    multiscale["datasets"] = [*kept, *added]
     ome = {**group["attributes"]["ome"]}
     ome["multiscales"] = [multiscale, *ome["multiscales"][1:]]
     return {**group, "attributes": {**group["attributes"], "ome": ome}}
