@@ -26,14 +26,15 @@ from dataclasses import dataclass
 
 import crc32c
 import numpy as np
-from isal import igzip
 
+from shardwright.codecs.gzip import GzipCodec
 from shardwright.generation.grid import BlockGrid, Triple, three
 
 Box = tuple[Triple, Triple]
 AXES = "xyz"
 MAGIC = b"SWFACE1\n"
 _HEADER = struct.Struct("<II")  # header length, crc32c of the voxels
+_GZIP = GzipCodec(level=1)  # a face is written once and read once or twice: fastest
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ def encode(voxels: np.ndarray, box: Box) -> bytes:
     header = json.dumps(
         {"box": box, "dtype": voxels.dtype.str, "shape": list(voxels.shape)}
     ).encode()
-    return MAGIC + _HEADER.pack(len(header), crc32c.crc32c(raw)) + header + igzip.compress(raw, 1)
+    return MAGIC + _HEADER.pack(len(header), crc32c.crc32c(raw)) + header + _GZIP.compress(raw)
 
 
 def decode(data: bytes, box: Box, dtype: np.dtype, channels: int) -> np.ndarray | None:
@@ -119,7 +120,7 @@ def decode(data: bytes, box: Box, dtype: np.dtype, channels: int) -> np.ndarray 
     length, crc = _HEADER.unpack_from(data, len(MAGIC))
     try:
         header = json.loads(data[start : start + length])
-        raw = igzip.decompress(data[start + length :])
+        raw = _GZIP.decompress(data[start + length :])
     except (ValueError, OSError, EOFError):
         return None
     shape = [b - a for a, b in zip(*box, strict=True)] + [channels]

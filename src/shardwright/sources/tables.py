@@ -5,12 +5,12 @@ what its values are, whatever type holds them, is tables_values.py's to say. Wha
 schema can tell is checked from its column names and types before anything is read
 (`annotation_columns`: every column is a position, the id, a relationship, a property or
 left out, and the plan says which); what only its rows can tell (a position that is no number,
-an id that is no uint64, an integer property with no value) by one pass over the partitions
-(`check_rows`), which also measures what the plan needs: rows per partition, bounds, each
-integer property's range. Every problem is one line naming the column and the row (counted
-from 1, as a spreadsheet counts data rows; in a folder of files, the file and its row), and
-the option that fixes it where one does. A missing segment id in a relationship is "no
-segment", as 0 is.
+an id that is no uint64, a property with no value where `--property COLUMN=VALUE` does not say
+what to write) by one pass over the partitions (`check_rows`), which also measures what the
+plan needs: rows per partition, bounds, each integer property's range. Every problem is one
+line naming the column and the row (counted from 1, as a spreadsheet counts data rows; in a
+folder of files, the file and its row), and the option that fixes it where one does. A
+missing segment id in a relationship is "no segment", as 0 is.
 """
 
 from __future__ import annotations
@@ -177,7 +177,8 @@ def _fills(properties: Sequence[str], where: str) -> dict[str, str]:
             raise SourceError(f"{where}: {{properties}} {given!r}: {value!r} is no number (give "
                               "COLUMN=VALUE, VALUE a number or nan, to write it where the "
                               "column is empty)", properties=NAMED) from None  # fmt: skip
-        fills[name] = value.strip().lower() if value.strip().lower() == "nan" else value.strip()
+        value = value.strip()
+        fills[name] = "nan" if value.lower() == "nan" else value
     return fills
 
 
