@@ -786,6 +786,45 @@ def test_a_level_added_to_an_ome_zarr_group(tmp_path: pathlib.Path, label: bool)
     assert api.verify(str(path), full=True).ok
 
 
+def test_a_group_whose_level_was_made_again_gains_levels_numbered_on(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A group whose datasets are s0, s1, s2-2 (level 2 made again beside the one it replaced)
+    is numbered in order: a level added above is s3, zarr-python reads it as the reduction of
+    s2-2; datasets out of order are refused."""
+    import zarr
+
+    from tests.support.downsampling_reference import reference
+
+    path = tmp_path / "group.ome.zarr"
+    group = zarr.open_group(str(path), mode="w", zarr_format=3)
+    base = np.random.default_rng(7).integers(0, 256, (8, 64, 64), dtype=np.uint8)  # z, y, x
+    datasets = []
+    for k, name in enumerate(["s0", "s1", "s2-2"]):
+        level = base[:, :: 2**k, :: 2**k]
+        group.create_array(name, shape=level.shape, chunks=level.shape, dtype=level.dtype)[...] = (
+            level)  # fmt: skip
+        scale, shift = [40, 8 * 2**k, 8 * 2**k], [0, 4 * (2**k - 1), 4 * (2**k - 1)]
+        datasets.append({"path": name, "coordinateTransformations": [
+            {"type": "scale", "scale": scale},
+            {"type": "translation", "translation": shift}]})  # fmt: skip
+    group.attrs["ome"] = {"version": "0.5", "multiscales": [{
+        "axes": [{"name": a, "type": "space", "unit": "nanometer"} for a in "zyx"],
+        "datasets": datasets}]}  # fmt: skip
+    plan = api.plan(str(path), mips=1, factor=(2, 2, 1))
+    assert [level.layout.level_key for level in plan.new_levels] == ["s3"]
+    api.convert(plan, scheduler="sync", progress=False)
+    level2 = base[:, ::4, ::4]
+    want = reference(level2.T[..., np.newaxis], (2, 2, 1), "average")[..., 0].T
+    assert np.array_equal(zarr.open_array(str(path / "s3"), mode="r")[...], want)
+    assert api.verify(str(path), full=True).ok
+    document = json.loads((path / "zarr.json").read_text())
+    document["attributes"]["ome"]["multiscales"][0]["datasets"][2]["path"] = "s3-2"
+    (path / "zarr.json").write_text(json.dumps(document))
+    with pytest.raises(PlanError, match="numbered in order"):
+        api.plan(str(path), mips=1, factor=(2, 2, 1))
+
+
 def test_an_ome_zarr_04_group_is_refused(tmp_path: pathlib.Path) -> None:
     import zarr
     from ome_zarr.format import FormatV04
