@@ -37,8 +37,9 @@ from shardwright.generation.grid import three
 from shardwright.lifecycle.journal import CENSUS
 from shardwright.lifecycle.manifest import GENERATED, Manifest
 from shardwright.planning.objects import LEGACY, MULTILOD, OBJECT_TYPES, SKELETONS, segment_id_of
-from shardwright.sources import open_source
+from shardwright.sources import Source, open_source
 from shardwright.stores import Store, open_store
+from shardwright.verification import skeleton_quality
 from shardwright.verification.integrity import check_precomputed_shard
 from shardwright.verification.report import VerifyReport
 from shardwright.verification.shards import check_shards
@@ -167,8 +168,10 @@ def _verify_generated(
     """Every segment over the dust threshold has its object, and those decoded are whole."""
     plan = manifest.plan
     what = "mesh" if info.get("@type") == meshes.MULTILOD_TYPE else "skeleton"
+    volume = None
     if full:
-        segments = _volume_census(report, store, plan)
+        volume = _meshed_volume(report, store, plan)
+        segments = None if volume is None else _volume_census(volume, plan)
         counted = (f"the volume (scale {plan['generated_from_scale']})"
                    if plan.get("generated_from_scale")
                    else f"the volume (level {plan.get('generated_from_level', 0)})")  # fmt: skip
@@ -180,6 +183,8 @@ def _verify_generated(
     count, tables = segments
     reader = ShardedReader(spec, store.read_range)
     picks = _sampled(count, sample, full)
+    traced = _sampled(count, skeleton_quality.SAMPLE, False) if what == "skeleton" else set()
+    ratios: dict[int, float] = {}
     check = _ObjectCheck(store, info, plan)
     found = decoded = 0
     rows = itertools.chain.from_iterable(tables)
@@ -197,10 +202,17 @@ def _verify_generated(
             problem = check.mesh(where, blob, row) if what == "mesh" else check.skeleton(blob, row)
             if problem:
                 report.problems.append(f"segment {segment}: its {what} {problem}")
+            elif volume is not None and i in traced:
+                box = (row["low"], row["high"])
+                whole = skeleton_quality.whole_pass_cable(volume, segment, *box, check.resolution)
+                if whole:
+                    ratios[segment] = check.cable(blob) / whole
     report.notes.append(
         f"{count:,} segments over the dust threshold in {counted}, {found:,} with a "
         f"{what}; {decoded:,} decoded ({check.rule})"
     )
+    if volume is not None and what == "skeleton":
+        report.notes.append(skeleton_quality.summary(ratios, len(traced) - len(ratios)))
     report.objects_checked += decoded
 
 
@@ -232,9 +244,9 @@ def _job_census(report: VerifyReport, store: Store, manifest: Manifest) -> Censu
     return count, tables()
 
 
-def _volume_census(report: VerifyReport, store: Store, plan: dict[str, Any]) -> Census | None:
-    """The segments over the dust threshold (and among the object ids asked for) of the level
-    the objects were made from, counted from the volume beside them (whose info names them)."""
+def _meshed_volume(report: VerifyReport, store: Store, plan: dict[str, Any]) -> Source | None:
+    """The level the objects were made from, of the volume beside them (whose info names
+    them); None, said in the report, where it is not that."""
     volume_url, _, name = store.url.rpartition("/")
     try:
         volume_info = json.loads(open_store(volume_url, store.storage_options).read("info"))
@@ -242,15 +254,20 @@ def _volume_census(report: VerifyReport, store: Store, plan: dict[str, Any]) -> 
             raise ValueError(f"its info names no {name!r} directory")
         level = int(plan.get("generated_from_level", 0))
         scale = plan.get("generated_from_scale") or volume_info["scales"][level]["key"]
-        source = open_source(volume_url, scale_key=str(scale),
-                             storage_options=store.storage_options,
-                             fill_missing=bool(plan.get("fill_missing")))  # fmt: skip
+        return open_source(volume_url, scale_key=str(scale),
+                           storage_options=store.storage_options,
+                           fill_missing=bool(plan.get("fill_missing")))  # fmt: skip
     except (OSError, ValueError, KeyError, IndexError, TypeError, ShardwrightError) as exc:
         report.problems.append(
             f"{volume_url}: not the volume these objects were made from ({exc}); --full "
             "counts the segments there"
         )
         return None
+
+
+def _volume_census(source: Source, plan: dict[str, Any]) -> Census:
+    """The segments over the dust threshold (and among the object ids asked for) of the level
+    the objects were made from (`source`)."""
     step = [int(b) for b in plan.get("block_xyz", (256, 256, 256))]
     counts: dict[int, tuple[int, census.Box]] = {}
     shape = source.shape_xyz
@@ -304,6 +321,13 @@ class _ObjectCheck:
         point = np.round(points[np.argmax(outside)], 1).tolist()
         return (f"has a vertex at {point} nm, outside the segment's box "
                 f"{np.round(low, 1).tolist()} - {np.round(high, 1).tolist()} nm")  # fmt: skip
+
+    def cable(self, blob: bytes) -> float:
+        """A decoded skeleton's cable length (checked by `skeleton` first)."""
+        count, edges = np.frombuffer(blob, "<u4", 2)
+        points = np.frombuffer(blob, "<f4", 3 * int(count), 8).reshape(-1, 3)
+        ends = np.frombuffer(blob, "<u4", 2 * int(edges), 8 + 12 * int(count)).reshape(-1, 2)
+        return skeleton_quality.cable_length(points.astype(np.float64), ends)
 
     def skeleton(self, blob: bytes, row: np.ndarray) -> str | None:
         try:
