@@ -11,6 +11,7 @@ import pytest
 
 from shardwright import api
 from shardwright.engine.block_reads import GroupReads
+from shardwright.engine.generated_objects import BlockProducer, block_key, run_block_group
 from shardwright.generation import faces
 from shardwright.lifecycle.runs import FencedStore, JobRun
 from shardwright.planning import AdditionPlan
@@ -22,10 +23,10 @@ from tests.support import label_shapes
 pytest.importorskip("zmesh")
 
 
-def _meshes(tmp_path: pathlib.Path) -> GeneratedPlan:
+def _meshes(tmp_path: pathlib.Path, **more: object) -> GeneratedPlan:
     path = tmp_path / "seg"
     label_shapes.write_precomputed(path)  # 128 x 96 x 64, chunks of 32^3
-    plan = api.plan(str(path), generate_meshes=True, mesh_block=(16, 32, 16))
+    plan = api.plan(str(path), generate_meshes=True, mesh_block=(16, 32, 16), **more)
     assert isinstance(plan, AdditionPlan)
     meshes = plan.companions[0]
     assert isinstance(meshes, GeneratedPlan) and meshes.generation.grid.group_count > 1
@@ -115,3 +116,20 @@ def test_another_jobs_faces_are_never_taken(tmp_path: pathlib.Path) -> None:
     _run_groups(meshes, _store(meshes, "d"), last_first=True)
     handed, fetched = _run_groups(meshes, _store(meshes, "e"), last_first=False)
     assert handed == 0 and fetched > 0
+
+
+def test_every_blocks_spool_is_the_one_its_whole_box_read_from_the_source_makes(
+    tmp_path: pathlib.Path,
+) -> None:
+    """Meshes and skeletons of every block, made by the group tasks (last first, the layer
+    where groups meet taken from faces): each block's spool is byte for byte the one its
+    block makes when its whole box is read from the source."""
+    meshes = _meshes(tmp_path, generate_skeletons=True)
+    store = _store(meshes, "h")
+    grid = meshes.generation.grid
+    for group in grid.groups(last_first=True):
+        run_block_group(meshes, group, store, resume=False, on_done=lambda done: done)
+    assert store.list_keys(".shardwright/exchange/faces/h")  # the groups handed faces over
+    for position in grid.positions():
+        alone = BlockProducer(meshes, position).produce().to_bytes()
+        assert store.read(block_key(meshes, position)) == alone, position
