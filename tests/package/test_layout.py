@@ -203,14 +203,16 @@ def test_shard_tasks_take_decisions_from_the_plan_not_the_options() -> None:
 
 
 def test_each_closed_set_of_names_is_written_once() -> None:
-    """Formats, hashes, index locations, volume types and blosc's names are `StrEnum`s of
-    `common/vocabulary.py`; no module spells a whole set out again (in any order)."""
+    """Formats, dataset kinds, hashes, index locations, volume types and blosc's names are
+    `StrEnum`s of `common/vocabulary.py`; no module spells a whole set out again (in any
+    order)."""
     from itertools import permutations
 
     from shardwright.common import vocabulary
 
-    sets = [vocabulary.OutputFormat, vocabulary.ShardHash, vocabulary.IndexLocation,
-            vocabulary.VolumeType, vocabulary.BloscName, vocabulary.BloscShuffle]  # fmt: skip
+    sets = [vocabulary.OutputFormat, vocabulary.DatasetKind, vocabulary.ShardHash,
+            vocabulary.IndexLocation, vocabulary.VolumeType, vocabulary.BloscName,
+            vocabulary.BloscShuffle]  # fmt: skip
     spelled = {
         ", ".join(f'"{name}"' for name in order)
         for kind in sets

@@ -14,9 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shardwright import api
+from shardwright.common.vocabulary import DatasetKind
 from shardwright.errors import PlanError
 from shardwright.formats.precomputed.morton import compressed_morton_code
-from shardwright.planning import OBJECTS, VOLUME, ConversionPlan, ObjectPlan, Plan, ShardTask
+from shardwright.planning import ConversionPlan, ObjectPlan, Plan, ShardTask
 from shardwright.planning.geometry import epoch_shape
 from shardwright.planning.layouts import PrecomputedLayout, Zarr3Layout
 from shardwright.planning.sharding import MAX_MINISHARD, MAX_PRESHIFT
@@ -73,9 +74,9 @@ def _check_protocol(plan: Plan, dataset: str) -> None:
 
 
 def test_both_plan_kinds_offer_the_plan_protocol(tmp_path: pathlib.Path) -> None:
-    _check_protocol(_volume_plan(tmp_path), VOLUME)
+    _check_protocol(_volume_plan(tmp_path), DatasetKind.VOLUME)
     objects = _object_plan(tmp_path)
-    _check_protocol(objects, OBJECTS)
+    _check_protocol(objects, DatasetKind.OBJECTS)
     # Each object shard task carries its own ids: the plan the tasks share holds none.
     assert objects.for_shard_tasks().ids_by_shard.size == 0
     assert sum(s.chunk_count for s in objects.shards()) == 300

@@ -21,6 +21,7 @@ from shardwright.cli.parser import (
     run_options_from,
     subparser,
 )
+from shardwright.common.vocabulary import DatasetKind
 from shardwright.errors import ShardwrightError, ShardwrightWarning
 from shardwright.jobs import logs, stops
 from shardwright.lifecycle.run_options import flag_wording
@@ -186,7 +187,6 @@ def _plan(args: argparse.Namespace) -> int:
 def _convert(args: argparse.Namespace) -> int:
     from shardwright import api
     from shardwright.jobs.progress import Progress
-    from shardwright.lifecycle.manifest import ADDITION, OBJECTS
     from shardwright.planning.text import counted
     from shardwright.sources import missing
 
@@ -202,10 +202,10 @@ def _convert(args: argparse.Namespace) -> int:
     if args.progress.enabled:
         print(plan.report(), file=sys.stderr)
     manifest = pending.compute()
-    if manifest.dataset == ADDITION:
+    if manifest.dataset == DatasetKind.ADDITION:
         return _added(args, manifest)
     totals = manifest.totals
-    unit = "segment" if manifest.dataset == OBJECTS else "chunk"
+    unit = "segment" if manifest.dataset == DatasetKind.OBJECTS else "chunk"
     where = f" on {manifest.cluster}" if manifest.cluster else ""
     print(
         f"wrote {counted(totals.shards, 'shard')}, {counted(totals.chunks, unit)}, "

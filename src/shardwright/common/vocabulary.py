@@ -1,6 +1,6 @@
 """The closed sets of names that the formats, the options and the manifest share, each
-defined once: an output format, a sharding hash, where a zarr3 shard's index lies, a volume's
-type, blosc's compressors and shuffles.
+defined once: an output format, the kind of dataset a job writes, a sharding hash, where a
+zarr3 shard's index lies, a volume's type, blosc's compressors and shuffles.
 
 They are `StrEnum`s, so a member equals its name (`OutputFormat.ZARR3 == "zarr3"`) and a
 plain string from a user, a JSON document or a command line compares with them directly;
@@ -15,6 +15,16 @@ from enum import StrEnum
 class OutputFormat(StrEnum):
     PRECOMPUTED = "precomputed"  # neuroglancer_uint64_sharded_v1
     ZARR3 = "zarr3"  # sharding_indexed
+
+
+class DatasetKind(StrEnum):
+    """What a job writes (`Plan.dataset`, the manifest's `dataset`)."""
+
+    VOLUME = "volume"
+    OBJECTS = "objects"  # meshes or skeletons converted
+    GENERATED = "generated"  # meshes or skeletons made from the volume by the same job
+    ANNOTATIONS = "annotations"  # from a table
+    ADDITION = "addition"  # added to a dataset that exists
 
 
 class ShardHash(StrEnum):

@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Sequence
 
+from shardwright.common.vocabulary import DatasetKind
 from shardwright.lifecycle import addition, journal, lease
 from shardwright.lifecycle.job import Claim, begin
 from shardwright.lifecycle.manifest import (
@@ -26,7 +27,7 @@ from shardwright.lifecycle.manifest import (
     write_manifest,
 )
 from shardwright.lifecycle.runs import CONTROL_DIR, FencedStore, JobRun, run_of
-from shardwright.planning import ADDITION, ANNOTATIONS, GENERATED, AdditionPlan, Plan
+from shardwright.planning import AdditionPlan, Plan
 from shardwright.stores import Store
 
 
@@ -61,7 +62,7 @@ def begin_dataset(
     run: JobRun | None = None
     if claim is not None:
         run, notices = (
-            _begin_addition(plan, store, claim) if plan.dataset == ADDITION
+            _begin_addition(plan, store, claim) if plan.dataset == DatasetKind.ADDITION
             else begin(store, claim)
         )  # fmt: skip
         for notice in notices:
@@ -83,7 +84,7 @@ def finish_dataset(
     the manifest's own PUT) are not in the manifest's totals."""
     store = begun.store
     run = run_of(store)
-    if begun.plan.dataset == ADDITION:
+    if begun.plan.dataset == DatasetKind.ADDITION:
         assert isinstance(begun.plan, AdditionPlan)
         return addition.finish_addition(
             store,
@@ -115,7 +116,8 @@ def finish_dataset(
         stored = {shard.key for shard in manifest.shards} | set(metadata)
         found = journal.replaced(store, stored, set(receipts.keys()))
     write_manifest(store, manifest)
-    if begun.plan.dataset in (GENERATED, ANNOTATIONS):  # every shard stored: spools done
+    spooled = (DatasetKind.GENERATED, DatasetKind.ANNOTATIONS)
+    if begun.plan.dataset in spooled:  # every shard stored: spools done
         for key in store.list_keys(journal.EXCHANGE.rstrip("/")):
             store.delete(key)
         ours = f"{journal.CENSUS}{run.job}/" if run is not None else None

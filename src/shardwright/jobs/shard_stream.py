@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from typing import Any
 
+from shardwright.common.vocabulary import DatasetKind
 from shardwright.engine.annotations import run_annotation_shard, run_partition
 from shardwright.engine.engines import Engine, engine_for
 from shardwright.engine.generated_objects import (
@@ -42,11 +43,6 @@ from shardwright.lifecycle import journal
 from shardwright.lifecycle.manifest import Receipt
 from shardwright.lifecycle.runs import run_of
 from shardwright.planning import (
-    ADDITION,
-    ANNOTATIONS,
-    GENERATED,
-    OBJECTS,
-    VOLUME,
     AdditionPlan,
     ConversionPlan,
     Plan,
@@ -408,21 +404,21 @@ def shard_nodes(
     and dataset: a Dask cluster handed a key it still holds returns that task's result
     instead of running the new task (a job's mesh and skeleton shards share file names).
     `exchanges`: the job's tables of block spools, shared by its generated outputs."""
-    if plan.dataset == VOLUME:
+    if plan.dataset == DatasetKind.VOLUME:
         assert isinstance(plan, ConversionPlan)
         return _volume_nodes(plan, token)
-    if plan.dataset == OBJECTS:
+    if plan.dataset == DatasetKind.OBJECTS:
         assert isinstance(plan, ObjectPlan)
         return _object_nodes(plan, token)
-    if plan.dataset == ANNOTATIONS:
+    if plan.dataset == DatasetKind.ANNOTATIONS:
         assert isinstance(plan, AnnotationPlan)
         return _annotation_nodes(plan, token, {} if exchanges is None else exchanges)
-    if plan.dataset == ADDITION:  # the levels it adds (its companions run their own)
+    if plan.dataset == DatasetKind.ADDITION:  # the levels it adds (its companions run their own)
         assert isinstance(plan, AdditionPlan)
         if plan.levels is None:
             return iter(())
         if plan.feeding_blocks is not None:
             return _fed_levels_nodes(plan, token, {} if exchanges is None else exchanges)
         return _pyramid_nodes(plan.levels, token)
-    assert plan.dataset == GENERATED and isinstance(plan, GeneratedPlan)
+    assert plan.dataset == DatasetKind.GENERATED and isinstance(plan, GeneratedPlan)
     return _generated_nodes(plan, token, {} if exchanges is None else exchanges)

@@ -28,13 +28,13 @@ import json
 import time
 from typing import Any
 
+from shardwright.common.vocabulary import DatasetKind
 from shardwright.errors import NAMED, DestinationError, ManifestError
 from shardwright.lifecycle import fencing, lease
 from shardwright.lifecycle.destination import check_location, readable_manifest
 from shardwright.lifecycle.fingerprint import Fingerprint, differences
 from shardwright.lifecycle.journal import stream_crc32c
 from shardwright.lifecycle.manifest import (
-    ADDITION,
     CompanionTotals,
     Manifest,
     ReceiptTable,
@@ -284,7 +284,7 @@ def finish_addition(
         job=run.job,
         metadata=digests,
         cluster=cluster,
-        dataset=ADDITION,
+        dataset=DatasetKind.ADDITION,
     )
     # Named by when it finished, so that a listing gives the additions in order.
     name = f"{ADDED}{time.time_ns():020d}-{run.job}.json"

@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from shardwright.common.urls import local_path, scheme_of
+from shardwright.common.vocabulary import DatasetKind
 from shardwright.errors import DestinationError, ManifestError
 from shardwright.lifecycle import fingerprint as fingerprints
 from shardwright.lifecycle.journal import JOB_KEY, read_job
 from shardwright.lifecycle.lease import LEASE_NAME
-from shardwright.lifecycle.manifest import ADDITION, MANIFEST_KEY, Manifest, read_manifest
+from shardwright.lifecycle.manifest import MANIFEST_KEY, Manifest, read_manifest
 from shardwright.lifecycle.runs import CONTROL_PREFIX
 from shardwright.stores import Store
 
@@ -226,7 +227,7 @@ def check_plan_places(plan: Plan) -> None:
     """`check_location` for every destination of a plan (a volume's, its meshes' and
     skeletons'), from the names alone: `plan` refuses them before it prints, as a job does
     before it reads its destinations."""
-    in_place = plan.dataset == ADDITION  # written inside the dataset it reads, by design
+    in_place = plan.dataset == DatasetKind.ADDITION  # inside the dataset it reads, by design
     for part in (plan, *plan.companions):
         sources = [] if in_place else plan_sources(part)
         check_location(part.dest, part.options.storage_options, sources)

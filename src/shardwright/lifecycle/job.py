@@ -22,6 +22,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from shardwright.common.vocabulary import DatasetKind
 from shardwright.lifecycle import fencing, journal
 from shardwright.lifecycle import fingerprint as fingerprints
 from shardwright.lifecycle.addition import check_addition
@@ -42,7 +43,7 @@ from shardwright.lifecycle.lease import (
 )
 from shardwright.lifecycle.run_options import DEFAULT_LEASE_TIMEOUT, RunOptions
 from shardwright.lifecycle.runs import FencedStore, JobRun
-from shardwright.planning import ADDITION, ANNOTATIONS, GENERATED, OBJECTS, Plan
+from shardwright.planning import Plan
 from shardwright.stores import Store, open_store
 
 
@@ -111,7 +112,7 @@ class Job:
                     planned=_planned(p),
                     words=fingerprints.in_words(p),
                 ),
-                in_place=plan.dataset == ADDITION,
+                in_place=plan.dataset == DatasetKind.ADDITION,
             )
             for p in [plan, *plan.companions]
         ]
@@ -120,7 +121,7 @@ class Job:
         """Everything that can be refused without writing a byte (reads only): where each
         destination lies, whether another job is writing it, what it holds."""
         for dataset in self.datasets:
-            if dataset.plan.dataset == ADDITION:
+            if dataset.plan.dataset == DatasetKind.ADDITION:
                 claim = dataset.claim
                 check_addition(dataset.store, mode=self.mode, job=claim.job,
                                fingerprint=claim.fingerprint, words=claim.words,
@@ -180,19 +181,19 @@ def _planned(plan: Plan) -> journal.Planned:
     preparing = plan.preparing_tasks
     return journal.Planned(
         shards=plan.shard_total - preparing,
-        estimated=plan.dataset in (GENERATED, ANNOTATIONS),
+        estimated=plan.dataset in (DatasetKind.GENERATED, DatasetKind.ANNOTATIONS),
         preparing=preparing,
-        unit="partitions" if plan.dataset == ANNOTATIONS else "blocks",
+        unit="partitions" if plan.dataset == DatasetKind.ANNOTATIONS else "blocks",
     )
 
 
 def _fingerprint(plan: Plan) -> fingerprints.Fingerprint:
-    if plan.dataset == OBJECTS:
+    if plan.dataset == DatasetKind.OBJECTS:
         return fingerprints.objects_fingerprint(plan)
-    if plan.dataset == GENERATED:
+    if plan.dataset == DatasetKind.GENERATED:
         return fingerprints.generated_fingerprint(plan)
-    if plan.dataset == ANNOTATIONS:
+    if plan.dataset == DatasetKind.ANNOTATIONS:
         return fingerprints.annotations_fingerprint(plan)
-    if plan.dataset == ADDITION:
+    if plan.dataset == DatasetKind.ADDITION:
         return fingerprints.addition_fingerprint(plan)
     return fingerprints.volume_fingerprint(plan)

@@ -23,15 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.common.vocabulary import OutputFormat, names
+from shardwright.common.vocabulary import DatasetKind, OutputFormat, names
 from shardwright.errors import ManifestError
 from shardwright.stores import Store
 from shardwright.version import __version__
 
-VOLUME, OBJECTS = "volume", "objects"  # the kinds of dataset a job writes (`Plan.dataset`)
-GENERATED = "generated"  # meshes or skeletons made from the volume by the same job
-ANNOTATIONS, ADDITION = "annotations", "addition"  # from a table; added to an existing one
-DATASETS = (VOLUME, OBJECTS, GENERATED, ANNOTATIONS, ADDITION)
+DATASETS = names(DatasetKind)
 
 MANIFEST_KEY = "shardwright-manifest.json"
 MISSING_EXAMPLES = 5  # absent source chunks a manifest names
@@ -232,7 +229,7 @@ class Manifest:
     plan: dict[str, Any]
     totals: Totals
     shards: tuple[ShardEntry, ...]
-    dataset: str = VOLUME
+    dataset: str = DatasetKind.VOLUME
     job: str | None = None
     metadata: dict[str, str] = field(default_factory=dict)
     created: str | None = None
@@ -283,7 +280,8 @@ class Manifest:
         if manifest.get("job") is not None and not isinstance(manifest["job"], str):
             raise ManifestError(f"{where}: 'job' is not a string")
         # Manifests before the `dataset` member: an objects plan names its object type.
-        dataset = manifest.get("dataset", OBJECTS if "object_type" in manifest["plan"] else VOLUME)
+        older = DatasetKind.OBJECTS if "object_type" in manifest["plan"] else DatasetKind.VOLUME
+        dataset = manifest.get("dataset", older)
         if dataset not in DATASETS:
             raise ManifestError(f"{where}: dataset {dataset!r} is not one of {DATASETS}")
         companions = manifest.get("companions") or {}
@@ -421,7 +419,7 @@ def build_manifest(
     job: str | None = None,
     metadata: dict[str, str] | None = None,
     cluster: str | None = None,
-    dataset: str = VOLUME,
+    dataset: str = DatasetKind.VOLUME,
 ) -> Manifest:
     """The manifest from the shard receipts; request totals also count the coordinator's
     (preflight probe, metadata), all but the manifest's own single PUT."""

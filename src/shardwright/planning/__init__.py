@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from shardwright.planning.addition import AdditionPlan, plan_addition
 from shardwright.planning.annotations import AnnotationPlan
-from shardwright.planning.base import ADDITION, ANNOTATIONS, GENERATED, OBJECTS, VOLUME, Plan
+from shardwright.planning.base import Plan
 from shardwright.planning.builder import make_plan
 from shardwright.planning.conversion import plan_conversion, with_companions
 from shardwright.planning.geometry import to_zarr_order
@@ -31,13 +31,8 @@ from shardwright.planning.volume import ConversionPlan, ShardTask
 TopPlan = ConversionPlan | ObjectPlan | AnnotationPlan | AdditionPlan
 
 __all__ = [
-    "ADDITION",
     "AdditionPlan",
-    "ANNOTATIONS",
     "AnnotationPlan",
-    "GENERATED",
-    "OBJECTS",
-    "VOLUME",
     "Box",
     "ConversionPlan",
     "ObjectPlan",

@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 
 from shardwright.common import deadlines
 from shardwright.common.urls import absolute
+from shardwright.common.vocabulary import DatasetKind
 from shardwright.errors import PlanError, SourceError
 from shardwright.formats.zarr3.ome_zarr import dataset_paths
 from shardwright.generation.exchange import MESH, SKELETON
@@ -35,7 +36,7 @@ from shardwright.lifecycle.addition import (
     root_before,
     sha256,
 )
-from shardwright.lifecycle.manifest import ADDITION, MANIFEST_KEY, metadata_text
+from shardwright.lifecycle.manifest import MANIFEST_KEY, metadata_text
 from shardwright.options import ConvertOptions
 from shardwright.planning.addition_checks import (
     GROUP,
@@ -99,7 +100,7 @@ class AdditionPlan:
     # new ones instead, and their objects are deleted after it does.
     replaces: tuple[str, ...] = ()
 
-    dataset: ClassVar[str] = ADDITION
+    dataset: ClassVar[str] = DatasetKind.ADDITION
     preparing_tasks: ClassVar[int] = 0  # the block tasks it may run count as its meshes'
 
     @property

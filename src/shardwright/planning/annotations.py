@@ -24,13 +24,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from shardwright.common.vocabulary import DatasetKind
 from shardwright.errors import NAMED, PlanError
 from shardwright.formats.precomputed import annotation_spatial as spatial
 from shardwright.formats.precomputed.annotations import AnnotationSchema
 from shardwright.formats.precomputed.sharding import ShardingSpec
 from shardwright.generation.exchange import SpooledShardTask
 from shardwright.options import ConvertOptions
-from shardwright.planning.base import ANNOTATIONS, ExchangePlan
+from shardwright.planning.base import ExchangePlan
 from shardwright.planning.objects import choose_sharding
 from shardwright.planning.text import counted, human_bytes, xyz
 from shardwright.sources.table_spool import TableSpool
@@ -107,7 +108,7 @@ class AnnotationPlan(ExchangePlan):
     table: Any = field(default=None, repr=False, compare=False)  # the Dask DataFrame
     pieces: tuple[Any, ...] = field(default=(), repr=False, compare=False)  # its partitions
 
-    dataset: ClassVar[str] = ANNOTATIONS
+    dataset: ClassVar[str] = DatasetKind.ANNOTATIONS
     companions: ClassVar[tuple[()]] = ()
 
     @property

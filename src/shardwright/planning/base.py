@@ -13,15 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from shardwright.lifecycle.manifest import ADDITION, ANNOTATIONS, GENERATED, OBJECTS, VOLUME
 from shardwright.options import ConvertOptions
 
 __all__ = [
-    "ADDITION",
-    "ANNOTATIONS",
-    "GENERATED",
-    "OBJECTS",
-    "VOLUME",
     "ExchangePlan",
     "Plan",
     "ShardOfPlan",
@@ -43,8 +37,9 @@ class Plan(Protocol):
 
     @property
     def dataset(self) -> str:
-        """`VOLUME`, `OBJECTS` (a directory of meshes or skeletons) or `GENERATED` (meshes or
-        skeletons made from the volume): which shard task writes this plan's shards."""
+        """A `DatasetKind`: a volume, objects (a directory of meshes or skeletons), generated
+        (meshes or skeletons made from the volume), ...: which shard task writes this plan's
+        shards."""
         ...
 
     @property

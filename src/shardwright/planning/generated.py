@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from shardwright.common.vocabulary import DatasetKind
 from shardwright.errors import NAMED, PlanError
 from shardwright.formats.precomputed.meshes import IDENTITY_TRANSFORM, MULTILOD_TYPE
 from shardwright.formats.precomputed.sharding import ShardingSpec
@@ -30,7 +31,7 @@ from shardwright.generation.grid import BlockGrid, choose_group, three
 from shardwright.generation.surfaces import QUANTIZATION_BITS
 from shardwright.generation.tracing import RADIUS_ATTRIBUTE
 from shardwright.options import ConvertOptions
-from shardwright.planning.base import GENERATED, ExchangePlan
+from shardwright.planning.base import ExchangePlan
 from shardwright.planning.objects import MULTILOD, SKELETONS, choose_sharding
 from shardwright.planning.pyramid import level_resolution, scale_of
 from shardwright.planning.text import counted, human_bytes, xyz
@@ -91,7 +92,7 @@ class GeneratedPlan(ExchangePlan):
     # only its shards.
     feeds_levels: bool = False
 
-    dataset: ClassVar[str] = GENERATED
+    dataset: ClassVar[str] = DatasetKind.GENERATED
     companions: ClassVar[tuple[()]] = ()
 
     @property

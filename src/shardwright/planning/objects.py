@@ -23,11 +23,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from shardwright.common.urls import HDF5_SUFFIXES, split_hdf5
+from shardwright.common.vocabulary import DatasetKind
 from shardwright.errors import NAMED, PlanError, within
 from shardwright.formats.precomputed import meshes, skeletons
 from shardwright.formats.precomputed.sharding import ShardingSpec
 from shardwright.options import ConvertOptions
-from shardwright.planning.base import OBJECTS
 from shardwright.planning.sharding import sharding_spec
 from shardwright.planning.text import human_bytes
 from shardwright.sources.kinds import TIFF_SUFFIXES
@@ -79,7 +79,7 @@ class ObjectPlan:
     ids_by_shard: np.ndarray = field(repr=False)  # uint64 ids, grouped by shard, each sorted
     shard_starts: np.ndarray = field(repr=False)  # [num_shards + 1] offsets into ids_by_shard
 
-    dataset: ClassVar[str] = OBJECTS
+    dataset: ClassVar[str] = DatasetKind.OBJECTS
     companions: ClassVar[tuple[()]] = ()  # meshes and skeletons have none
 
     @property

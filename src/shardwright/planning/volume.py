@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from shardwright.common import downsample
+from shardwright.common.vocabulary import DatasetKind
 from shardwright.planning import pyramid, report
-from shardwright.planning.base import VOLUME, Plan
+from shardwright.planning.base import Plan
 from shardwright.planning.geometry import Geometry
 from shardwright.planning.pyramid import REDUCE_SLAB_MAX, REDUCE_SLAB_SHARE, Box
 from shardwright.sources import missing
@@ -70,7 +71,7 @@ class ConversionPlan(Geometry):
     # --with-skeletons): each writes its own directory, info and manifest below DEST.
     companions: tuple[Plan, ...] = ()
 
-    dataset: ClassVar[str] = VOLUME
+    dataset: ClassVar[str] = DatasetKind.VOLUME
 
     # -- geometry -------------------------------------------------------------------------------
     @property

@@ -30,8 +30,8 @@ from __future__ import annotations
 from typing import Any
 
 from shardwright.common import deadlines
+from shardwright.common.vocabulary import DatasetKind
 from shardwright.errors import DestinationError
-from shardwright.lifecycle.manifest import ANNOTATIONS, GENERATED, OBJECTS
 from shardwright.sources import Source, missing, open_source
 from shardwright.stores import open_store
 from shardwright.verification.additions import verify_additions, with_added
@@ -99,18 +99,18 @@ def verify(
     documents = check_metadata(report, store, manifest)
     verify_companions(report, store, manifest, full=full, sample=sample)  # generated objects
     verify_additions(report, store, full=full, sample=sample, shards_checked=True)
-    if manifest.dataset == ANNOTATIONS:
+    if manifest.dataset == DatasetKind.ANNOTATIONS:
         if documents is not None and "info" in documents:
             verify_annotations(report, store, manifest, documents["info"])
             if against is not None:  # a table: a path or URL, or a DataFrame
                 compare_with_table(report, store, manifest, documents["info"], against,
                                    source_storage_options)  # fmt: skip
         return report
-    if manifest.dataset == GENERATED:  # made from a volume: its shards, as a reader reads them
+    if manifest.dataset == DatasetKind.GENERATED:  # made from a volume: its shards, as read
         verify_objects(report, store, manifest, None, full=full, sample=sample,
                        source_storage_options=None)  # fmt: skip
         return report
-    if manifest.dataset == OBJECTS:  # meshes or skeletons
+    if manifest.dataset == DatasetKind.OBJECTS:  # meshes or skeletons
         if against is not None and not isinstance(against, str):
             raise TypeError("meshes and skeletons verify against a source path or URL")
         verify_objects(

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from shardwright.common.vocabulary import DatasetKind
 from shardwright.errors import ShardwrightError
 from shardwright.formats.precomputed import meshes
 from shardwright.formats.precomputed.sharded_reader import ShardedReader
@@ -35,7 +36,7 @@ from shardwright.formats.precomputed.skeletons import check_skeleton, vertex_att
 from shardwright.generation import census
 from shardwright.generation.grid import three
 from shardwright.lifecycle.journal import CENSUS
-from shardwright.lifecycle.manifest import GENERATED, Manifest
+from shardwright.lifecycle.manifest import Manifest
 from shardwright.planning.objects import LEGACY, MULTILOD, OBJECT_TYPES, SKELETONS, segment_id_of
 from shardwright.sources import Source, open_source
 from shardwright.stores import Store, open_store
@@ -61,7 +62,7 @@ def verify_objects(
     info = json.loads(store.read("info"))
     spec = ShardingSpec.from_json(info["sharding"])
     check_shards(report, store, manifest, lambda key: check_precomputed_shard(store, key, spec))
-    if manifest.dataset == GENERATED:
+    if manifest.dataset == DatasetKind.GENERATED:
         _verify_generated(report, store, manifest, info, spec, full=full, sample=sample)
         return
     if against is None:
@@ -111,7 +112,7 @@ def verify_directories(
         sub = open_store(f"{store.url}/{name}", store.storage_options)
         part = VerifyReport(sub.url, "precomputed")
         companion = manifest_of(part, sub)
-        if companion is not None and companion.dataset == GENERATED:
+        if companion is not None and companion.dataset == DatasetKind.GENERATED:
             check_metadata(part, sub, companion)
             verify_objects(part, sub, companion, None, full=full, sample=sample,
                            source_storage_options=None)  # fmt: skip
