@@ -22,6 +22,7 @@ from shardwright import cli
 from shardwright.cli import outcomes
 from shardwright.jobs import stops
 from tests.support import volumes
+from tests.support.processes import wait_until_gone
 
 SOURCE_ZYX = (256, 512, 512)
 ARGS = ["--resolution", "1,1,1", "--chunk-size", "64,64,32", "--target-shard-bytes", "1M"]
@@ -131,14 +132,8 @@ def test_ctrl_c_to_the_process_group_during_mesh_generation_is_one_line(
     assert said.startswith("shardwright convert: interrupted; stored so far: shards "), said
     assert ", mesh/ blocks " in said, said
     assert said.endswith(" --resume`") and "its lease is released" in said, said
-    deadline = time.monotonic() + 10
-    while True:  # every process of the group is gone (the resource tracker follows its parent)
-        try:
-            os.killpg(job.pid, 0)
-        except ProcessLookupError:
-            break
-        assert time.monotonic() < deadline, "a process of the job outlived it"
-        time.sleep(0.1)
+    # every process of the group is gone (the resource tracker follows its parent)
+    wait_until_gone(job.pid, 10, "a process of the job outlived it")
 
 
 def test_a_closed_stdout_ends_quietly(volume: pathlib.Path, tmp_path: pathlib.Path) -> None:

@@ -28,6 +28,7 @@ import pytest
 import shardwright
 from shardwright import api
 from tests.support import label_shapes, volumes
+from tests.support.processes import wait_until_gone
 
 DRIVER = pathlib.Path(__file__).parents[1] / "support" / "lifecycle_driver.py"
 ZARR3 = ["--format", "zarr3", "--resolution", "1,1,1", "--chunk-size", "64,64,32",
@@ -286,14 +287,8 @@ def test_a_mesh_job_killed_in_its_blocks_says_nothing_after_and_keeps_them(
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == -signal.SIGKILL
     assert stdout == "" and stderr == "", stderr
-    deadline = time.monotonic() + 30
-    while True:  # the cluster's processes gone: nothing more is journaled
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            break
-        assert time.monotonic() < deadline, "a process of the killed job lived on"
-        time.sleep(0.2)
+    # the cluster's processes gone: nothing more is journaled
+    wait_until_gone(proc.pid, 30, "a process of the killed job lived on")
     (meshes,) = [c for c in _status(out)["companions"] if c["dest"].endswith("/mesh")]
     done = meshes["preparing_done"]
     assert meshes["state"] == "stopped" and 10 <= done < meshes["preparing_planned"] == 256

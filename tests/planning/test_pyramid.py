@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shardwright.common import downsample
+from shardwright.common.boxes import intersect
 from shardwright.errors import PlanError, PyramidError
 from shardwright.options import ConvertOptions
 from shardwright.planning import pyramid
@@ -151,7 +152,7 @@ def test_a_preimage_is_every_voxel_below_that_reduces_into_the_box(
 @given(a=boxes(12), b=boxes(12))
 def test_two_boxes_intersect_in_their_common_voxels(a: Box, b: Box) -> None:
     common = _voxels(a) & _voxels(b)
-    both = pyramid.intersect(a, b)
+    both = intersect(a, b)
     if not common:
         assert both is None
     else:

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shardwright import api
+from shardwright.common.boxes import Box, intersect
 from shardwright.planning import ConversionPlan, ShardTask
-from shardwright.planning.pyramid import Box, intersect
 
 Triple = tuple[int, int, int]
 

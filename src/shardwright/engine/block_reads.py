@@ -15,8 +15,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from shardwright.common.boxes import Box, within
 from shardwright.generation import faces
-from shardwright.generation.faces import Box, Part
+from shardwright.generation.faces import Part
 from shardwright.generation.grid import Triple
 from shardwright.lifecycle.journal import EXCHANGE
 from shardwright.lifecycle.runs import run_of
@@ -70,9 +71,9 @@ class GroupReads:
             return own
         shape = [b - a for a, b in zip(*box, strict=True)]
         block = np.empty((*shape, own.shape[3]), dtype=own.dtype, order="F")
-        block[_within(((0, 0, 0), own.shape[:3]), (0, 0, 0))] = own
+        block[within(((0, 0, 0), own.shape[:3]), (0, 0, 0))] = own
         for part in parts:
-            block[_within(part.box, box[0])] = self._part(part, own.dtype, own.shape[3])
+            block[within(part.box, box[0])] = self._part(part, own.dtype, own.shape[3])
         return block
 
     def _part(self, part: Part, dtype: np.dtype, channels: int) -> np.ndarray:
@@ -95,13 +96,7 @@ class GroupReads:
         else:
             self.taken.pop(key, None)
         self.handed += 1
-        return face[_within(part.box, face_box[0])]
+        return face[within(part.box, face_box[0])]
 
     def _key(self, position: Triple, axis: int) -> str:
         return f"{self.prefix}{faces.face_name(position, axis)}"
-
-
-def _within(box: Box, origin: Triple) -> tuple[slice, slice, slice]:
-    """`box` as slices of an array whose first voxel is `origin`."""
-    x, y, z = (slice(a - o, b - o) for a, b, o in zip(*box, origin, strict=True))
-    return (x, y, z)

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from shardwright.common.boxes import intersect, within
 from shardwright.common.downsample import downsample
 from shardwright.engine.batched import BatchedProducer
 from shardwright.engine.blocks import Block, epoch_blocks
@@ -172,12 +173,10 @@ class Handoffs:
         start = pyramid.triple(o // f for o, f in zip(origin, self.factor, strict=True))
         stop = pyramid.triple(a + n for a, n in zip(start, reduced.shape[:3], strict=True))
         for key, (part, array) in self.parts.items():
-            overlap = pyramid.intersect((start, stop), part)
+            overlap = intersect((start, stop), part)
             if overlap is None:
                 continue
-            src = tuple(slice(a - s, b - s) for a, b, s in zip(*overlap, start, strict=True))
-            dst = tuple(slice(a - p, b - p) for a, b, p in zip(*overlap, part[0], strict=True))
-            array[dst] = reduced[src]
+            array[within(overlap, part[0])] = reduced[within(overlap, start)]
             self.filled[key] += math.prod(pyramid.box_shape(overlap))
 
     def finish(self) -> Handoff:

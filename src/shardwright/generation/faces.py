@@ -28,9 +28,9 @@ import crc32c
 import numpy as np
 
 from shardwright.codecs.gzip import GzipCodec
+from shardwright.common.boxes import Box, intersect
 from shardwright.generation.grid import BlockGrid, Triple, three
 
-Box = tuple[Triple, Triple]
 AXES = "xyz"
 MAGIC = b"SWFACE1\n"
 _HEADER = struct.Struct("<II")  # header length, crc32c of the voxels
@@ -74,7 +74,7 @@ def parts(grid: BlockGrid, position: Triple, limit: Triple) -> list[Part]:
         theirs = grid.group_of(owner)
         if theirs == mine:
             continue
-        part = _intersect(box, grid.base_box(*grid.core(owner), limit))
+        part = intersect(box, grid.base_box(*grid.core(owner), limit))
         if part is None:
             continue
         axis = next(a for a in range(3) if step[a] and theirs[a] != mine[a])
@@ -130,9 +130,3 @@ def decode(data: bytes, box: Box, dtype: np.dtype, channels: int) -> np.ndarray 
     if len(raw) != int(np.prod(shape)) * dtype.itemsize:
         return None
     return np.frombuffer(raw, dtype=dtype).reshape(shape, order="F")
-
-
-def _intersect(a: Box, b: Box) -> Box | None:
-    start = three(max(x, y) for x, y in zip(a[0], b[0], strict=True))
-    stop = three(min(x, y) for x, y in zip(a[1], b[1], strict=True))
-    return (start, stop) if all(x < y for x, y in zip(start, stop, strict=True)) else None

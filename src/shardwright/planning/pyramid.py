@@ -18,13 +18,11 @@ from typing import Any
 import numpy as np
 
 from shardwright.common import downsample
+from shardwright.common.boxes import Box, Triple
 from shardwright.common.downsample import Factor, reduced_shape
 from shardwright.errors import NAMED, Alias, PlanError, PyramidError, within
 from shardwright.options import ConvertOptions
 from shardwright.planning.text import xyz
-
-Triple = tuple[int, int, int]
-Box = tuple[Triple, Triple]  # [start, stop) per axis x, y, z
 
 # Memory shares of the per-task budget: what a base task hands to the next level (1/4), the
 # region an upper-level task holds (1/8, held twice: its inputs and the assembled region), the
@@ -212,14 +210,6 @@ def preimage(box: Box, factor: Factor, size: Triple) -> Box:
         triple(a * f for a, f in zip(start, factor, strict=True)),
         triple(min(b * f, s) for b, f, s in zip(stop, factor, size, strict=True)),
     )
-
-
-def intersect(a: Box, b: Box) -> Box | None:
-    start = tuple(max(x, y) for x, y in zip(a[0], b[0], strict=True))
-    stop = tuple(min(x, y) for x, y in zip(a[1], b[1], strict=True))
-    if any(lo >= hi for lo, hi in zip(start, stop, strict=True)):
-        return None
-    return triple(start), triple(stop)
 
 
 def box_shape(box: Box) -> Triple:

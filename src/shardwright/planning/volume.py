@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from shardwright.common import downsample
+from shardwright.common.boxes import intersect
 from shardwright.common.vocabulary import DatasetKind
 from shardwright.planning import pyramid, report
 from shardwright.planning.base import Plan
@@ -242,7 +243,7 @@ class ConversionPlan(Geometry):
         reduced = pyramid.image(box, self.pyramid.step(level))
         out = []
         for other in above.tasks_overlapping(reduced):
-            part = pyramid.intersect(reduced, above.voxel_box(other))
+            part = intersect(reduced, above.voxel_box(other))
             assert part is not None
             out.append((other, part))
         return out
