@@ -74,6 +74,14 @@ HERE = pathlib.Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
 from _common import RESULTS, machine, versions  # noqa: E402
 
+sys.path.insert(0, str(HERE.parents[1]))  # the tests' helpers: tests.support
+from tests.support.cells import cell_bodies, neurites  # noqa: E402
+
+GENERATORS = {  # --cells: the segmentation, and how the source's stamp names it
+    "neurites": (neurites, "random-walk tubes + somata, Voronoi split of centre lines (v1)"),
+    "bodies": (cell_bodies, "ellipsoidal cell bodies, Voronoi split where they touch (v1)"),
+}
+
 PACKAGES = (
     "igneous-pipeline",
     "cloud-volume",
@@ -104,82 +112,6 @@ def _xyz(text: str, kind: type = int) -> tuple:
     if len(parts) != 3:
         raise argparse.ArgumentTypeError(f"expected X,Y,Z, got {text!r}")
     return parts
-
-
-def _walk(
-    rng: np.random.Generator, start: np.ndarray, extent: np.ndarray, length: float, step: float
-) -> np.ndarray:
-    """Points (nm) of a persistent random walk from `start`, cut where it first leaves the box.
-
-    The heading drifts as a random walk of its own (no per-step renormalising loop), so the
-    path bends smoothly over a few hundred nm, as neurites do.
-    """
-    steps = max(2, int(length / step))
-    heading = rng.normal(size=3)
-    heading /= np.linalg.norm(heading)
-    drift = np.cumsum(rng.normal(scale=0.07, size=(steps, 3)), axis=0) + heading
-    drift /= np.linalg.norm(drift, axis=1, keepdims=True)
-    points = start + np.cumsum(step * drift, axis=0)
-    inside = np.all((points >= 0) & (points < extent), axis=1)
-    leaves = np.flatnonzero(~inside)
-    return points[: leaves[0]] if leaves.size else points
-
-
-def make_segmentation(
-    shape: tuple[int, int, int],
-    resolution: tuple[float, float, float],
-    segments: int,
-    seed: int,
-) -> np.ndarray:
-    """A (x, y, z) uint64 segmentation of `segments` neuron-like objects, the same for a seed.
-
-    Every object is one to four tubes (random walks through a shared start point, 50-300 nm
-    radius, thinner side branches); one in 200 also has a soma (a 400-800 nm ball). Each voxel
-    belongs to the nearest centre-line point (a Voronoi partition, so touching objects split
-    along a surface as EM segmentations do) if it lies within that point's radius, else to the
-    background (0). Ids are distinct random values in [1, 2**40).
-    """
-    from scipy import ndimage
-
-    rng = np.random.default_rng(seed)
-    res = np.asarray(resolution, dtype=np.float64)
-    extent = np.asarray(shape, dtype=np.float64) * res
-    ids = np.unique(rng.integers(1, 2**40, size=segments + 64, dtype=np.uint64))
-    ids = rng.permutation(ids)[:segments]
-    points: list[np.ndarray] = []
-    owner: list[np.ndarray] = []
-    radii: list[np.ndarray] = []
-    somata = max(1, segments // 200)
-    for index in range(segments):
-        start = rng.uniform(0, extent)
-        radius = float(np.clip(rng.lognormal(np.log(110.0), 0.35), 50.0, 300.0))
-        tubes = [start[None, :]]
-        tube_radii = [radius]
-        if index < somata:
-            tube_radii[0] = rng.uniform(400.0, 800.0)
-        for branch in range(1 + min(int(rng.poisson(1.2)), 3)):
-            walk = _walk(rng, start, extent, rng.uniform(2000.0, 9000.0), 30.0)
-            tubes.append(walk)
-            tube_radii.append(radius if branch < 2 else radius * rng.uniform(0.5, 0.8))
-        for tube, tube_radius in zip(tubes, tube_radii, strict=True):
-            points.append(tube)
-            owner.append(np.full(len(tube), index, dtype=np.int32))
-            radii.append(np.full(len(tube), tube_radius, dtype=np.float32))
-    centres = np.concatenate(points)
-    centre_owner = np.concatenate(owner)
-    centre_radius = np.concatenate(radii)
-    voxel = np.floor(centres / res).astype(np.int64)
-    voxel = np.minimum(np.maximum(voxel, 0), np.asarray(shape) - 1)
-
-    nearest = np.full(shape, -1, dtype=np.int32)  # centre-line point index per seed voxel
-    nearest[voxel[:, 0], voxel[:, 1], voxel[:, 2]] = np.arange(len(centres), dtype=np.int32)
-    distance, where = ndimage.distance_transform_edt(nearest < 0, sampling=res, return_indices=True)
-    nearest = nearest[where[0], where[1], where[2]]
-    del where
-    inside = distance <= centre_radius[nearest]
-    del distance
-    labels = np.where(inside, ids[centre_owner[nearest]], np.uint64(0))
-    return np.asfortranarray(labels.astype(np.uint64, copy=False))
 
 
 def write_segmentation(
@@ -226,7 +158,7 @@ def source_volume(args: argparse.Namespace, work: pathlib.Path) -> tuple[pathlib
         "chunk_size": list(args.chunk),
         "encoding": args.encoding,
         "compress": "gzip",
-        "generator": "random-walk tubes + somata, Voronoi split of centre lines (v1)",
+        "generator": GENERATORS[args.cells][1],
     }
     if stamp_path.exists() and (folder / "info").exists():
         stamp = json.loads(stamp_path.read_text())
@@ -234,7 +166,7 @@ def source_volume(args: argparse.Namespace, work: pathlib.Path) -> tuple[pathlib
             print(f"reusing {folder}", file=sys.stderr)
             return folder, stamp
     started = time.perf_counter()
-    labels = make_segmentation(args.shape, args.resolution, args.segments, args.seed)
+    labels = GENERATORS[args.cells][0](args.shape, args.resolution, args.segments, args.seed)
     made = time.perf_counter() - started
     write_segmentation(labels, folder, args.resolution, args.chunk, args.encoding)
     present = np.unique(labels)
@@ -951,6 +883,13 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "--segments", type=int, default=None, help="default: 1000 scaled by the shape's volume"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--cells",
+        choices=sorted(GENERATORS),
+        default="neurites",
+        help="neurites (default) or cell bodies (blobs that touch: each segment a TEASAR "
+        "skeleton that one pass makes short, and block cuts make long)",
+    )
     parser.add_argument("--chunk", type=_xyz, default=(64, 64, 64))
     parser.add_argument(
         "--encoding", choices=("compressed_segmentation", "raw"), default="compressed_segmentation"

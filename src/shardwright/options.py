@@ -15,10 +15,10 @@ from shardwright.common.deadlines import DEFAULT_TIMEOUT
 from shardwright.common.downsample import METHOD_HELP as DOWNSAMPLE_HELP
 from shardwright.common.downsample import METHODS as DOWNSAMPLE_METHODS
 from shardwright.common.flags import (
+    XYZ,
     cli,
     format_size,
     parse_enum,
-    parse_ids,
     parse_json_object,
     parse_mips,
     parse_pair,
@@ -29,13 +29,13 @@ from shardwright.common.flags import (
 from shardwright.common.option_checks import (
     check_annotations,
     check_choice,
-    check_generation,
     check_numbers,
     check_storage_options,
     whole,
 )
 from shardwright.common.vocabulary import IndexLocation, OutputFormat, ShardHash, VolumeType, names
 from shardwright.errors import OptionError
+from shardwright.generation.options import ObjectOptions
 
 GiB = 1024**3
 MiB = 1024**2
@@ -58,12 +58,11 @@ DEFAULT_INDEX_LOCATION = "end"
 DEFAULT_ZARR_LAYOUT = "ome"
 
 
-XYZ = "X,Y,Z"
 _AUTOMATIC_SHARDING = "precomputed sharding (default: from --target-shard-bytes)"
 
 
 @dataclass(frozen=True)
-class ConvertOptions:
+class ConvertOptions(ObjectOptions):
     """Every size is written x, y, z; None means "choose for me" (planning/). The fields are
     in the order `--help` lists them."""
 
@@ -262,78 +261,6 @@ class ConvertOptions:
             switch=True,
         ),
     )
-    # Meshes and skeletons made from the segmentation itself, in the same job.
-    generate_meshes: bool = field(
-        default=False,
-        metadata=cli(
-            "--generate-meshes",
-            "also make multi-resolution meshes of the segmentation's objects (DEST/mesh)",
-            switch=True,
-        ),
-    )
-    generate_skeletons: bool = field(
-        default=False,
-        metadata=cli(
-            "--generate-skeletons",
-            "also make TEASAR skeletons of the segmentation's objects (DEST/skeletons)",
-            switch=True,
-        ),
-    )
-    mesh_max_error: float | None = field(
-        default=None,
-        metadata=cli(
-            "--mesh-max-error",
-            "how far (nm) simplification may move a surface at the finest level of detail "
-            "(default: the smallest voxel dimension); each coarser level doubles it",
-            parse=float,
-            metavar="NM",
-        ),
-    )
-    mesh_lods: int | str = field(
-        default="auto",
-        metadata=cli(
-            "--mesh-lods",
-            "levels of detail per mesh; auto: until one fragment covers the object",
-            parse=parse_mips,
-            metavar="N|auto",
-        ),
-    )
-    mesh_level: int = field(
-        default=0,
-        metadata=cli(
-            "--mesh-level",
-            "the pyramid level meshes and skeletons are made from (default 0: the finest)",
-            parse=int,
-            metavar="LEVEL",
-        ),
-    )
-    mesh_block: tuple[int, int, int] | None = field(
-        default=None,
-        metadata=cli(
-            "--mesh-block",
-            "voxels per block task and finest mesh fragment (default 128,128,128)",
-            parse=parse_xyz(int),
-            metavar=XYZ,
-        ),
-    )
-    dust_threshold: int = field(
-        default=0,
-        metadata=cli(
-            "--dust-threshold",
-            "objects of fewer voxels get no mesh or skeleton (default 0: every object)",
-            parse=int,
-            metavar="VOXELS",
-        ),
-    )
-    object_ids: tuple[int, ...] | None = field(
-        default=None,
-        metadata=cli(
-            "--object-ids",
-            "mesh / skeletonize only these segment ids (comma-separated)",
-            parse=parse_ids,
-            metavar="ID,ID,...",
-        ),
-    )
     annotation_type: str | None = field(
         default=None,
         metadata=cli(
@@ -490,7 +417,7 @@ class ConvertOptions:
                                   f"{format_size(least)}", **{name: value})  # fmt: skip
         check_storage_options(self)
         check_numbers(self)
-        check_generation(self)
+        self.check_objects()
         check_annotations(self)
         if self.downsample is not None and self.downsample not in DOWNSAMPLE_METHODS:
             raise OptionError(

@@ -120,7 +120,7 @@ def test_no_blob_loses_its_skeleton_where_blocks_meet(tmp_path: pathlib.Path) ->
     import kimimaro
     from cloudvolume import CloudVolume
 
-    from shardwright.generation.tracing import teasar_params
+    from shardwright.generation.tracing import Tracing
 
     labels = label_shapes.blobs()
     source = label_shapes.write_precomputed(tmp_path / "labels", labels,
@@ -131,7 +131,7 @@ def test_no_blob_loses_its_skeleton_where_blocks_meet(tmp_path: pathlib.Path) ->
     count = len(label_shapes.BLOBS)
     assert f"{count} segments of {count} present" in summary
     whole = kimimaro.skeletonize(
-        labels, teasar_params=teasar_params(), dust_threshold=0,
+        labels, teasar_params=Tracing().params(), dust_threshold=0,
         anisotropy=label_shapes.BLOB_RESOLUTION, progress=False,
     )  # fmt: skip
     volume = CloudVolume(f"file://{dest}", progress=False)

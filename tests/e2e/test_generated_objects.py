@@ -24,7 +24,7 @@ from shardwright.formats.precomputed.meshes import MultiLodManifest
 from shardwright.formats.precomputed.sharded_reader import ShardedReader
 from shardwright.formats.precomputed.sharding import ShardingSpec
 from shardwright.generation.surfaces import lod_count
-from shardwright.generation.tracing import teasar_params
+from shardwright.generation.tracing import Tracing
 from shardwright.options import ConvertOptions
 from shardwright.stores import open_store
 from tests.support import SUPPORT, label_shapes
@@ -90,7 +90,7 @@ def whole_volume() -> tuple[dict[int, object], dict[int, object]]:
         mesh.vertices = mesh.vertices - np.float32(label_shapes.RESOLUTION)
         surfaces[i] = mesh
     skeletons = kimimaro.skeletonize(
-        labels, teasar_params=teasar_params(), anisotropy=label_shapes.RESOLUTION,
+        labels, teasar_params=Tracing().params(), anisotropy=label_shapes.RESOLUTION,
         dust_threshold=0, progress=False,
     )  # fmt: skip
     return surfaces, skeletons

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from shardwright.errors import MeshFormatError
 from shardwright.generation import exchange
-from shardwright.generation.exchange import MESH, SKELETON, BlockIndex, Exchange, Piece
+from shardwright.generation.exchange import MESH, SKELETON, BlockIndex, Exchange, Mask, Piece
 
 
 @st.composite
@@ -24,6 +24,10 @@ def pieces(draw: st.DrawFn, output: int) -> Piece:
     rng = np.random.default_rng(seed)
     width = 3 if output == MESH else 2
     box = (tuple(draw(st.tuples(*[st.integers(0, 2**32 - 1)] * 3))),) * 2
+    mask = None
+    if output == SKELETON and draw(st.booleans()):  # a segment handed over as its voxels
+        shape = tuple(int(v) for v in rng.integers(1, 9, 3))
+        mask = Mask.of(rng.random(shape) < 0.4, tuple(int(v) for v in rng.integers(0, 2**20, 3)))
     return Piece(
         segment=draw(st.integers(0, 2**64 - 1)),
         voxels=draw(st.integers(0, 2**64 - 1)),
@@ -32,6 +36,7 @@ def pieces(draw: st.DrawFn, output: int) -> Piece:
         links=rng.integers(0, 2**32, (m, width)).astype(np.uint32),
         radii=rng.random(n).astype(np.float32) if output == SKELETON else None,
         box=box,
+        mask=mask,
     )
 
 
@@ -66,15 +71,21 @@ def test_a_spool_reads_back_every_piece_of_every_section(
             assert (have.radii is None) == (piece.radii is None)
             if piece.radii is not None and have.radii is not None:
                 assert have.radii.tobytes() == piece.radii.tobytes()
+            assert (have.mask is None) == (piece.mask is None)
+            if piece.mask is not None and have.mask is not None:
+                assert (have.mask.low, have.mask.high) == (piece.mask.low, piece.mask.high)
+                assert np.array_equal(have.mask.voxels(), piece.mask.voxels())
 
 
 def test_a_truncated_section_or_a_foreign_object_is_refused() -> None:
     bone = Piece(3, 1, (0, 0, 0), np.ones((2, 3), np.float32), np.array([[0, 1]], np.uint32),
                  np.ones(2, np.float32))  # fmt: skip
-    data = bone.to_bytes()
-    for cut in (1, 4, len(data) - 1):
-        with pytest.raises(MeshFormatError, match="truncated"):
-            list(exchange.read_pieces(data[:cut], SKELETON))
+    held = Mask.of(np.eye(3, dtype=bool)[:, :, None], (4, 5, 6))
+    for piece in (bone, Piece(3, 1, (0, 0, 0), bone.vertices, bone.links, bone.radii, mask=held)):
+        data = piece.to_bytes()
+        for cut in (1, 4, len(data) - 1):
+            with pytest.raises(MeshFormatError, match="truncated"):
+                list(exchange.read_pieces(data[:cut], SKELETON))
     with pytest.raises(MeshFormatError, match="trailer is wrong"):
         exchange.index_size(b"\0" * 8 + b"SWXCHG01")
     with pytest.raises(MeshFormatError, match="trailer is wrong"):

@@ -1,31 +1,22 @@
-"""Skeleton joining's pure steps, by hand: which points lie on a face two blocks share, the
-one edge across a segment TEASAR left none in, the cut's short branches pruned back to their
-junction, and a loop opened at a block face."""
+"""Skeleton tracing's pure steps, by hand: the one edge across a segment TEASAR left none in,
+which segments reach a face a block shares, their voxels handed over, and a segment put
+together from them traced as one pass over the whole volume traces it."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from shardwright.generation.grid import BlockGrid
 from shardwright.generation.tracing import (
-    FACE_BRANCH_LIMIT,
+    Tracing,
     _across,
-    _on_inner_face,
-    _opened_at_faces,
-    _without_face_branches,
-    teasar_params,
+    block_masks,
+    reaching_segments,
+    trace_cutout,
 )
 
-NM = 100.0
-GRID = BlockGrid((64, 32, 32), (32, 32, 32), (NM, NM, NM), (1, 1, 1), (0.0, 0.0, 0.0))
-
-
-def test_only_planes_two_blocks_share_are_inner_faces() -> None:
-    voxels = np.array([[32, 5, 5], [0, 5, 5], [64, 5, 5], [31.5, 5, 5], [5, 5, 5], [5, 32, 5],
-                       [32.0004, 1, 1]])  # fmt: skip
-    assert _on_inner_face(voxels * NM, GRID).tolist() == [
-        True, False, False, False, False, False, True,  # within the tolerance of the plane
-    ]  # fmt: skip
+kimimaro = pytest.importorskip("kimimaro")
 
 
 def test_a_segment_with_no_edge_gets_one_across_its_box() -> None:
@@ -37,33 +28,42 @@ def test_a_segment_with_no_edge_gets_one_across_its_box() -> None:
     assert points.tolist() == [[2.0, 2.0, 20.0], [38.0, 2.0, 20.0]]
 
 
-def test_short_branches_ending_at_a_cut_are_pruned_back_to_their_junction() -> None:
-    points = np.array([[0, 0, 0], [100, 0, 0], [200, 0, 0], [300, 0, 0], [200, 500, 0],
-                       [200, 0, 2000], [5000, 0, 0], [5100, 0, 0]], np.float64)  # fmt: skip
-    edges = np.array([[0, 1], [1, 2], [2, 3], [2, 4], [2, 5], [6, 7]])
-    cut = np.zeros(len(points), bool)
-    cut[[3, 4, 5, 7]] = True  # 3 and 4 short, 5 longer than the limit, 7 on a lone path
-    assert 500 < FACE_BRANCH_LIMIT < 2000
-    kept = _without_face_branches(points, edges, cut)
-    assert sorted(map(tuple, kept.tolist())) == [(0, 1), (1, 2), (2, 5), (6, 7)]
-    nothing_cut = _without_face_branches(points, edges, np.zeros(len(points), bool))
-    assert sorted(map(tuple, nothing_cut.tolist())) == sorted(map(tuple, edges.tolist()))
-
-
-def test_a_loop_is_opened_once_at_a_face_and_a_tree_is_left_alone() -> None:
-    loop = np.array([[0, 1], [1, 2], [2, 3], [0, 3]])
-    on_face = np.array([False, True, False, False])
-    kept, opened = _opened_at_faces(loop, on_face)
-    assert len(kept) == 3
-    (removed,) = {tuple(e) for e in loop.tolist()} - {tuple(e) for e in kept.tolist()}
-    assert 1 in removed  # the edge removed touches the face
-    assert opened.tolist() == [i in removed for i in range(4)]
-    tree = np.array([[0, 1], [1, 2], [1, 3]])
-    kept, opened = _opened_at_faces(tree, np.array([True, True, False, False]))
-    assert kept.tolist() == tree.tolist() and not opened.any()
-
-
 def test_teasar_runs_with_igneous_defaults() -> None:
-    params = teasar_params()
+    params = Tracing().params()
     assert (params["scale"], params["const"], params["pdrf_exponent"]) == (4, 10, 4)
     assert params["soma_detection_threshold"] < params["soma_acceptance_threshold"]
+
+
+def test_segments_on_a_shared_face_are_handed_over_those_within_are_not() -> None:
+    """Block (1, 0, 0) of two along x reads 9 voxels: its low face is shared, its high one the
+    dataset's edge; a segment on the shared face reaches past it, one at the edge or inside
+    does not. Its voxels come back exactly, placed by their first voxel."""
+    grid = BlockGrid((16, 8, 8), (8, 8, 8), (1.0, 1.0, 1.0), (1, 1, 1), (0.0, 0.0, 0.0))
+    labels = np.zeros((8, 8, 8), np.uint64)  # block (1, 0, 0)'s read box: voxels 8 .. 15
+    labels[0, 2:4, 2:4] = 5  # on the shared face
+    labels[7, 5, 5] = 6  # on the dataset's edge
+    labels[3:5, 3:5, 3:5] = 7  # inside
+    assert reaching_segments(labels, grid, (1, 0, 0)) == {5}
+    masks = block_masks(labels, (8, 0, 0), [5, 7])
+    assert (masks[5].low, masks[5].shape) == ((8, 2, 2), (1, 2, 2))
+    assert masks[5].voxels().all() and masks[7].voxels().sum() == 8
+    assert (masks[7].low, masks[7].high) == ((11, 3, 3), (13, 5, 5))
+
+
+def test_a_segment_put_together_is_traced_as_the_whole_volume_traces_it() -> None:
+    """A bent tube touching the dataset's edge: TEASAR of its cutout (background put around
+    it where the dataset goes on) equals kimimaro on the whole volume, vertex for vertex."""
+    grid = BlockGrid((48, 40, 12), (16, 16, 4), (8.0, 8.0, 40.0), (1, 1, 1), (0.0, 0.0, 0.0))
+    labels = np.zeros(grid.shape, np.uint64)
+    labels[0:30, 10:14, 4:8] = 9  # from the dataset's low x edge
+    labels[26:30, 10:36, 4:8] = 9
+    labels[40:44, 30:34, 2:6] = 3  # another segment, not traced
+    whole = kimimaro.skeletonize(
+        labels, teasar_params=Tracing().params(), anisotropy=grid.resolution, dust_threshold=0,
+        fix_branching=True, fix_borders=True, progress=False, parallel=1,
+    )[9]  # fmt: skip
+    at, edges, _ = trace_cutout(labels[:30, 10:36, 4:8] == 9, (0, 10, 4),
+                                ((0, 0, 0), grid.shape), grid, Tracing())  # fmt: skip
+    got = {tuple(v) for v in (at * np.asarray(grid.resolution)).tolist()}
+    assert got == {tuple(v) for v in np.asarray(whole.vertices, np.float64).tolist()}
+    assert len(edges) == len(whole.edges)

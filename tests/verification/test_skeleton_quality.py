@@ -64,7 +64,7 @@ def _ratio(dest: str, segment: int) -> float:
     import kimimaro
     from cloudvolume import CloudVolume
 
-    from shardwright.generation.tracing import teasar_params
+    from shardwright.generation.tracing import Tracing
 
     skeleton = CloudVolume(f"file://{dest}", progress=False).skeleton.get(segment)
     ours = skeleton_quality.cable_length(np.asarray(skeleton.vertices, np.float64),
@@ -74,7 +74,7 @@ def _ratio(dest: str, segment: int) -> float:
     low, high = np.maximum(where.min(axis=0) - 1, 0), where.max(axis=0) + 2
     cutout = labels[low[0] : high[0], low[1] : high[1], low[2] : high[2]] == segment
     (found,) = kimimaro.skeletonize(
-        np.asfortranarray(cutout.astype(np.uint8)), teasar_params=teasar_params(),
+        np.asfortranarray(cutout.astype(np.uint8)), teasar_params=Tracing().params(),
         anisotropy=label_shapes.RESOLUTION, dust_threshold=0, fix_branching=True,
         progress=False,
     ).values()  # fmt: skip

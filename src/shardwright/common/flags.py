@@ -14,6 +14,7 @@ from typing import Any
 
 from shardwright.errors import OptionError
 
+XYZ = "X,Y,Z"  # the metavar of a three-number option
 SIZE_SUFFIXES = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 

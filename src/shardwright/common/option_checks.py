@@ -15,27 +15,6 @@ def whole(value: Any, least: int) -> bool:
     return not isinstance(value, bool) and isinstance(value, int) and value >= least
 
 
-def check_generation(options: Any) -> None:
-    """The values the mesh and skeleton generation options can take."""
-    error, lods, block, ids = (
-        options.mesh_max_error, options.mesh_lods, options.mesh_block, options.object_ids
-    )  # fmt: skip
-    if error is not None and not (isinstance(error, int | float) and 0 <= error < float("inf")):
-        raise OptionError("{mesh_max_error} must be a distance in nm, 0 or more",
-                          mesh_max_error=error)  # fmt: skip
-    if lods != "auto" and not whole(lods, 1):
-        raise OptionError("{mesh_lods} must be a number of levels (1 or more) or 'auto'",
-                          mesh_lods=lods)  # fmt: skip
-    for name in ("mesh_level", "dust_threshold"):
-        if not whole(getattr(options, name), 0):
-            raise OptionError(f"{{{name}}} must be a whole number, 0 or more",
-                              **{name: getattr(options, name)})  # fmt: skip
-    if block is not None and (len(block) != 3 or not all(whole(n, 2) for n in block)):
-        raise OptionError("{mesh_block} must be three whole numbers of 2 or more", mesh_block=block)
-    if ids is not None and (not ids or not all(whole(i, 1) and i < 2**64 for i in ids)):
-        raise OptionError("{object_ids} must be segment ids from 1 to 2**64 - 1", object_ids=ids)
-
-
 def check_annotations(options: Any) -> None:
     """The annotation options: a relationship name once each, a positive limit, an enum's
     column once and its labels readable (whether a source takes them is the planner's to

@@ -30,7 +30,12 @@ from shardwright.generation import census, exchange
 from shardwright.generation.census import NO_BOX, Box
 from shardwright.generation.exchange import MESH, SKELETON, BlockIndex, Piece, SpooledShardTask
 from shardwright.generation.surfaces import block_surfaces, multires_mesh
-from shardwright.generation.tracing import block_skeletons, joined_skeleton
+from shardwright.generation.tracing import (
+    block_masks,
+    block_skeletons,
+    joined_skeleton,
+    reaching_segments,
+)
 from shardwright.lifecycle.journal import CENSUS, EXCHANGE
 from shardwright.lifecycle.manifest import Receipt
 from shardwright.lifecycle.runs import run_of
@@ -172,13 +177,16 @@ class BlockProducer:
                 piece = Piece(segment, voxels, self.position, vertices, faces, None, box)
                 sections[(MESH, shard)].append(piece.to_bytes())
         if SKELETON in g.outputs:
-            skeletons = block_skeletons(labels, g.grid, counted)
+            reaching = reaching_segments(labels, g.grid, self.position) & set(counted)
+            skeletons = block_skeletons(labels, g.grid, set(counted) - reaching, g.tracing)
+            masks = block_masks(labels, start, reaching)
             nothing = (np.zeros((0, 3), np.float32), np.zeros((0, 2), np.uint32),
                        np.zeros(0, np.float32))  # fmt: skip
             for segment, shard in _shards(self.plan, SKELETON, counted):
                 vertices, edges, radii = skeletons.get(segment, nothing)
                 voxels, box = counted[segment]
-                piece = Piece(segment, voxels, self.position, vertices, edges, radii, box)
+                piece = Piece(segment, voxels, self.position, vertices, edges, radii, box,
+                              masks.get(segment))  # fmt: skip
                 sections[(SKELETON, shard)].append(piece.to_bytes())
         parts, self.index = exchange.spool(sections)
         key = f"block-{g.grid.key(self.position)}"
@@ -267,6 +275,6 @@ def _encoded(plan: GeneratedPlan, pieces: Sequence[Piece], box: Box) -> tuple[by
     geometry (a skeleton always has an edge, across its box at least)."""
     g = plan.generation
     if plan.output == SKELETON:
-        return joined_skeleton(pieces, g.grid, box), b""
+        return joined_skeleton(pieces, g.grid, box, g.tracing), b""
     surfaces = [p for p in pieces if len(p.links)]
     return multires_mesh(surfaces, g.grid, g.max_error, g.lods) if surfaces else None

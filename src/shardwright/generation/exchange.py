@@ -13,6 +13,7 @@ Layout: sections | index (ENTRY rows) | entry count (uint64) | MAGIC.
 from __future__ import annotations
 
 import struct
+import zlib
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,19 +23,49 @@ import numpy as np
 from shardwright.errors import MeshFormatError
 from shardwright.formats.shardfile import Piece as Bytes
 from shardwright.generation.census import NO_BOX, Box, Triple
+from shardwright.generation.grid import three
 
 MESH, SKELETON = 0, 1  # which output a section feeds
 ENTRY = np.dtype([("output", "<u4"), ("shard", "<u4"), ("start", "<u8"), ("stop", "<u8")])
-MAGIC = b"SWXCHG02"
+MAGIC = b"SWXCHG03"
 TRAILER = 8 + len(MAGIC)
 # segment, voxels, block x y z, box low x y z, box high x y z, vertices, faces/edges
 _HEADER = struct.Struct("<QQIIIIIIIIIII")
+_MASK = struct.Struct("<IIIIIII")  # a skeleton piece's mask: low x y z, shape x y z, bytes
+
+
+@dataclass(frozen=True)
+class Mask:
+    """A segment's voxels in a box of the level meshed (`low`: its first voxel; the bits
+    packed in C order, deflated): what a block hands over of a segment that reaches past its
+    faces, so that the segment's skeleton is traced whole where it fits (tracing.py)."""
+
+    low: Triple
+    shape: Triple
+    bits: bytes
+
+    @classmethod
+    def of(cls, voxels: np.ndarray, low: Triple) -> Mask:
+        x, y, z = voxels.shape
+        return cls(low, (x, y, z), zlib.compress(np.packbits(voxels, axis=None).tobytes(), 1))
+
+    @property
+    def high(self) -> Triple:
+        x, y, z = (a + n for a, n in zip(self.low, self.shape, strict=True))
+        return (x, y, z)
+
+    def voxels(self) -> np.ndarray:
+        """The box's voxels (bool, [x, y, z])."""
+        count = int(np.prod(self.shape))
+        packed = np.frombuffer(zlib.decompress(self.bits), np.uint8)
+        return np.unpackbits(packed, count=count).astype(bool).reshape(self.shape)
 
 
 @dataclass(frozen=True)
 class Piece:
     """One segment within one block: a surface (faces [m, 3]) or a skeleton (edges [m, 2],
-    radii), either possibly empty. Vertices are float32 nm from the block's origin
+    radii), either possibly empty, or in place of a skeleton the segment's voxels that the
+    block read (`mask`). Vertices are float32 nm from the block's origin
     (grid.block_origin_nm). `voxels` and `box` (low, high: voxels of the level meshed, high
     exclusive) are the segment's in the block's core: the census sums them over blocks."""
 
@@ -45,6 +76,7 @@ class Piece:
     links: np.ndarray  # faces or edges, uint32
     radii: np.ndarray | None = None
     box: Box = NO_BOX
+    mask: Mask | None = None
 
     def to_bytes(self) -> bytes:
         header = _HEADER.pack(
@@ -58,6 +90,8 @@ class Piece:
         ]
         if self.radii is not None:
             parts.append(np.ascontiguousarray(self.radii, "<f4").tobytes())
+            mask = self.mask or Mask((0, 0, 0), (0, 0, 0), b"")
+            parts += [_MASK.pack(*mask.low, *mask.shape, len(mask.bits)), mask.bits]
         return b"".join(parts)
 
 
@@ -74,15 +108,23 @@ def read_pieces(data: bytes | memoryview, output: int) -> Iterator[Piece]:
             offset += 12 * nv
             links = np.frombuffer(view, "<u4", width * nl, offset).reshape(-1, width)
             offset += 4 * width * nl
-            radii = None
+            radii, mask = None, None
             if output == SKELETON:
                 radii = np.frombuffer(view, "<f4", nv, offset)
                 offset += 4 * nv
+                *where_mask, length = _MASK.unpack_from(view, offset)
+                offset += _MASK.size
+                if length:
+                    bits = bytes(view[offset : offset + length])
+                    if len(bits) != length:
+                        raise ValueError("the mask is cut short")
+                    mask = Mask(three(where_mask[:3]), three(where_mask[3:]), bits)
+                    offset += length
         except (struct.error, ValueError) as exc:
             raise MeshFormatError(f"an exchange section is truncated: {exc}") from None
         block, low, high = where[:3], where[3:6], where[6:]
-        yield Piece(segment, voxels, tuple(block), vertices, links, radii,
-                    (tuple(low), tuple(high)))  # fmt: skip
+        yield Piece(segment, voxels, three(block), vertices, links, radii,
+                    (three(low), three(high)), mask)  # fmt: skip
 
 
 def spool(

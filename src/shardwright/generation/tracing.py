@@ -1,65 +1,71 @@
-"""Skeletons: TEASAR (kimimaro) in each block, joined across blocks into one per segment.
+"""Skeletons: TEASAR (kimimaro) per segment, whole where its box fits a task's memory, else
+block by block and joined (generation/joining.py).
 
-Blocks overlap by one voxel and kimimaro's `fix_borders` places a vertex at the centre of
-each cross-section on a block's faces, so the pieces of a segment from neighbouring blocks
-share those vertices exactly; joining is welding equal positions. TEASAR in a block also
-runs branches out to other points of a face it shares with a neighbour (the face is an edge
-of what it sees); the segment goes on there, through the centre vertex, so such a branch is
-an artefact of the cut: after welding, a short branch that ends on an inner block face, at a
-vertex one block's piece alone holds, is removed back to its junction (a branch both blocks
-traced, lying in the face they share, is the segment's own). Short branches elsewhere are
-the segment's own and are kept (as Igneous's merge keeps them by default). Radii (the
-distance to the boundary, nm) travel as the `radius` vertex attribute.
-
-Pieces welded across block faces can close a loop (a segment around the line four blocks
-share: each block's piece joins two of its faces). kimimaro's loop removal deletes a loop
-without branches whole, skeleton and all, so each loop is first opened where it crosses a
-block face: one edge with an end on an inner face is removed, and the branches the opening
-leaves are pruned as the cut's are. A segment TEASAR leaves no edge in (one voxel, say) gets
-one edge across its box, so that every segment has a skeleton to show.
+A block traces the segments that lie within it (touching no face it shares with a
+neighbour): that is their whole pass. Of a segment that reaches past such a face it hands over
+its voxels there instead (`block_masks`, in the block's spool), and the output shard's task
+puts the segment's pieces together and traces it whole where its box has at most
+`Tracing.whole_pass_voxels` voxels: as one TEASAR pass over the volume would (the same voxels,
+the same border targets at the dataset's edges), whatever the block size. Traced block by
+block, a cell body grows a branch from every face it crosses; one pass does not. A segment
+too large to trace whole is traced from the same voxels block by block, each piece in its
+block's read box, and joined. A segment TEASAR leaves no edge in (one voxel, say) gets one
+edge across its box, so that every segment has a skeleton to show; branches shorter than the
+tick threshold are removed last, as Igneous's merge removes them.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from shardwright.common.boxes import within
 from shardwright.formats.precomputed.skeletons import encode_skeleton
-from shardwright.generation.census import Box
-from shardwright.generation.exchange import Piece
-from shardwright.generation.grid import BlockGrid
-from shardwright.generation.welding import unique_positions
+from shardwright.generation import joining
+from shardwright.generation.census import Box, Triple
+from shardwright.generation.exchange import Mask, Piece
+from shardwright.generation.grid import BlockGrid, three
 
 RADIUS_ATTRIBUTE = {"id": "radius", "data_type": "float32", "num_components": 1}
-# nm: a branch ending on an inner face longer than this is the segment's own (it ends there);
-# shorter ones are cut artefacts. On bench_meshes' volume 1,000 nm left 92 of 994 skeletons
-# more than 15 % from kimimaro's on the whole volume; 500 nm left 108, 2,500 nm 99, no limit
-# 123 (real branches lost), no pruning 223 (and cutting every branch under 3,500 nm, 227).
-FACE_BRANCH_LIMIT = 1000.0
+# Bytes of memory TEASAR takes per voxel of the box it traces (kimimaro: the mask, its
+# components, the distance to the boundary, the penalty field, the path search): a segment
+# is traced whole where its box times this fits the task's memory budget.
+TRACE_BYTES_PER_VOXEL = 32
+Skeleton = joining.Skeleton
 
 
-def teasar_params() -> dict[str, Any]:
-    """TEASAR parameters as Igneous's `skeleton forge` chooses them by default (in nm, so they
-    follow the voxel size): the invalidation ball scale x radius + const, soma detection for
-    large radii."""
-    return {
-        "scale": 4,
-        "const": 10,
-        "pdrf_scale": 100000,
-        "pdrf_exponent": 4,
-        "soma_detection_threshold": 1100,
-        "soma_acceptance_threshold": 3500,
-        "soma_invalidation_scale": 1.0,
-        "soma_invalidation_const": 300,
-        "max_paths": None,
-    }
+# TEASAR's parameters a lab tunes (kimimaro's names), with the field's defaults: those of
+# Igneous's `skeleton forge`, in nm, so that they follow the voxel size.
+TEASAR_DEFAULTS = {
+    "scale": 4.0,  # a path invalidates a ball of scale x radius + const around it
+    "const": 10.0,
+    "soma_detection_threshold": 1100.0,
+    "soma_acceptance_threshold": 3500.0,
+    "soma_invalidation_scale": 1.0,
+    "soma_invalidation_const": 300.0,
+}
+
+
+@dataclass(frozen=True)
+class Tracing:
+    """How a job traces skeletons: TEASAR's parameters (kimimaro's names), the branches
+    removed after joining (`tick_threshold` nm, 0: none) and the most voxels a box traced
+    whole may have (the task's memory budget over TRACE_BYTES_PER_VOXEL)."""
+
+    teasar: tuple[tuple[str, float], ...] = tuple(TEASAR_DEFAULTS.items())
+    tick_threshold: float = 0.0
+    whole_pass_voxels: int = 0
+
+    def params(self) -> dict[str, Any]:
+        """kimimaro's `teasar_params`: the tuned ones, the penalty field's as Igneous's."""
+        return {**dict(self.teasar), "pdrf_scale": 100000, "pdrf_exponent": 4, "max_paths": None}
 
 
 def block_skeletons(
-    labels: np.ndarray, grid: BlockGrid, wanted: Iterable[int]
+    labels: np.ndarray, grid: BlockGrid, wanted: Iterable[int], tracing: Tracing
 ) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Each wanted segment's skeleton in one block: (vertices [n, 3] float32 nm from the block's
     origin, edges [m, 2] uint32, radii [n] float32 nm)."""
@@ -70,7 +76,7 @@ def block_skeletons(
         return {}
     found = kimimaro.skeletonize(
         np.asfortranarray(labels),
-        teasar_params=teasar_params(),
+        teasar_params=tracing.params(),
         anisotropy=grid.resolution,
         object_ids=ids,
         dust_threshold=0,
@@ -90,43 +96,152 @@ def block_skeletons(
     return out
 
 
-def joined_skeleton(pieces: Sequence[Piece], grid: BlockGrid, box: Box) -> bytes:
-    """One segment's encoded skeleton (vertices in nm, `radius` attribute) from its pieces;
-    `box`: the segment's (low, high) voxels, for one that TEASAR left no edge in."""
-    points, links, radius = _joined(pieces, grid)
+def reaching_segments(labels: np.ndarray, grid: BlockGrid, position: Triple) -> set[int]:
+    """The segments with voxels on a face the block's read box `labels` shares with a
+    neighbouring block (the segment goes on there, or may)."""
+    low_edge, high_edge = grid.dataset_edges(position)
+    planes = []
+    for axis in range(3):
+        along = np.moveaxis(labels, axis, 0)
+        if not low_edge[axis]:
+            planes.append(along[0].ravel())
+        if not high_edge[axis]:
+            planes.append(along[-1].ravel())
+    if not planes:
+        return set()
+    return set(np.unique(np.concatenate(planes)).tolist()) - {0}
+
+
+def block_masks(labels: np.ndarray, start: Triple, segments: Iterable[int]) -> dict[int, Mask]:
+    """Each segment's voxels in the block's read box `labels` (first voxel `start`), cropped
+    to the box of them."""
+    from scipy import ndimage
+
+    wanted = sorted(set(segments))
+    if not wanted:
+        return {}
+    numbered = _numbered(labels, wanted)
+    out = {}
+    for number, where in enumerate(ndimage.find_objects(numbered, len(wanted)), 1):
+        if where is None:
+            continue
+        low = three(a + w.start for a, w in zip(start, where, strict=True))
+        out[wanted[number - 1]] = Mask.of(numbered[where] == number, low)
+    return out
+
+
+def _numbered(labels: np.ndarray, wanted: list[int]) -> np.ndarray:
+    """`labels` with the wanted segments numbered 1.. in order, every other voxel 0."""
+    ids = np.asarray(wanted, labels.dtype)
+    index = np.searchsorted(ids, labels)
+    index[index == len(ids)] = 0
+    found = ids[index] == labels
+    return np.where(found, index + 1, 0).astype(np.int32)
+
+
+def trace_cutout(voxels: np.ndarray, low: Triple, edges: tuple[Triple, Triple],
+                 grid: BlockGrid, tracing: Tracing) -> Skeleton:  # fmt: skip
+    """TEASAR of one segment's `voxels` (bool, first voxel `low`): (vertices as level voxel
+    positions [n, 3] int64, edges, radii nm). `edges`: (low, high) of the box the tracing
+    sees whole (the dataset, or a block's read box): where the voxels end at its side, the
+    segment meets that side (kimimaro places a border target there); elsewhere a layer of
+    background is put around them, as the box around would have it."""
+    import kimimaro
+
+    high = [a + n for a, n in zip(low, voxels.shape, strict=True)]
+    before = [int(a > e) for a, e in zip(low, edges[0], strict=True)]
+    after = [int(b < e) for b, e in zip(high, edges[1], strict=True)]
+    padded = np.pad(voxels.astype(np.uint8), list(zip(before, after, strict=True)))
+    found = kimimaro.skeletonize(
+        np.asfortranarray(padded), teasar_params=tracing.params(), anisotropy=grid.resolution,
+        dust_threshold=0, fix_branching=True, fix_borders=True, progress=False, parallel=1,
+    )  # fmt: skip
+    skeleton = found.get(1)
+    if skeleton is None or not len(skeleton.vertices):
+        return np.zeros((0, 3), np.int64), np.zeros((0, 2), np.int64), np.zeros(0, np.float32)
+    at = np.rint(np.asarray(skeleton.vertices, np.float64) / np.asarray(grid.resolution))
+    origin = np.asarray(low) - np.asarray(before)
+    return (
+        at.astype(np.int64) + origin,
+        np.asarray(skeleton.edges, np.int64).reshape(-1, 2),
+        np.asarray(skeleton.radii, np.float32),
+    )
+
+
+def joined_skeleton(pieces: Sequence[Piece], grid: BlockGrid, box: Box, tracing: Tracing) -> bytes:
+    """One segment's encoded skeleton (vertices in nm, `radius` attribute) from its pieces:
+    the parts handed over as voxels traced whole where their box has at most
+    `tracing.whole_pass_voxels`, else block by block; then its branches shorter than the
+    tick threshold removed; `box`: the segment's (low, high) voxels, for one that TEASAR
+    left no edge in."""
+    traced = [piece for piece in pieces if piece.mask is None]
+    masked = [piece for piece in pieces if piece.mask is not None]
+    parts = []
+    if masked:
+        low = three(min(p.mask.low[a] for p in masked if p.mask) for a in range(3))
+        high = three(max(p.mask.high[a] for p in masked if p.mask) for a in range(3))
+        if int(np.prod(np.subtract(high, low))) <= tracing.whole_pass_voxels:
+            parts.append(_whole(masked, low, high, grid, tracing))
+        else:
+            traced += [_traced_in_block(piece, grid, tracing) for piece in masked]
+    parts.append(joining.joined(traced, grid, tracing.params()))
+    points, links, radius = _concatenated(parts)
+    if tracing.tick_threshold and len(links):
+        points, links, radius = _without_ticks((points, links, radius), tracing.tick_threshold)
     if not len(links):
         points, links, radius = _across(box, grid)
     return encode_skeleton(points.astype(np.float32), links.astype(np.uint32), [radius])
 
 
-def _joined(pieces: Sequence[Piece], grid: BlockGrid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The pieces welded, loops opened at block faces, the cut's branches pruned, cleaned."""
-    pieces = [piece for piece in pieces if len(piece.links)]
-    if not pieces:
-        return np.zeros((0, 3)), np.zeros((0, 2), np.int64), np.zeros(0, np.float32)
-    vertices, edges, radii = [], [], []
-    base = 0
-    for piece in pieces:
-        origin = np.asarray(grid.block_origin_nm(piece.block), np.float64)
-        vertices.append(piece.vertices.astype(np.float64) + origin)
-        edges.append(piece.links.astype(np.int64) + base)
-        assert piece.radii is not None
-        radii.append(piece.radii)
-        base += len(piece.vertices)
-    points = np.concatenate(vertices)
-    unique, inverse = unique_positions(points)
-    welded = inverse[np.concatenate(edges)]
-    welded = np.sort(welded[welded[:, 0] != welded[:, 1]], axis=1)
-    welded = np.unique(welded, axis=0) if len(welded) else welded.reshape(0, 2)
-    radius = np.zeros(len(unique), np.float32)
-    np.maximum.at(radius, inverse, np.concatenate(radii))
-    holders = np.zeros(len(unique), np.int64)  # pieces holding each vertex
-    for start, stop in itertools.pairwise(np.cumsum([0, *(len(v) for v in vertices)])):
-        holders[np.unique(inverse[start:stop])] += 1
-    on_face = _on_inner_face(unique, grid)
-    welded, opened = _opened_at_faces(welded, on_face)
-    welded = _without_face_branches(unique, welded, (on_face & (holders == 1)) | opened)
-    return _cleaned(unique, welded, radius)
+def _whole(
+    masked: Sequence[Piece], low: Triple, high: Triple, grid: BlockGrid, tracing: Tracing
+) -> Skeleton:
+    """The segment's voxels the blocks handed over, put together and traced as one."""
+    voxels = np.zeros(np.subtract(high, low), bool)
+    for piece in masked:
+        assert piece.mask is not None
+        voxels[within((piece.mask.low, piece.mask.high), low)] |= piece.mask.voxels()
+    at, edges, radii = trace_cutout(voxels, low, ((0, 0, 0), grid.shape), grid, tracing)
+    points = np.asarray(grid.origin_nm) + at * np.asarray(grid.resolution)
+    return points, edges, radii
+
+
+def _traced_in_block(piece: Piece, grid: BlockGrid, tracing: Tracing) -> Piece:
+    """A handed-over piece traced as its block would have, in the block's whole read box (so
+    that kimimaro places the targets on a face both blocks share at the same voxels, and the
+    pieces meet there; vertices from the block's origin)."""
+    assert piece.mask is not None
+    read_box = grid.read_box(piece.block)
+    voxels = np.zeros(np.subtract(read_box[1], read_box[0]), bool)
+    voxels[within((piece.mask.low, piece.mask.high), read_box[0])] = piece.mask.voxels()
+    at, edges, radii = trace_cutout(voxels, read_box[0], read_box, grid, tracing)
+    local = (at - np.asarray(read_box[0])).astype(np.float32)
+    vertices = np.multiply(local, np.asarray(grid.resolution, np.float32), dtype=np.float32)
+    return Piece(piece.segment, piece.voxels, piece.block, vertices, edges.astype(np.uint32),
+                 radii, piece.box)  # fmt: skip
+
+
+def _concatenated(parts: Sequence[Skeleton]) -> Skeleton:
+    """Skeletons as one (their vertices numbered on)."""
+    offsets = np.cumsum([0, *(len(p[0]) for p in parts)])
+    return (
+        np.concatenate([p[0].astype(np.float64).reshape(-1, 3) for p in parts]),
+        np.concatenate([p[1].reshape(-1, 2) + o for p, o in zip(parts, offsets, strict=False)]),
+        np.concatenate([p[2].astype(np.float32) for p in parts]),
+    )
+
+
+def _without_ticks(skeleton: Skeleton, threshold: float) -> Skeleton:
+    """The skeleton less its branches shorter than `threshold` nm, shortest first
+    (kimimaro's `remove_ticks`, as Igneous's merge runs it)."""
+    import osteoid
+    from kimimaro.post import remove_ticks
+
+    points, links, radius = skeleton
+    kept = remove_ticks(osteoid.Skeleton(points.astype(np.float32), links.astype(np.uint32),
+                                         radius), threshold).consolidate()  # fmt: skip
+    return (np.asarray(kept.vertices, np.float64), np.asarray(kept.edges, np.int64).reshape(-1, 2),
+            np.asarray(kept.radius, np.float32))  # fmt: skip
 
 
 def _across(box: Box, grid: BlockGrid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -140,86 +255,3 @@ def _across(box: Box, grid: BlockGrid) -> tuple[np.ndarray, np.ndarray, np.ndarr
         low, high = low - half, high + half
     radius = np.full(2, resolution.min() / 2, np.float32)
     return np.stack([low, high]), np.array([[0, 1]], np.int64), radius
-
-
-def _opened_at_faces(edges: np.ndarray, on_face: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(the edges without one edge of each loop, where it touches an inner block face; which
-    vertices lost an edge). The edges kept are a spanning forest that takes every edge
-    inside a block first (each block's piece is a tree, so only edges at faces close loops);
-    a loop that touches no face (none should) is left to kimimaro."""
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import minimum_spanning_tree
-
-    opened = np.zeros(len(on_face), bool)
-    if not len(edges):
-        return edges, opened
-    at_face = on_face[edges].any(axis=1)
-    weights = np.where(at_face, 2.0, 1.0)
-    n = len(on_face)
-    forest = minimum_spanning_tree(
-        coo_matrix((weights, (edges[:, 0], edges[:, 1])), (n, n))
-    ).tocoo()
-    kept = {tuple(sorted(e)) for e in zip(forest.row.tolist(), forest.col.tolist(), strict=True)}
-    in_forest = np.array([(a, b) in kept for a, b in edges.tolist()], bool)  # edges: a < b
-    removed = ~in_forest & at_face
-    opened[edges[removed].ravel()] = True
-    return edges[~removed], opened
-
-
-def _on_inner_face(points: np.ndarray, grid: BlockGrid) -> np.ndarray:
-    """Which points (nm) lie on a plane two blocks share (not on the dataset's edges)."""
-    voxels = (points - np.asarray(grid.origin_nm)) / np.asarray(grid.resolution)
-    nearest = np.rint(voxels)
-    block, shape = np.asarray(grid.block), np.asarray(grid.shape)
-    on_grid = np.isclose(voxels, nearest, atol=1e-3) & (np.mod(nearest, block) == 0)
-    inside = (nearest > 0) & (nearest < shape)
-    return (on_grid & inside).any(axis=1)
-
-
-def _without_face_branches(points: np.ndarray, edges: np.ndarray, cut: np.ndarray) -> np.ndarray:
-    """The edges without the branches (end vertex to the nearest junction, at most
-    FACE_BRANCH_LIMIT long) whose end is a cut's (`cut`: on an inner block face, or where a
-    loop was opened); a component that is one unbranched path keeps all of it."""
-    neighbours: list[set[int]] = [set() for _ in range(len(points))]
-    for a, b in edges.tolist():
-        neighbours[a].add(b)
-        neighbours[b].add(a)
-    ends = [v for v in range(len(points)) if len(neighbours[v]) == 1 and cut[v]]
-    while ends:
-        end = ends.pop()
-        if len(neighbours[end]) != 1:
-            continue
-        branch, previous, current = [end], end, next(iter(neighbours[end]))
-        while len(neighbours[current]) == 2:
-            branch.append(current)
-            previous, current = current, next(n for n in neighbours[current] if n != previous)
-        if len(neighbours[current]) < 3:  # one unbranched path: nothing to cut back to
-            continue
-        path = points[branch + [current]]
-        if np.linalg.norm(np.diff(path, axis=0), axis=1).sum() > FACE_BRANCH_LIMIT:
-            continue
-        for vertex in branch:
-            for n in neighbours[vertex]:  # welding left no edge from a vertex to itself
-                neighbours[n].discard(vertex)
-            neighbours[vertex].clear()
-        if len(neighbours[current]) == 1 and cut[current]:
-            ends.append(current)
-    kept = [(a, b) for a in range(len(points)) for b in neighbours[a] if a < b]
-    return np.asarray(kept, np.int64).reshape(-1, 2)
-
-
-def _cleaned(
-    vertices: np.ndarray, edges: np.ndarray, radii: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The joined skeleton with kimimaro's clean-up as Igneous's merge runs it by default:
-    loops opened, close parts joined, vertices no edge uses dropped; no branch removed."""
-    import kimimaro
-    import osteoid
-
-    skeleton = osteoid.Skeleton(vertices.astype(np.float32), edges.astype(np.uint32), radii)
-    cleaned = kimimaro.postprocess(skeleton, dust_threshold=0, tick_threshold=0)
-    return (
-        np.asarray(cleaned.vertices, np.float64),
-        np.asarray(cleaned.edges, np.int64).reshape(-1, 2),
-        np.asarray(cleaned.radius, np.float32),
-    )

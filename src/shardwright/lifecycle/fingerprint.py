@@ -140,6 +140,7 @@ WORDED_PLAN = {
     "generated_from_scale": "source scale", "block_xyz": "mesh block",
     "max_error_nm": "mesh max error (nm)", "lods": "mesh levels of detail",
     "dust_threshold": "dust threshold", "object_ids": "object ids",
+    "teasar": "TEASAR parameters", "tick_threshold": "tick threshold",
 }  # fmt: skip
 WORDED_OPTIONS = {
     "compression": "compression", "compression_level": "compression level",

@@ -29,7 +29,7 @@ from shardwright.formats.precomputed.skeletons import SKELETON_TYPE
 from shardwright.generation.exchange import MESH, SKELETON, SpooledShardTask
 from shardwright.generation.grid import BlockGrid, choose_group, three
 from shardwright.generation.surfaces import QUANTIZATION_BITS
-from shardwright.generation.tracing import RADIUS_ATTRIBUTE
+from shardwright.generation.tracing import RADIUS_ATTRIBUTE, TRACE_BYTES_PER_VOXEL, Tracing
 from shardwright.options import ConvertOptions
 from shardwright.planning.base import ExchangePlan
 from shardwright.planning.objects import MULTILOD, SKELETONS, choose_sharding
@@ -69,6 +69,7 @@ class Generation:
     shardings: dict[int, ShardingSpec]
     exchange: str  # the destination whose `.shardwright/exchange/` holds the block spools
     estimated_segments: int
+    tracing: Tracing  # how skeletons are traced
     scale: str | None = None  # the stored scale read, where blocks read a dataset as it is
 
     def wants(self, segment: int) -> bool:
@@ -192,6 +193,15 @@ class GeneratedPlan(ExchangePlan):
             "sharding": self.sharding.to_json(),
             "memory_budget": self.options.memory_budget,
             "block_task_bytes": self.block_task_bytes,
+            **(
+                {
+                    "teasar": dict(g.tracing.teasar),
+                    "tick_threshold": g.tracing.tick_threshold,
+                    "whole_pass_voxels": g.tracing.whole_pass_voxels,
+                }
+                if self.output == SKELETON
+                else {}
+            ),
         }
 
     def report(self) -> str:
@@ -214,6 +224,7 @@ class GeneratedPlan(ExchangePlan):
             f"in {counted(g.grid.group_count, 'task')} of {xyz(g.grid.group)} blocks",
             f"  segments   ~{g.estimated_segments:,} present (estimated from sampled blocks), "
             f"{each} gets its {kind}; the job counts them",
+            *([_tracing_line(g.tracing)] if self.output == SKELETON else []),
             f"  sharding   {spec.hash}, minishard {spec.minishard_bits}, shard {spec.shard_bits} "
             f"({spec.num_shards:,} shards)",
         ]
@@ -225,6 +236,21 @@ class GeneratedPlan(ExchangePlan):
                 f"{human_bytes(self.block_task_bytes)} per block task"
             )
         return "\n".join(lines)
+
+
+def _tracing_line(tracing: Tracing) -> str:
+    """The plan's line on how skeletons are traced: TEASAR's parameters, by their options."""
+    t = dict(tracing.teasar)
+    ticks = (f"branches under {tracing.tick_threshold:g} nm removed" if tracing.tick_threshold
+             else "no branch removed (--tick-threshold)")  # fmt: skip
+    return (
+        f"  tracing    TEASAR ball {t['scale']:g} x radius + {t['const']:g} nm (--teasar-scale, "
+        f"--teasar-const); somata over {t['soma_acceptance_threshold']:g} nm (looked for over "
+        f"{t['soma_detection_threshold']:g}, ball {t['soma_invalidation_scale']:g} x radius + "
+        f"{t['soma_invalidation_const']:g} nm); {ticks}; a segment whose box has up to "
+        f"{tracing.whole_pass_voxels:,} voxels (the memory budget) traced whole, larger ones "
+        "block by block and joined"
+    )
 
 
 def _block_task_bytes(grid: BlockGrid, itemsize: int) -> int:
@@ -365,6 +391,8 @@ def generated_plans(labels: Labels, options: ConvertOptions) -> tuple[GeneratedP
         shardings=shardings,
         exchange=dests[outputs[0]],
         estimated_segments=segments,
+        tracing=Tracing(tuple(options.teasar().items()), float(options.tick_threshold),
+                        options.memory_budget // TRACE_BYTES_PER_VOXEL),  # fmt: skip
         scale=labels.scale,
     )  # fmt: skip
     return tuple(

@@ -205,7 +205,8 @@ def _verify_generated(
                 report.problems.append(f"segment {segment}: its {what} {problem}")
             elif volume is not None and i in traced:
                 box = (row["low"], row["high"])
-                whole = skeleton_quality.whole_pass_cable(volume, segment, *box, check.resolution)
+                whole = skeleton_quality.whole_pass_cable(volume, segment, *box, check.resolution,
+                                                          plan.get("teasar"))  # fmt: skip
                 if whole:
                     ratios[segment] = check.cable(blob) / whole
     report.notes.append(

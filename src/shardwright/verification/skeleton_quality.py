@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from shardwright.generation.grid import three
-from shardwright.generation.tracing import teasar_params
+from shardwright.generation.tracing import Tracing
 from shardwright.sources import Source
 
 SAMPLE = 20  # segments compared
@@ -33,9 +33,11 @@ def cable_length(vertices: np.ndarray, edges: np.ndarray) -> float:
 
 
 def whole_pass_cable(source: Source, segment: int, low: Sequence[int], high: Sequence[int],
-                     resolution: Sequence[float] | np.ndarray) -> float | None:  # fmt: skip
+                     resolution: Sequence[float] | np.ndarray,
+                     teasar: dict[str, float] | None = None) -> float | None:  # fmt: skip
     """kimimaro's cable length of `segment` on its own cutout (voxels [low, high] and one
-    around, nm); None where the cutout is larger than MOST_VOXELS or TEASAR finds nothing."""
+    around, nm), with the job's TEASAR parameters (`teasar`: the manifest's; None: the
+    defaults); None where the cutout is larger than MOST_VOXELS or TEASAR finds nothing."""
     import kimimaro
 
     start = three(max(0, int(a) - 1) for a in low)
@@ -44,10 +46,10 @@ def whole_pass_cable(source: Source, segment: int, low: Sequence[int], high: Seq
         return None
     labels = np.asarray(source.read(start, stop)[..., 0])
     mask = np.asfortranarray((labels == segment).astype(np.uint8))
+    tracing = Tracing(tuple(teasar.items())) if teasar else Tracing()
     found = kimimaro.skeletonize(
-        mask, teasar_params=teasar_params(), anisotropy=tuple(map(float, resolution)),
-        dust_threshold=0,
-        fix_branching=True, progress=False, parallel=1,
+        mask, teasar_params=tracing.params(), anisotropy=tuple(map(float, resolution)),
+        dust_threshold=0, fix_branching=True, progress=False, parallel=1,
     )  # fmt: skip
     if 1 not in found or not len(found[1].edges):
         return None
