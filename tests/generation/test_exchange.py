@@ -86,8 +86,10 @@ def test_a_truncated_section_or_a_foreign_object_is_refused() -> None:
         for cut in (1, 4, len(data) - 1):
             with pytest.raises(MeshFormatError, match="truncated"):
                 list(exchange.read_pieces(data[:cut], SKELETON))
-    with pytest.raises(MeshFormatError, match="trailer is wrong"):
+    with pytest.raises(MeshFormatError, match="another shardwright version"):
         exchange.index_size(b"\0" * 8 + b"SWXCHG01")
+    with pytest.raises(MeshFormatError, match="trailer is wrong"):
+        exchange.index_size(b"\0" * 8 + b"NOTASPOO")
     with pytest.raises(MeshFormatError, match="trailer is wrong"):
         exchange.index_size(b"short")
 

@@ -177,8 +177,8 @@ class BlockProducer:
                 piece = Piece(segment, voxels, self.position, vertices, faces, None, box)
                 sections[(MESH, shard)].append(piece.to_bytes())
         if SKELETON in g.outputs:
+            skeletons = block_skeletons(labels, g.grid, counted, g.tracing)
             reaching = reaching_segments(labels, g.grid, self.position) & set(counted)
-            skeletons = block_skeletons(labels, g.grid, set(counted) - reaching, g.tracing)
             masks = block_masks(labels, start, reaching)
             nothing = (np.zeros((0, 3), np.float32), np.zeros((0, 2), np.uint32),
                        np.zeros(0, np.float32))  # fmt: skip

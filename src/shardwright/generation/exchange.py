@@ -146,6 +146,12 @@ def spool(
 
 def index_size(trailer: bytes) -> int:
     """The bytes of the index before a spool object's trailer (its last TRAILER bytes)."""
+    if len(trailer) == TRAILER and trailer[8:14] == MAGIC[:6] and trailer[8:] != MAGIC:
+        raise MeshFormatError(
+            f"a block spool of another shardwright version ({trailer[8:].decode(errors='replace')}"
+            f", this one reads {MAGIC.decode()}): finish the job with the version that started "
+            "it, or run it again with --overwrite"
+        )
     if len(trailer) != TRAILER or trailer[8:] != MAGIC:
         raise MeshFormatError("not a block spool object: its trailer is wrong")
     (entries,) = struct.unpack_from("<Q", trailer)

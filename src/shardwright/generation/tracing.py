@@ -1,17 +1,17 @@
-"""Skeletons: TEASAR (kimimaro) per segment, whole where its box fits a task's memory, else
-block by block and joined (generation/joining.py).
+"""Skeletons: TEASAR (kimimaro) per block, joined across blocks (generation/joining.py), or
+traced whole where the segment is thick and its box fits a task's memory.
 
-A block traces the segments that lie within it (touching no face it shares with a
-neighbour): that is their whole pass. Of a segment that reaches past such a face it hands over
-its voxels there instead (`block_masks`, in the block's spool), and the output shard's task
-puts the segment's pieces together and traces it whole where its box has at most
-`Tracing.whole_pass_voxels` voxels: as one TEASAR pass over the volume would (the same voxels,
-the same border targets at the dataset's edges), whatever the block size. Traced block by
-block, a cell body grows a branch from every face it crosses; one pass does not. A segment
-too large to trace whole is traced from the same voxels block by block, each piece in its
-block's read box, and joined. A segment TEASAR leaves no edge in (one voxel, say) gets one
-edge across its box, so that every segment has a skeleton to show; branches shorter than the
-tick threshold are removed last, as Igneous's merge removes them.
+A block traces every segment of its core in one pass over its read box. Of a segment that
+reaches a face the block shares with a neighbour it also hands over its voxels there
+(`block_masks`, in the block's spool). The output shard's task then traces such a segment
+whole from its pieces' voxels where `Tracing.traces_whole` says so (its box has at most
+`whole_pass_voxels` voxels and the segment fills at least 1 / SPARSEST of it): as one TEASAR
+pass over the volume would (the same voxels, the same border targets at the dataset's edges),
+whatever the block size; a cell body cut into blocks otherwise grows a branch from every face
+it crosses. A thin segment (a neurite: tracing its box whole would cost many times its
+voxels) and one too large keep the blocks' pieces, joined. A segment TEASAR leaves no edge in
+(one voxel, say) gets one edge across its box, so that every segment has a skeleton to show;
+branches shorter than the tick threshold are removed last, as Igneous's merge removes them.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ RADIUS_ATTRIBUTE = {"id": "radius", "data_type": "float32", "num_components": 1}
 # components, the distance to the boundary, the penalty field, the path search): a segment
 # is traced whole where its box times this fits the task's memory budget.
 TRACE_BYTES_PER_VOXEL = 32
+# A segment filling less than 1 / SPARSEST of its box keeps the blocks' pieces (Tracing).
+SPARSEST = 16
 Skeleton = joining.Skeleton
 
 
@@ -62,6 +64,14 @@ class Tracing:
     def params(self) -> dict[str, Any]:
         """kimimaro's `teasar_params`: the tuned ones, the penalty field's as Igneous's."""
         return {**dict(self.teasar), "pdrf_scale": 100000, "pdrf_exponent": 4, "max_paths": None}
+
+    def traces_whole(self, voxels: int, shape: Sequence[int] | np.ndarray) -> bool:
+        """Whether a segment of `voxels` in a box of `shape` is traced whole: where the box
+        fits the memory budget and the segment fills at least 1 / SPARSEST of it (tracing
+        costs its box's voxels; the blocks have traced a thin one, such as a neurite, about
+        as one pass would, where a thick one grows a branch from every face it crosses)."""
+        size = int(np.prod(shape))
+        return size <= self.whole_pass_voxels and size <= SPARSEST * voxels
 
 
 def block_skeletons(
@@ -170,21 +180,18 @@ def trace_cutout(voxels: np.ndarray, low: Triple, edges: tuple[Triple, Triple],
 
 def joined_skeleton(pieces: Sequence[Piece], grid: BlockGrid, box: Box, tracing: Tracing) -> bytes:
     """One segment's encoded skeleton (vertices in nm, `radius` attribute) from its pieces:
-    the parts handed over as voxels traced whole where their box has at most
-    `tracing.whole_pass_voxels`, else block by block; then its branches shorter than the
-    tick threshold removed; `box`: the segment's (low, high) voxels, for one that TEASAR
-    left no edge in."""
-    traced = [piece for piece in pieces if piece.mask is None]
+    the parts its blocks handed over as voxels traced whole where `tracing.traces_whole` them,
+    else the blocks' pieces joined; then its branches shorter than the tick threshold
+    removed; `box`: the segment's (low, high) voxels, for one that TEASAR left no edge in."""
     masked = [piece for piece in pieces if piece.mask is not None]
     parts = []
     if masked:
         low = three(min(p.mask.low[a] for p in masked if p.mask) for a in range(3))
         high = three(max(p.mask.high[a] for p in masked if p.mask) for a in range(3))
-        if int(np.prod(np.subtract(high, low))) <= tracing.whole_pass_voxels:
+        if tracing.traces_whole(sum(p.voxels for p in masked), np.subtract(high, low)):
             parts.append(_whole(masked, low, high, grid, tracing))
-        else:
-            traced += [_traced_in_block(piece, grid, tracing) for piece in masked]
-    parts.append(joining.joined(traced, grid, tracing.params()))
+            pieces = [piece for piece in pieces if piece.mask is None]
+    parts.append(joining.joined(pieces, grid, tracing.params()))
     points, links, radius = _concatenated(parts)
     if tracing.tick_threshold and len(links):
         points, links, radius = _without_ticks((points, links, radius), tracing.tick_threshold)
@@ -204,21 +211,6 @@ def _whole(
     at, edges, radii = trace_cutout(voxels, low, ((0, 0, 0), grid.shape), grid, tracing)
     points = np.asarray(grid.origin_nm) + at * np.asarray(grid.resolution)
     return points, edges, radii
-
-
-def _traced_in_block(piece: Piece, grid: BlockGrid, tracing: Tracing) -> Piece:
-    """A handed-over piece traced as its block would have, in the block's whole read box (so
-    that kimimaro places the targets on a face both blocks share at the same voxels, and the
-    pieces meet there; vertices from the block's origin)."""
-    assert piece.mask is not None
-    read_box = grid.read_box(piece.block)
-    voxels = np.zeros(np.subtract(read_box[1], read_box[0]), bool)
-    voxels[within((piece.mask.low, piece.mask.high), read_box[0])] = piece.mask.voxels()
-    at, edges, radii = trace_cutout(voxels, read_box[0], read_box, grid, tracing)
-    local = (at - np.asarray(read_box[0])).astype(np.float32)
-    vertices = np.multiply(local, np.asarray(grid.resolution, np.float32), dtype=np.float32)
-    return Piece(piece.segment, piece.voxels, piece.block, vertices, edges.astype(np.uint32),
-                 radii, piece.box)  # fmt: skip
 
 
 def _concatenated(parts: Sequence[Skeleton]) -> Skeleton:
