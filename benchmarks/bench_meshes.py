@@ -2,8 +2,10 @@
 
 A deterministic neuron-like uint64 segmentation (default 512 x 512 x 256 voxels at 8 x 8 x 40 nm,
 ~1,000 segments: persistent random-walk tubes of 50-300 nm radius, a few somata, split where
-they touch as a Voronoi partition of their centre lines, background between) is written as an
-unsharded precomputed volume (64^3 chunks, compressed_segmentation + gzip) with CloudVolume.
+they touch as a Voronoi partition of their centre lines, background between; with `--cells
+bodies`, cell bodies instead: ellipsoids of 180-480 nm radius split where they touch; both
+`tests/support/cells.py`'s) is written as an unsharded precomputed volume (64^3 chunks,
+compressed_segmentation + gzip) with CloudVolume.
 Then, each as a fresh process tree timed end to end, with the peak of the summed RSS and PSS of
 all its processes sampled every 0.1 s:
 

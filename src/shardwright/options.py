@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from shardwright.codecs import BYTE_CODECS, CHUNK_ENCODINGS
 from shardwright.common.deadlines import DEFAULT_TIMEOUT
 from shardwright.common.downsample import METHOD_HELP as DOWNSAMPLE_HELP
 from shardwright.common.downsample import METHODS as DOWNSAMPLE_METHODS
@@ -42,8 +43,8 @@ MiB = 1024**2
 
 FORMATS = names(OutputFormat)
 LAYER_TYPES = ("auto", *names(VolumeType))  # auto: segmentation for integer labels
-ENCODINGS = ("raw", "jpeg", "png", "compressed_segmentation")
-COMPRESSIONS = ("none", "gzip", "zstd", "blosc")
+ENCODINGS = tuple(CHUNK_ENCODINGS)  # the codecs' registry names them
+COMPRESSIONS = ("none", *BYTE_CODECS)
 HASHES = names(ShardHash)
 INDEX_LOCATIONS = names(IndexLocation)
 ZARR_LAYOUTS = ("ome", "array")

@@ -57,6 +57,13 @@ SAMPLES: dict[str, tuple[list[str], Any]] = {
     "mesh_level": (["--mesh-level", "1"], 1),
     "mesh_block": (["--mesh-block", "64,64,32"], (64, 64, 32)),
     "dust_threshold": (["--dust-threshold", "500"], 500),
+    "teasar_scale": (["--teasar-scale", "6"], 6.0),
+    "teasar_const": (["--teasar-const", "50"], 50.0),
+    "soma_detection_threshold": (["--soma-detection-threshold", "900"], 900.0),
+    "soma_acceptance_threshold": (["--soma-acceptance-threshold", "4000"], 4000.0),
+    "soma_invalidation_scale": (["--soma-invalidation-scale", "2"], 2.0),
+    "soma_invalidation_const": (["--soma-invalidation-const", "200"], 200.0),
+    "tick_threshold": (["--tick-threshold", "3500"], 3500.0),
     "object_ids": (["--object-ids", "12,345"], (12, 345)),
     "annotation_type": (["--annotation-type", "line"], "line"),
     "relationships": (

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from shardwright.generation import census
 from shardwright.generation.grid import BlockGrid
 from shardwright.generation.tracing import (
     Tracing,
@@ -35,19 +36,22 @@ def test_teasar_runs_with_igneous_defaults() -> None:
 
 
 def test_segments_on_a_shared_face_are_handed_over_those_within_are_not() -> None:
-    """Block (1, 0, 0) of two along x reads 9 voxels: its low face is shared, its high one the
+    """Block (1, 0, 0) of two along x reads 8 voxels: its low face is shared, its high one the
     dataset's edge; a segment on the shared face reaches past it, one at the edge or inside
-    does not. Its voxels come back exactly, placed by their first voxel."""
+    does not. Its voxels in the core come back exactly, placed by their first voxel."""
     grid = BlockGrid((16, 8, 8), (8, 8, 8), (1.0, 1.0, 1.0), (1, 1, 1), (0.0, 0.0, 0.0))
     labels = np.zeros((8, 8, 8), np.uint64)  # block (1, 0, 0)'s read box: voxels 8 .. 15
     labels[0, 2:4, 2:4] = 5  # on the shared face
     labels[7, 5, 5] = 6  # on the dataset's edge
     labels[3:5, 3:5, 3:5] = 7  # inside
+    labels[2, 6, 6] = 5  # a second part of 5, in the same core
     assert reaching_segments(labels, grid, (1, 0, 0)) == {5}
-    masks = block_masks(labels, (8, 0, 0), [5, 7])
-    assert (masks[5].low, masks[5].shape) == ((8, 2, 2), (1, 2, 2))
-    assert masks[5].voxels().all() and masks[7].voxels().sum() == 8
+    boxes = {s: box for s, (_, box) in census.block_census(labels, (8, 0, 0)).items()}
+    masks = block_masks(labels, (8, 0, 0), {5: boxes[5], 7: boxes[7]})
+    assert (masks[5].low, masks[5].high) == ((8, 2, 2), (11, 7, 7))
+    assert masks[5].voxels().sum() == 5 and masks[5].voxels()[2, 4, 4]
     assert (masks[7].low, masks[7].high) == ((11, 3, 3), (13, 5, 5))
+    assert masks[7].voxels().all()
 
 
 def test_a_segment_put_together_is_traced_as_the_whole_volume_traces_it() -> None:

@@ -14,6 +14,7 @@ import shardwright
 
 SRC = pathlib.Path(shardwright.__file__).parent
 MAX_LINES = 500
+MAX_FUNCTION_LINES = 80
 
 
 def _module_name(path: pathlib.Path) -> str:
@@ -136,6 +137,18 @@ def test_no_module_is_too_long_to_read() -> None:
         if (n := len(path.read_text().splitlines())) > MAX_LINES
     }
     assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def test_no_function_is_too_long_to_read() -> None:
+    """A function of more than MAX_FUNCTION_LINES lines does several things: split it."""
+    long = [
+        f"{name}.{node.name}: {node.end_lineno - node.lineno + 1} lines"
+        for name, path in MODULES.items()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and (node.end_lineno or node.lineno) - node.lineno + 1 > MAX_FUNCTION_LINES
+    ]
+    assert not long, "\n".join(long)
 
 
 def test_no_module_imports_another_modules_private_names() -> None:

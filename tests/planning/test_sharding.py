@@ -193,5 +193,5 @@ def test_zarr3_compressors_and_their_default_levels() -> None:
     }  # fmt: skip
     level = sharding.zarr_compressor("zstd", 19)
     assert level is not None and level.level == 19
-    with pytest.raises(OptionError, match=r"bad compression_level for gzip: .*\[0, 9\]"):
+    with pytest.raises(OptionError, match=r"bad compression_level for gzip: .*in 0\.\.9"):
         sharding.zarr_compressor("gzip", 12)

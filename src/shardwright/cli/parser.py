@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 from shardwright.common.flags import (
@@ -172,13 +173,20 @@ def build_parser() -> argparse.ArgumentParser:
     talk.add_argument(
         "--debug", action="store_true", help="as --verbose, and print the traceback of errors"
     )
+    for command in COMMANDS:
+        command(sub, talk)
+    return parser
 
+
+def _plan_command(sub: Any, talk: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "plan", parents=[talk], help="print the plan of a conversion; writes nothing"
     )
     _add_conversion_options(p, dest_alone=True)
     p.add_argument("--json", action="store_true", help="machine-readable plan")
 
+
+def _convert_command(sub: Any, talk: argparse.ArgumentParser) -> None:
     c = sub.add_parser(
         "convert",
         parents=[talk],
@@ -188,6 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_flags(c, RunOptions)
     c.add_argument("--dry-run", action="store_true", help="same as `plan`")
 
+
+def _verify_command(sub: Any, talk: argparse.ArgumentParser) -> None:
     v = sub.add_parser(
         "verify", parents=[talk], help="check DEST's shards (and voxels against a source)"
     )
@@ -215,6 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     v.add_argument("--timeout", type=float, metavar="SECONDS", help="as for convert")
 
+
+def _status_command(sub: Any, talk: argparse.ArgumentParser) -> None:
     t = sub.add_parser(
         "status",
         parents=[talk],
@@ -235,6 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="as for convert",
     )  # fmt: skip
 
+
+def _serve_command(sub: Any, talk: argparse.ArgumentParser) -> None:
     s = sub.add_parser(
         "serve", parents=[talk], help="serve a directory over HTTP with CORS and Range support"
     )
@@ -243,6 +257,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=parse_port, default=8000, help="port to listen on")
     s.add_argument("--log", action="store_true", help="print a line per request")
 
+
+def _view_command(sub: Any, talk: argparse.ArgumentParser) -> None:
     w = sub.add_parser(
         "view",
         parents=[talk],
@@ -272,6 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     w.add_argument("--log", action="store_true", help="print a line per request")
 
+
+def _demo_command(sub: Any, talk: argparse.ArgumentParser) -> None:
     d = sub.add_parser(
         "demo", parents=[talk], help="make a demo volume, convert it both ways, verify"
     )
@@ -285,7 +303,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--scheduler", help="as for convert (default: local)")
     d.add_argument("--workers", type=parse_positive_int, help="as for convert")
-    return parser
+
+
+# The commands, in the order `shardwright` lists them.
+COMMANDS: tuple[Callable[[Any, argparse.ArgumentParser], None], ...] = (
+    _plan_command,
+    _convert_command,
+    _verify_command,
+    _status_command,
+    _serve_command,
+    _view_command,
+    _demo_command,
+)
 
 
 def commands_listing(parser: argparse.ArgumentParser) -> str:

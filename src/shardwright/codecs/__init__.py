@@ -16,11 +16,11 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from shardwright.codecs.base import ByteCodec, ChunkEncoding
 from shardwright.common.lazy import lazy_attributes
 from shardwright.errors import EncodingError
 
 if TYPE_CHECKING:
+    from shardwright.codecs.base import ByteCodec, ChunkEncoding
     from shardwright.codecs.blosc import BloscCodec
     from shardwright.codecs.compressed_segmentation import CompressedSegmentationEncoding
     from shardwright.codecs.gzip import GzipCodec
@@ -30,27 +30,33 @@ if TYPE_CHECKING:
     from shardwright.codecs.raw import RawEncoding
     from shardwright.codecs.zstd import ZstdCodec
 
-# class name -> module under shardwright.codecs
-_CLASSES = {
-    "BloscCodec": "blosc",
-    "CompressedSegmentationEncoding": "compressed_segmentation",
-    "CompressoEncoding": "label_streams",
-    "CrackleEncoding": "label_streams",
-    "GzipCodec": "gzip",
-    "JpegEncoding": "jpeg",
-    "PngEncoding": "png",
-    "RawEncoding": "raw",
-    "ZstdCodec": "zstd",
+# The codecs, one line each: name -> (its module under shardwright.codecs, its class). The
+# options' choices, --help and the zarr.json parser take their names from here.
+BYTE_CODECS: dict[str, tuple[str, str]] = {
+    "gzip": ("gzip", "GzipCodec"),
+    "zstd": ("zstd", "ZstdCodec"),
+    "blosc": ("blosc", "BloscCodec"),
 }
-BYTE_CODECS: dict[str, str] = {"gzip": "GzipCodec", "zstd": "ZstdCodec", "blosc": "BloscCodec"}
-CHUNK_ENCODINGS: dict[str, str] = {
-    "raw": "RawEncoding",
-    "compressed_segmentation": "CompressedSegmentationEncoding",
-    "jpeg": "JpegEncoding",
-    "png": "PngEncoding",
+CHUNK_ENCODINGS: dict[str, tuple[str, str]] = {
+    "raw": ("raw", "RawEncoding"),
+    "compressed_segmentation": ("compressed_segmentation", "CompressedSegmentationEncoding"),
+    "jpeg": ("jpeg", "JpegEncoding"),
+    "png": ("png", "PngEncoding"),
 }
 # read from precomputed sources only: no output of ours is written in them
-READ_ENCODINGS: dict[str, str] = {"compresso": "CompressoEncoding", "crackle": "CrackleEncoding"}
+READ_ENCODINGS: dict[str, tuple[str, str]] = {
+    "compresso": ("label_streams", "CompressoEncoding"),
+    "crackle": ("label_streams", "CrackleEncoding"),
+}
+_CLASSES = {
+    "ByteCodec": "base",  # the interfaces: base imports NumPy, which a CLI start need not
+    "ChunkEncoding": "base",
+    **{
+        cls: module
+        for table in (BYTE_CODECS, CHUNK_ENCODINGS, READ_ENCODINGS)
+        for module, cls in table.values()
+    },
+}
 
 
 __getattr__ = lazy_attributes(__name__, _CLASSES)
@@ -66,15 +72,20 @@ def _build(kind: str, name: str, cls: type, options: dict[str, Any]) -> Any:
     return cls(**options)
 
 
+def byte_codec_class(name: str) -> Any:
+    """The class of the byte codec called `name` (its `from_zarr_json` reads an entry)."""
+    if name not in BYTE_CODECS:
+        raise EncodingError(f"unknown compression {name!r}; choose none, {', '.join(BYTE_CODECS)}")
+    return __getattr__(BYTE_CODECS[name][1])
+
+
 def byte_codec(name: str | None, **options: Any) -> ByteCodec | None:
     """The bytes-to-bytes codec called `name` ("none"/"raw"/None: no codec); options given
     as None take the codec's default."""
     options = {k: v for k, v in options.items() if v is not None}
     if name in (None, "none", "raw"):
         return None
-    if name not in BYTE_CODECS:
-        raise EncodingError(f"unknown compression {name!r}; choose none, {', '.join(BYTE_CODECS)}")
-    codec: ByteCodec = _build("compression", name, __getattr__(BYTE_CODECS[name]), options)
+    codec: ByteCodec = _build("compression", name, byte_codec_class(name), options)
     return codec
 
 
@@ -86,7 +97,8 @@ def chunk_encoding(name: str, **options: Any) -> ChunkEncoding:
         if name in READ_ENCODINGS:
             said = f"precomputed encoding {name!r} is read from sources, never written"
         raise EncodingError(f"{said}; choose {', '.join(CHUNK_ENCODINGS)}")
-    encoding: ChunkEncoding = _build("encoding", name, __getattr__(CHUNK_ENCODINGS[name]), options)
+    cls = __getattr__(CHUNK_ENCODINGS[name][1])
+    encoding: ChunkEncoding = _build("encoding", name, cls, options)
     return encoding
 
 
@@ -98,7 +110,8 @@ def chunk_decoding(name: str, **options: Any) -> ChunkEncoding:
     if name not in READ_ENCODINGS:
         read = ", ".join([*CHUNK_ENCODINGS, *READ_ENCODINGS])
         raise EncodingError(f"unknown precomputed encoding {name!r}; shardwright reads {read}")
-    encoding: ChunkEncoding = _build("encoding", name, __getattr__(READ_ENCODINGS[name]), options)
+    cls = __getattr__(READ_ENCODINGS[name][1])
+    encoding: ChunkEncoding = _build("encoding", name, cls, options)
     return encoding
 
 
@@ -119,6 +132,7 @@ __all__ = [
     "RawEncoding",
     "ZstdCodec",
     "byte_codec",
+    "byte_codec_class",
     "chunk_decoding",
     "chunk_encoding",
 ]

@@ -8,12 +8,12 @@ A C-order ``(c, z, y, x)`` source block transposed is such an array, F-contiguou
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import DTypeLike
 
-from shardwright.common.vocabulary import BloscName, BloscShuffle, names
 from shardwright.errors import EncodingError
 
 Buffer = bytes | bytearray | memoryview
@@ -21,7 +21,9 @@ Buffer = bytes | bytearray | memoryview
 
 @runtime_checkable
 class ByteCodec(Protocol):
-    """bytes -> bytes; `zarr_json` is the Zarr v3 codec entry that describes the output."""
+    """bytes -> bytes; `zarr_json` is the Zarr v3 codec entry that describes the output, and
+    the codec's `from_zarr_json(configuration, itemsize)` classmethod reads one back (refusing,
+    with an EncodingError, what it cannot reproduce exactly)."""
 
     @property
     def name(self) -> str: ...
@@ -73,15 +75,8 @@ def check_channels(encoding: str, num_channels: int, most: int | None = None) ->
         raise EncodingError(f"{encoding} encoding stores {limit} channels, got {num_channels}")
 
 
-def blosc_problem(cname: Any, clevel: Any, shuffle: Any, blocksize: Any) -> str | None:
-    """What is wrong with these blosc settings (None: nothing): the one check both the codec
-    and a zarr.json's blosc entry (`formats/zarr3/codecs.Compressor`) apply."""
-    if cname not in names(BloscName):
-        return f"blosc cname must be one of {names(BloscName)}, got {cname!r}"
-    if shuffle not in names(BloscShuffle):
-        return f"blosc shuffle must be one of {names(BloscShuffle)}, got {shuffle!r}"
-    if isinstance(clevel, bool) or not isinstance(clevel, int) or not 0 <= clevel <= 9:
-        return f"blosc clevel must be an integer in 0..9, got {clevel!r}"
-    if isinstance(blocksize, bool) or not isinstance(blocksize, int) or blocksize < 0:
-        return f"blosc blocksize must be 0 (automatic) or more, got {blocksize!r}"
-    return None
+def only_members(configuration: Mapping[str, Any], allowed: set[str]) -> None:
+    """Refuse members of a zarr.json codec configuration outside `allowed`, naming them."""
+    unknown = sorted(set(configuration) - allowed)
+    if unknown:
+        raise EncodingError(f"unsupported member(s): {', '.join(unknown)}")

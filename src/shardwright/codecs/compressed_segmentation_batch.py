@@ -50,16 +50,8 @@ def encode_batch(
     streams = count * channels
 
     rows, valid = _block_rows(xp, chunks, block_size, grid)  # (streams * G, V), (G, V)
-    order = xp.argsort(rows, axis=1)
-    ordered = xp.take_along_axis(rows, order, axis=1)
-    first_of_run = xp.ones(ordered.shape, dtype=bool)
-    first_of_run[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
-    rank_sorted = xp.cumsum(first_of_run, axis=1, dtype=xp.int64) - 1
+    ordered, first_of_run, rank_sorted, index = _ranked(xp, rows, valid, streams)
     labels = rank_sorted[:, -1] + 1  # n per block
-    index = xp.empty_like(rank_sorted)
-    index[xp.arange(rows.shape[0])[:, None], order] = rank_sorted
-    index = xp.where(valid[None], index.reshape(streams, blocks_per_stream, volume), 0)
-    index = index.reshape(rows.shape)
 
     bits = xp.zeros(labels.shape, dtype=xp.int64)
     for b in _BITS[:0:-1]:  # 32, 16, ..., 1: the least width that holds n labels
@@ -119,6 +111,21 @@ def encode_batch(
     if not np.little_endian:
         out = out.byteswap()
     return out.view(xp.uint8), _host(chunk_words).astype(np.int64) * 4
+
+
+def _ranked(xp: Any, rows: Array, valid: Array, streams: int) -> tuple[Array, Array, Array, Array]:
+    """Each block row's values sorted, where each run of equal values starts, each sorted
+    value's rank among the row's distinct labels, and each voxel's rank (0 for a voxel
+    outside the chunk, `valid` False)."""
+    order = xp.argsort(rows, axis=1)
+    ordered = xp.take_along_axis(rows, order, axis=1)
+    first_of_run = xp.ones(ordered.shape, dtype=bool)
+    first_of_run[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    rank_sorted = xp.cumsum(first_of_run, axis=1, dtype=xp.int64) - 1
+    index = xp.empty_like(rank_sorted)
+    index[xp.arange(rows.shape[0])[:, None], order] = rank_sorted
+    index = xp.where(valid[None], index.reshape(streams, *valid.shape), 0).reshape(rows.shape)
+    return ordered, first_of_run, rank_sorted, index
 
 
 def _block_rows(

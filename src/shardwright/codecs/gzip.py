@@ -10,11 +10,13 @@ the same bytes.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from isal import igzip
 
-from shardwright.codecs.base import Buffer
+from shardwright.codecs.base import Buffer, only_members
 from shardwright.errors import EncodingError
 
 
@@ -41,3 +43,8 @@ class GzipCodec:
 
     def zarr_json(self) -> dict[str, object]:
         return {"name": "gzip", "configuration": {"level": self.level}}
+
+    @classmethod
+    def from_zarr_json(cls, configuration: Mapping[str, Any], itemsize: int) -> GzipCodec:
+        only_members(configuration, {"level"})
+        return cls(configuration.get("level", cls.level))

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import zstandard
 
-from shardwright.codecs.base import Buffer
+from shardwright.codecs.base import Buffer, only_members
 from shardwright.errors import EncodingError
 
 
@@ -21,7 +22,12 @@ class ZstdCodec:
     )
 
     def __post_init__(self) -> None:
-        if not -(1 << 17) <= self.level <= zstandard.MAX_COMPRESSION_LEVEL:
+        level = self.level
+        if (
+            isinstance(level, bool)
+            or not isinstance(level, int)
+            or not (-(1 << 17) <= level <= zstandard.MAX_COMPRESSION_LEVEL)
+        ):
             raise EncodingError(
                 f"zstd level must be in -131072..{zstandard.MAX_COMPRESSION_LEVEL}, "
                 f"got {self.level!r}"
@@ -48,6 +54,13 @@ class ZstdCodec:
 
     def zarr_json(self) -> dict[str, object]:
         return {"name": "zstd", "configuration": {"level": self.level, "checksum": False}}
+
+    @classmethod
+    def from_zarr_json(cls, configuration: Mapping[str, Any], itemsize: int) -> ZstdCodec:
+        only_members(configuration, {"level", "checksum"})
+        if configuration.get("checksum", False) is not False:
+            raise EncodingError("zstd checksum=true is not supported")
+        return cls(configuration.get("level", 0))  # zarr's default level
 
     def __getstate__(self) -> dict[str, object]:
         return {"level": self.level}

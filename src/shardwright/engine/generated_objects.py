@@ -179,7 +179,7 @@ class BlockProducer:
         if SKELETON in g.outputs:
             skeletons = block_skeletons(labels, g.grid, counted, g.tracing)
             reaching = reaching_segments(labels, g.grid, self.position) & set(counted)
-            masks = block_masks(labels, start, reaching)
+            masks = block_masks(core, start, {s: counted[s][1] for s in reaching})
             nothing = (np.zeros((0, 3), np.float32), np.zeros((0, 2), np.uint32),
                        np.zeros(0, np.float32))  # fmt: skip
             for segment, shard in _shards(self.plan, SKELETON, counted):

@@ -11,10 +11,20 @@ from typing import Any
 from shardwright.common.flags import XYZ, cli, parse_ids, parse_mips, parse_xyz
 from shardwright.common.option_checks import whole
 from shardwright.errors import OptionError
-from shardwright.generation.tracing import TEASAR_DEFAULTS
+
+# TEASAR's parameters a lab tunes (kimimaro's names), with the field's defaults: those of
+# Igneous's `skeleton forge`, in nm, so that they follow the voxel size.
+TEASAR_DEFAULTS = {
+    "scale": 4.0,  # a path invalidates a ball of scale x radius + const around it
+    "const": 10.0,
+    "soma_detection_threshold": 1100.0,
+    "soma_acceptance_threshold": 3500.0,
+    "soma_invalidation_scale": 1.0,
+    "soma_invalidation_const": 300.0,
+}
 
 # TEASAR's parameters a lab tunes: option field -> (kimimaro's name, what it is); their
-# defaults are the field's (generation/tracing.py's TEASAR_DEFAULTS).
+# defaults are the field's (TEASAR_DEFAULTS).
 TEASAR_FIELDS = {
     "teasar_scale": ("scale", "each path invalidates a ball of scale x radius + const"),
     "teasar_const": ("const", "the ball's constant (nm)"),

@@ -28,6 +28,7 @@ from shardwright.generation import joining
 from shardwright.generation.census import Box, Triple
 from shardwright.generation.exchange import Mask, Piece
 from shardwright.generation.grid import BlockGrid, three
+from shardwright.generation.options import TEASAR_DEFAULTS
 
 RADIUS_ATTRIBUTE = {"id": "radius", "data_type": "float32", "num_components": 1}
 # Bytes of memory TEASAR takes per voxel of the box it traces (kimimaro: the mask, its
@@ -37,18 +38,6 @@ TRACE_BYTES_PER_VOXEL = 32
 # A segment filling less than 1 / SPARSEST of its box keeps the blocks' pieces (Tracing).
 SPARSEST = 16
 Skeleton = joining.Skeleton
-
-
-# TEASAR's parameters a lab tunes (kimimaro's names), with the field's defaults: those of
-# Igneous's `skeleton forge`, in nm, so that they follow the voxel size.
-TEASAR_DEFAULTS = {
-    "scale": 4.0,  # a path invalidates a ball of scale x radius + const around it
-    "const": 10.0,
-    "soma_detection_threshold": 1100.0,
-    "soma_acceptance_threshold": 3500.0,
-    "soma_invalidation_scale": 1.0,
-    "soma_invalidation_const": 300.0,
-}
 
 
 @dataclass(frozen=True)
@@ -122,31 +111,15 @@ def reaching_segments(labels: np.ndarray, grid: BlockGrid, position: Triple) -> 
     return set(np.unique(np.concatenate(planes)).tolist()) - {0}
 
 
-def block_masks(labels: np.ndarray, start: Triple, segments: Iterable[int]) -> dict[int, Mask]:
-    """Each segment's voxels in the block's read box `labels` (first voxel `start`), cropped
-    to the box of them."""
-    from scipy import ndimage
-
-    wanted = sorted(set(segments))
-    if not wanted:
-        return {}
-    numbered = _numbered(labels, wanted)
-    out = {}
-    for number, where in enumerate(ndimage.find_objects(numbered, len(wanted)), 1):
-        if where is None:
-            continue
-        low = three(a + w.start for a, w in zip(start, where, strict=True))
-        out[wanted[number - 1]] = Mask.of(numbered[where] == number, low)
-    return out
-
-
-def _numbered(labels: np.ndarray, wanted: list[int]) -> np.ndarray:
-    """`labels` with the wanted segments numbered 1.. in order, every other voxel 0."""
-    ids = np.asarray(wanted, labels.dtype)
-    index = np.searchsorted(ids, labels)
-    index[index == len(ids)] = 0
-    found = ids[index] == labels
-    return np.where(found, index + 1, 0).astype(np.int32)
+def block_masks(core: np.ndarray, start: Triple, boxes: dict[int, Box]) -> dict[int, Mask]:
+    """Each segment's voxels in the block's core `core` (first voxel `start`), in its box there
+    (the census's). A segment's cores together hold all its voxels: every voxel of it that
+    another block's read box reaches lies in the first layer of its own block's core, which
+    then hands it over too."""
+    return {
+        segment: Mask.of(core[within(box, start)] == segment, box[0])
+        for segment, box in boxes.items()
+    }
 
 
 def trace_cutout(voxels: np.ndarray, low: Triple, edges: tuple[Triple, Triple],

@@ -45,6 +45,22 @@ def volume_report(
             f"({counted(d['chunks_per_shard'], 'chunk')})"
         )
     lines.append(f"bytes/shard  ~{_bytes(d['estimated_bytes_per_shard'])} encoded")
+    lines += _format_lines(d)
+    lines += _pyramid_lines(d)
+    lines.append(
+        f"memory       epoch {_xyz(d['epoch_shape_chunks_xyz'])} chunks "
+        f"({_bytes(epoch_bytes)}); peak per task ~"
+        f"{_bytes(d['estimated_peak_bytes_per_task'])} of "
+        f"{_bytes(d['memory_budget_per_task'])} budget"
+    )
+    for companion in companions:
+        lines += ["", companion]
+    return "\n".join(lines)
+
+
+def _format_lines(d: dict[str, Any]) -> list[str]:
+    """The output format's lines: precomputed's sharding, indexes and scale, or zarr3's array."""
+    lines: list[str] = []
     if "sharding" in d:
         spec = d["sharding"]
         lines.append(
@@ -65,6 +81,12 @@ def volume_report(
             f"{d['zarr_shard_shape']}, chunk {d['zarr_chunk_shape']}; "
             f"shard index {_bytes(d['shard_index_bytes'])}"
         )
+    return lines
+
+
+def _pyramid_lines(d: dict[str, Any]) -> list[str]:
+    """The pyramid's line and one per level (none without a pyramid)."""
+    lines: list[str] = []
     if "pyramid" in d:
         pyr = d["pyramid"]
         why = pyr.get("factor_from", "as given")
@@ -84,15 +106,7 @@ def volume_report(
                 f"~{_bytes(row['estimated_bytes_per_shard'])}/shard, peak per task ~"
                 f"{_bytes(row['estimated_peak_bytes_per_task'])}"
             )
-    lines.append(
-        f"memory       epoch {_xyz(d['epoch_shape_chunks_xyz'])} chunks "
-        f"({_bytes(epoch_bytes)}); peak per task ~"
-        f"{_bytes(d['estimated_peak_bytes_per_task'])} of "
-        f"{_bytes(d['memory_budget_per_task'])} budget"
-    )
-    for companion in companions:
-        lines += ["", companion]
-    return "\n".join(lines)
+    return lines
 
 
 def _placement_line(d: dict[str, Any]) -> str:

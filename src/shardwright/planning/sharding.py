@@ -181,14 +181,10 @@ def scale_key(options: ConvertOptions, resolution: tuple[float, ...]) -> str:
 
 def zarr_compressor(compression: str, level: int | None) -> Compressor | None:
     """The zarr3 inner-chunk compressor of `--compression` at its level (or the default)."""
+    if compression == "none":
+        return None
     try:
-        if compression == "none":
-            return None
-        if compression == "gzip":
-            return Compressor.gzip(6 if level is None else level)
-        if compression == "zstd":
-            return Compressor.zstd(3 if level is None else level)
-        return Compressor.blosc(clevel=5 if level is None else level)
+        return Compressor.of(compression, level)
     except ValueError as exc:
         raise OptionError(
             f"bad {{compression_level}} for {compression}: {exc}", compression_level=NAMED

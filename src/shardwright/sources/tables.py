@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.common.flags import enum_labels
 from shardwright.errors import NAMED, SourceError
 from shardwright.formats.precomputed.annotations import (
     KINDS,
@@ -32,6 +31,12 @@ from shardwright.formats.precomputed.annotations import (
     bounding_boxes,
 )
 from shardwright.formats.precomputed.segment_properties import segment_properties_info
+from shardwright.sources.table_properties import (
+    check_property,
+    enum_property,
+    property_fills,
+    why_left_out,
+)
 from shardwright.sources.table_spool import TableSpool
 from shardwright.sources.tables_open import Table, computed, open_table
 from shardwright.sources.tables_values import (
@@ -103,7 +108,7 @@ def annotation_columns(
     geometry = KINDS[kind][1]
     related = dict(relationships or {})
     named = dict(enums or {})
-    fills = _fills(properties or [], where)
+    fills = property_fills(properties or [], where)
     properties = None if properties is None else [p.partition("=")[0] for p in properties]
     here = ", ".join(map(str, columns))
     for name in geometry:
@@ -131,7 +136,7 @@ def annotation_columns(
         for name in chosen:
             if name in taken:
                 raise SourceError(f"{where}: column {name!r} cannot also be a property")
-            _check_property(name, columns[name], name in named, where)
+            check_property(name, columns[name], name in named, where)
     for name in fills:
         if name not in chosen or number_type(columns[name]) is None:
             raise SourceError(f"{where}: {{properties}} {name}=...: only a property column of "
@@ -144,7 +149,7 @@ def annotation_columns(
                 "letter first, then letters, digits and _): rename it, or leave it out by "
                 "naming the others with {properties}", properties=NAMED,
             )  # fmt: skip
-    props = tuple((str(c), _enum_property(str(c), columns[c], named.get(c), where))
+    props = tuple((str(c), enum_property(str(c), columns[c], named.get(c), where))
                   for c in chosen)  # fmt: skip
     return AnnotationColumns(
         kind=kind,
@@ -155,72 +160,12 @@ def annotation_columns(
         texts=tuple(c for c, spec in named.items() if spec == ""),
         fills=tuple(fills.items()),
         left_out=tuple(
-            (str(c), _why_left_out(str(c), columns[c], properties is not None))
+            (str(c), why_left_out(str(c), columns[c], properties is not None))
             for c in columns
             if c not in taken and c not in chosen
         ),  # fmt: skip
         order=tuple(str(c) for c in columns),
     )
-
-
-def _fills(properties: Sequence[str], where: str) -> dict[str, str]:
-    """What each `COLUMN=VALUE` property asks to write where its column is empty (a number,
-    or nan)."""
-    fills = {}
-    for given in properties:
-        name, has_fill, value = given.partition("=")
-        if not has_fill:
-            continue
-        try:
-            float(value)
-        except ValueError:
-            raise SourceError(f"{where}: {{properties}} {given!r}: {value!r} is no number (give "
-                              "COLUMN=VALUE, VALUE a number or nan, to write it where the "
-                              "column is empty)", properties=NAMED) from None  # fmt: skip
-        value = value.strip()
-        fills[name] = "nan" if value.lower() == "nan" else value
-    return fills
-
-
-def _check_property(name: str, dtype: Any, enum: bool, where: str) -> None:
-    """A column named by --property holds numbers, or text named by --enum."""
-    if number_type(dtype) is not None or enum:
-        return
-    if is_textual(dtype):
-        raise SourceError(f"{where}: property column {name!r} holds text; a property holds "
-                          "numbers: {enums} makes its texts the names of numbers",
-                          enums=[name])  # fmt: skip
-    raise SourceError(f"{where}: property column {name!r} holds {dtype}; properties are "
-                      "numbers (uint8 ... int32, float32)")  # fmt: skip
-
-
-def _why_left_out(name: str, dtype: Any, chosen: bool) -> str:
-    """Why a column is no property: not named by --property, text without --enum, or a type
-    that is no number."""
-    if chosen:
-        return "not a --property"
-    if is_textual(dtype):
-        return f"text: --enum {name} makes it a property shown by name"
-    return f"{dtype}: not numbers"
-
-
-def _enum_property(column: str, dtype: Any, spec: str | None, where: str) -> AnnotationProperty:
-    """A column's property: named values where `spec` gives them (whole numbers only), a
-    column of text to be named from its rows ("": its type decided then), else a number."""
-    number = number_type(dtype)
-    if spec is None:
-        assert number is not None  # chosen as numbers, or refused by _check_property
-        return AnnotationProperty(column, property_type(number))
-    if spec == "":
-        if number is not None:
-            raise SourceError(f"{where}: column {column!r} holds numbers: name them with "
-                              f"--enum {column}=VALUE:NAME,...")  # fmt: skip
-        return AnnotationProperty(column, "uint16")
-    if number is None or number.kind == "f":
-        raise SourceError(f"{where}: column {column!r} holds {dtype}; --enum {column}=VALUE:NAME "
-                          "names whole numbers (a column of text takes --enum COLUMN)")  # fmt: skip
-    values, labels = enum_labels(spec)
-    return AnnotationProperty(column, property_type(number), None, values, labels)
 
 
 @dataclass(frozen=True)
@@ -243,14 +188,13 @@ EMPTY_PROPERTY = (
 )
 
 
-def check_rows(
-    frame: Any, columns: AnnotationColumns, spool: TableSpool | None = None, number: int = 0
-) -> PartitionFacts:
-    """One partition (a pandas DataFrame) checked row by row, vectorized; a partition without
-    a problem leaves its ids and bounding boxes in `spool` (as partition `number`)."""
-    rows = len(frame)
-    problems: list[tuple[int, str]] = []
-    geometry = np.empty((rows, len(columns.geometry)), np.float64)
+Problems = list[tuple[int, str]]  # (row, what is wrong there)
+
+
+def _geometry(frame: Any, columns: AnnotationColumns, problems: Problems) -> np.ndarray:
+    """The partition's geometry columns as floats [rows, n]; a value that is no finite number
+    (or an ellipsoid's negative radius) is a problem naming its row."""
+    geometry = np.empty((len(frame), len(columns.geometry)), np.float64)
     for index, name in enumerate(columns.geometry):
         values = as_float(frame[name])
         row = first(~np.isfinite(values))
@@ -266,24 +210,17 @@ def check_rows(
         negative = (geometry[:, 3:] < 0).any(axis=1)
         if negative.any():
             problems.append((int(np.argmax(negative)), "an ellipsoid radius is negative"))
-    ids = None
-    if columns.id is not None:
-        read = segment_ids(frame[columns.id])
-        problems.extend(_id_problems(read, columns.id))
-        row = first(read.missing)
-        if row is not None:
-            problems.append((row, f"column {columns.id!r} is empty: each annotation needs its "
-                             "id (a table without an 'id' column numbers its rows)"))  # fmt: skip
-        ids = read.values
-    for _, column in columns.relationships:  # a missing segment is none, as 0 is
-        problems.extend(_id_problems(segment_ids(frame[column]), column))
-    ranges, texts = {}, {}
-    for column in columns.texts:
-        names = frame[column]
-        row = first(missing(names))
-        if row is not None:
-            problems.append((row, EMPTY_PROPERTY.format(column)))
-        texts[column] = frozenset(names.astype(str).unique()[: MAX_ENUM_NAMES + 1].tolist())
+    return geometry
+
+
+def _property_ranges(
+    frame: Any, columns: AnnotationColumns, problems: Problems
+) -> dict[str, tuple[float, float]]:
+    """Each numeric property's (min, max) in the partition; an empty value without a fill,
+    a fill or value no integer property can hold, or an enum value --enum does not name is a
+    problem naming its row."""
+    ranges: dict[str, tuple[float, float]] = {}
+    rows = len(frame)
     fills = dict(columns.fills)
     for column, prop in columns.properties:
         if column in columns.texts:
@@ -311,6 +248,36 @@ def check_rows(
             problems.append((int(np.argmax(bad)), f"property {column!r} is not an integer"))
         elif rows:
             ranges[column] = (float(values.min()), float(values.max()))
+    return ranges
+
+
+def check_rows(
+    frame: Any, columns: AnnotationColumns, spool: TableSpool | None = None, number: int = 0
+) -> PartitionFacts:
+    """One partition (a pandas DataFrame) checked row by row, vectorized; a partition without
+    a problem leaves its ids and bounding boxes in `spool` (as partition `number`)."""
+    rows = len(frame)
+    problems: Problems = []
+    geometry = _geometry(frame, columns, problems)
+    ids = None
+    if columns.id is not None:
+        read = segment_ids(frame[columns.id])
+        problems.extend(_id_problems(read, columns.id))
+        row = first(read.missing)
+        if row is not None:
+            problems.append((row, f"column {columns.id!r} is empty: each annotation needs its "
+                             "id (a table without an 'id' column numbers its rows)"))  # fmt: skip
+        ids = read.values
+    for _, column in columns.relationships:  # a missing segment is none, as 0 is
+        problems.extend(_id_problems(segment_ids(frame[column]), column))
+    texts = {}
+    for column in columns.texts:
+        names = frame[column]
+        row = first(missing(names))
+        if row is not None:
+            problems.append((row, EMPTY_PROPERTY.format(column)))
+        texts[column] = frozenset(names.astype(str).unique()[: MAX_ENUM_NAMES + 1].tolist())
+    ranges = _property_ranges(frame, columns, problems)
     boxes = bounding_boxes(columns.kind, geometry)
     low, high = _bounds(*boxes)
     if spool is not None and not problems:

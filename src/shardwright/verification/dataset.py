@@ -27,13 +27,16 @@ is any. Only a destination that cannot be read at all raises.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from shardwright.common import deadlines
 from shardwright.common.vocabulary import DatasetKind
 from shardwright.errors import DestinationError
+from shardwright.lifecycle.manifest import Manifest
 from shardwright.sources import Source, missing, open_source
-from shardwright.stores import open_store
+from shardwright.stores import Store, open_store
 from shardwright.verification.additions import verify_additions, with_added
 from shardwright.verification.annotation_table import compare_with_table
 from shardwright.verification.annotations import verify_annotations
@@ -49,6 +52,30 @@ from shardwright.verification.state import (
     foreign_metadata,
     manifest_of,
 )
+
+Documents = dict[str, Any] | None  # the dataset's metadata objects, parsed (None: unreadable)
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What `verify` was asked, handed to the check of the dataset's kind."""
+
+    against: str | Source | None
+    full: bool
+    sample: int
+    source_axes: str | None
+    source_scale: str | None
+    storage_options: dict[str, Any] | None
+    source_storage_options: dict[str, Any] | None
+
+    def opening(self, **recorded: Any) -> dict[str, Any]:
+        """How the source is opened: absent chunks counted and judged, not refused."""
+        return {
+            "axes": self.source_axes or recorded.get("axes"),
+            "scale_key": self.source_scale or recorded.get("scale_key"),
+            "storage_options": self.source_storage_options,
+            "fill_missing": True,
+        }
 
 
 def verify(
@@ -76,22 +103,11 @@ def verify(
             "or zarr.json, its shards)"
         )
     report = VerifyReport(dest, "unknown")
-    opening = {  # absent source chunks are counted and judged, not refused
-        "axes": source_axes,
-        "scale_key": source_scale,
-        "storage_options": source_storage_options,
-        "fill_missing": True,
-    }
+    asked = _Asked(against, full, sample, source_axes, source_scale, storage_options,
+                   source_storage_options)  # fmt: skip
     manifest = manifest_of(report, store)
     if manifest is None:
-        metadata_key = foreign_metadata(store)
-        if metadata_key is not None:  # written by another tool: what its format defines
-            source = None if against is None else _source(report, against, opening)
-            if against is None or source is not None:
-                verify_foreign(report, store, metadata_key, source, full=full, sample=sample,
-                               against=against, scale=source_scale,
-                               storage_options=storage_options)  # fmt: skip
-            verify_additions(report, store, full=full, sample=sample, shards_checked=False)
+        _verify_foreign_dataset(report, store, asked)
         return report
     report.format = manifest.format
     manifest = with_added(manifest, store)  # the level shards added in place count as its own
@@ -99,51 +115,83 @@ def verify(
     documents = check_metadata(report, store, manifest)
     verify_companions(report, store, manifest, full=full, sample=sample)  # generated objects
     verify_additions(report, store, full=full, sample=sample, shards_checked=True)
-    if manifest.dataset == DatasetKind.ANNOTATIONS:
-        if documents is not None and "info" in documents:
-            verify_annotations(report, store, manifest, documents["info"])
-            if against is not None:  # a table: a path or URL, or a DataFrame
-                compare_with_table(report, store, manifest, documents["info"], against,
-                                   source_storage_options)  # fmt: skip
-        return report
-    if manifest.dataset == DatasetKind.GENERATED:  # made from a volume: its shards, as read
-        verify_objects(report, store, manifest, None, full=full, sample=sample,
-                       source_storage_options=None)  # fmt: skip
-        return report
-    if manifest.dataset == DatasetKind.OBJECTS:  # meshes or skeletons
-        if against is not None and not isinstance(against, str):
-            raise TypeError("meshes and skeletons verify against a source path or URL")
-        verify_objects(
-            report,
-            store,
-            manifest,
-            against,
-            full=full,
-            sample=sample,
-            source_storage_options=source_storage_options,
-        )
-        return report
+    BY_KIND.get(manifest.dataset, _verify_volume)(report, store, manifest, documents, asked)
+    return report
+
+
+def _verify_foreign_dataset(report: VerifyReport, store: Store, asked: _Asked) -> None:
+    """No manifest: what its format defines, where another tool wrote it, and what
+    shardwright added to it in place."""
+    metadata_key = foreign_metadata(store)
+    if metadata_key is None:
+        return
+    against = asked.against
+    source = None if against is None else _source(report, against, asked.opening())
+    if against is None or source is not None:
+        verify_foreign(report, store, metadata_key, source, full=asked.full, sample=asked.sample,
+                       against=against, scale=asked.source_scale,
+                       storage_options=asked.storage_options)  # fmt: skip
+    verify_additions(report, store, full=asked.full, sample=asked.sample, shards_checked=False)
+
+
+def _verify_annotation_set(report: VerifyReport, store: Store, manifest: Manifest,
+                           documents: Documents, asked: _Asked) -> None:  # fmt: skip
+    if documents is None or "info" not in documents:
+        return
+    verify_annotations(report, store, manifest, documents["info"])
+    if asked.against is not None:  # a table: a path or URL, or a DataFrame
+        compare_with_table(report, store, manifest, documents["info"], asked.against,
+                           asked.source_storage_options)  # fmt: skip
+
+
+def _verify_generated(report: VerifyReport, store: Store, manifest: Manifest,
+                      documents: Documents, asked: _Asked) -> None:  # fmt: skip
+    """Made from a volume: its shards, as read."""
+    verify_objects(report, store, manifest, None, full=asked.full, sample=asked.sample,
+                   source_storage_options=None)  # fmt: skip
+
+
+def _verify_object_set(report: VerifyReport, store: Store, manifest: Manifest,
+                       documents: Documents, asked: _Asked) -> None:  # fmt: skip
+    """Meshes or skeletons converted from a directory of them."""
+    if asked.against is not None and not isinstance(asked.against, str):
+        raise TypeError("meshes and skeletons verify against a source path or URL")
+    verify_objects(report, store, manifest, asked.against, full=asked.full, sample=asked.sample,
+                   source_storage_options=asked.source_storage_options)  # fmt: skip
+
+
+def _verify_volume(report: VerifyReport, store: Store, manifest: Manifest,
+                   documents: Documents, asked: _Asked) -> None:  # fmt: skip
+    """Its shards, and with a source, where it sits and its voxels level by level."""
     dataset = dataset_of(report, store, documents)
     if dataset is None:  # no usable metadata: sizes and checksums are all that can be checked
         check_shards(report, store, manifest, None)
-        return report
+        return
     check_inventory(report, store, manifest, dataset)
     check_shards(report, store, manifest, dataset.check_shard)
-    if against is not None:
-        # Read as the job read it: the scale and axes its plan records, unless given here.
-        recorded = manifest.plan.get("source_scale")
-        opening["scale_key"] = read_at = source_scale or recorded
-        opening["axes"] = source_axes or manifest.plan.get("source_axes")
-        source = _source(report, against, opening)
-        size = manifest.plan.get("size_xyz") or dataset.comparers[0].size
-        if source is None or not same_size(report, source, size, against, read_at, recorded):
-            return report
-        if documents is not None:
-            check_placement(report, manifest.plan, documents, source)
-        with missing.counting() as absent:
-            compare_levels(report, manifest, dataset.comparers, source, full, sample)
-        judge_absent(report, manifest, absent, source, against)
-    return report
+    if asked.against is None:
+        return
+    # Read as the job read it: the scale and axes its plan records, unless given here.
+    recorded = manifest.plan.get("source_scale")
+    read_at = asked.source_scale or recorded
+    opening = asked.opening(scale_key=recorded, axes=manifest.plan.get("source_axes"))
+    source = _source(report, asked.against, opening)
+    size = manifest.plan.get("size_xyz") or dataset.comparers[0].size
+    if source is None or not same_size(report, source, size, asked.against, read_at, recorded):
+        return
+    if documents is not None:
+        check_placement(report, manifest.plan, documents, source)
+    with missing.counting() as absent:
+        compare_levels(report, manifest, dataset.comparers, source, asked.full, asked.sample)
+    judge_absent(report, manifest, absent, source, asked.against)
+
+
+# Each dataset kind's check (a volume's where none is named).
+BY_KIND: dict[str, Callable[[VerifyReport, Store, Manifest, Documents, _Asked], None]] = {
+    DatasetKind.ANNOTATIONS: _verify_annotation_set,
+    DatasetKind.GENERATED: _verify_generated,
+    DatasetKind.OBJECTS: _verify_object_set,
+}
 
 
 def _source(report: VerifyReport, against: str | Source, opening: dict[str, Any]) -> Source | None:

@@ -15,16 +15,16 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.codecs import ByteCodec, byte_codec
-from shardwright.codecs.base import blosc_problem
-from shardwright.errors import ZarrMetadataError
+from shardwright.codecs import BYTE_CODECS, ByteCodec, byte_codec, byte_codec_class
+from shardwright.errors import EncodingError, ZarrMetadataError
 
-COMPRESSORS = ("gzip", "zstd", "blosc")
+COMPRESSORS = tuple(BYTE_CODECS)
 
 
 @dataclass(frozen=True)
 class Compressor:
-    """The compressor of the inner codec chain: gzip, zstd or blosc, with its settings.
+    """The compressor of the inner codec chain (a byte codec of `codecs.BYTE_CODECS`: gzip,
+    zstd or blosc), with its settings; the codec itself checks them and writes its entry.
 
     `level` is the gzip/zstd level or the blosc clevel; `cname`, `shuffle` and `blocksize`
     apply to blosc only (the blosc typesize is always the array's item size).
@@ -44,61 +44,56 @@ class Compressor:
         level = self.level
         if isinstance(level, bool) or not isinstance(level, int):
             raise ZarrMetadataError(f"{self.name} level must be an integer, got {level!r}")
-        low, high = {"gzip": (0, 9), "zstd": (-131072, 22), "blosc": (0, 9)}[self.name]
-        if not low <= level <= high:
-            raise ZarrMetadataError(f"{self.name} level must be in [{low}, {high}], got {level}")
-        if self.name == "blosc":
-            problem = blosc_problem(self.cname, level, self.shuffle, self.blocksize)
-            if problem is not None:
-                raise ZarrMetadataError(problem)
-        elif self.cname is not None or self.shuffle is not None or self.blocksize:
+        if self.name != "blosc" and (self.cname is not None or self.shuffle is not None
+                                     or self.blocksize):  # fmt: skip
             raise ZarrMetadataError(f"cname/shuffle/blocksize apply to blosc only, not {self.name}")
+        try:
+            self.codec(1)
+        except EncodingError as exc:
+            raise ZarrMetadataError(str(exc)) from None
 
     @classmethod
-    def gzip(cls, level: int = 6) -> Compressor:
-        return cls("gzip", level)
+    def of(cls, name: str, level: int | None = None) -> Compressor:
+        """The compressor `name` at `level`, its codec's defaults for what is not given."""
+        if name == "blosc":
+            return cls.blosc(clevel=level)
+        default: Any = byte_codec(name)
+        return cls(name, default.level if level is None else level)
 
     @classmethod
-    def zstd(cls, level: int = 3) -> Compressor:
-        return cls("zstd", level)
+    def gzip(cls, level: int | None = None) -> Compressor:
+        return cls.of("gzip", level)
 
     @classmethod
-    def blosc(
-        cls, cname: str = "zstd", clevel: int = 5, shuffle: str = "shuffle", blocksize: int = 0
-    ) -> Compressor:
-        return cls("blosc", clevel, cname, shuffle, blocksize)
+    def zstd(cls, level: int | None = None) -> Compressor:
+        return cls.of("zstd", level)
+
+    @classmethod
+    def blosc(cls, cname: str | None = None, clevel: int | None = None,
+              shuffle: str | None = None, blocksize: int = 0) -> Compressor:  # fmt: skip
+        default: Any = byte_codec("blosc")
+        return cls("blosc", default.clevel if clevel is None else clevel,
+                   cname or default.cname, shuffle or default.shuffle, blocksize)  # fmt: skip
+
+    @classmethod
+    def of_codec(cls, codec: Any) -> Compressor:
+        """The entry a byte codec writes (a blosc codec's typesize is the array's)."""
+        if codec.name == "blosc":
+            return cls("blosc", codec.clevel, codec.cname, codec.shuffle, codec.blocksize)
+        return cls(codec.name, codec.level)
 
     def codec(self, itemsize: int) -> ByteCodec:
         """The byte codec that produces what this zarr.json entry describes."""
         if self.name == "blosc":
-            codec = byte_codec(
-                "blosc",
-                cname=self.cname or "zstd",
-                clevel=self.level,
-                shuffle=self.shuffle or "shuffle",
-                typesize=itemsize,
-                blocksize=self.blocksize,
-            )
+            codec = byte_codec("blosc", cname=self.cname, clevel=self.level, shuffle=self.shuffle,
+                               typesize=itemsize, blocksize=self.blocksize)  # fmt: skip
         else:
             codec = byte_codec(self.name, level=self.level)
         assert codec is not None
         return codec
 
     def to_json(self, itemsize: int) -> dict[str, Any]:
-        if self.name == "gzip":
-            return {"name": "gzip", "configuration": {"level": self.level}}
-        if self.name == "zstd":
-            return {"name": "zstd", "configuration": {"level": self.level, "checksum": False}}
-        return {
-            "name": "blosc",
-            "configuration": {
-                "cname": self.cname,
-                "clevel": self.level,
-                "shuffle": self.shuffle,
-                "typesize": itemsize,
-                "blocksize": self.blocksize,
-            },
-        }
+        return self.codec(itemsize).zarr_json()
 
 
 def inner_codecs_json(
@@ -169,7 +164,7 @@ def parse_inner_codecs(codecs: Any, dtype: np.dtype[Any]) -> tuple[Compressor | 
         elif name in COMPRESSORS or name == "crc32c":
             raise ZarrMetadataError(
                 f"{at}: codec {name!r} is out of place; the supported inner chain is "
-                "bytes, [gzip|zstd|blosc], [crc32c]"
+                f"bytes, [{'|'.join(COMPRESSORS)}], [crc32c]"
             )
         else:
             raise ZarrMetadataError(f"{at}: unsupported codec {name!r}")
@@ -179,31 +174,10 @@ def parse_inner_codecs(codecs: Any, dtype: np.dtype[Any]) -> tuple[Compressor | 
 def _parse_compressor(
     name: str, config: Mapping[str, Any], where: str, itemsize: int
 ) -> Compressor:
+    """The compressor entry `name` as its codec reads it back."""
     try:
-        if name == "gzip":
-            check_keys(config, {"level"}, where)
-            return Compressor("gzip", config.get("level", 6))
-        if name == "zstd":
-            check_keys(config, {"level", "checksum"}, where)
-            if config.get("checksum", False) is not False:
-                raise ZarrMetadataError(f"{where}: zstd checksum=true is not supported")
-            return Compressor("zstd", config.get("level", 0))
-        check_keys(config, {"cname", "clevel", "shuffle", "typesize", "blocksize"}, where)
-        typesize = config.get("typesize", itemsize)
-        if typesize != itemsize:
-            raise ZarrMetadataError(
-                f"{where}: blosc typesize {typesize!r} differs from the item size {itemsize}"
-            )
-        return Compressor(
-            "blosc",
-            config.get("clevel", 5),
-            config.get("cname"),
-            config.get("shuffle"),
-            config.get("blocksize", 0),
-        )
-    except ZarrMetadataError as exc:
-        if str(exc).startswith(where):
-            raise
+        return Compressor.of_codec(byte_codec_class(name).from_zarr_json(config, itemsize))
+    except (EncodingError, ZarrMetadataError) as exc:
         raise ZarrMetadataError(f"{where}: {exc}") from None
 
 
