@@ -42,8 +42,9 @@ from distributed import Client
 from synthetic import SyntheticSource
 
 from shardwright import api
+from shardwright.common.receipts import Receipt
 from shardwright.jobs.progress import Progress
-from shardwright.lifecycle.manifest import Receipt, ReceiptTable, build_manifest
+from shardwright.lifecycle.manifest import ReceiptTable, build_manifest
 
 HERE = pathlib.Path(__file__).parent
 PETABYTE_SIDE = 98 * 16 * 64  # voxels: 98^3 shards of 16^3 chunks of 64^3

@@ -17,13 +17,14 @@ import pytest
 
 import shardwright.engine.engines as engines
 from shardwright import api
+from shardwright.common.receipts import Receipt
 from shardwright.errors import LeaseHeld, LeaseUnrenewed, PlanError
 from shardwright.jobs.progress import Progress, duration
 from shardwright.jobs.runners import ThreadRunner
 from shardwright.jobs.shard_stream import Node
 from shardwright.jobs.submission import Window
 from shardwright.lifecycle.journal import EXCHANGE, Planned
-from shardwright.lifecycle.manifest import Receipt, ReceiptTable
+from shardwright.lifecycle.manifest import ReceiptTable
 from tests.support import volumes
 
 TINY = dict(chunk_size=(8, 8, 8), target_shard_bytes=512)  # one 8^3 chunk per shard

@@ -14,12 +14,13 @@ import pytest
 from distributed import Client, KilledWorker, LocalCluster
 from distributed.diagnostics.plugin import SchedulerPlugin
 
+from shardwright.common.receipts import Receipt
 from shardwright.errors import JobFailed
 from shardwright.jobs.progress import Progress
 from shardwright.jobs.runners import DistributedRunner, ThreadRunner, lost_workers
 from shardwright.jobs.shard_stream import Node
 from shardwright.jobs.submission import Window
-from shardwright.lifecycle.manifest import Receipt, ReceiptTable
+from shardwright.lifecycle.manifest import ReceiptTable
 
 GiB = 2**30
 LAST_WORKER = cast(Any, types.SimpleNamespace(address="tcp://127.0.0.1:1"))

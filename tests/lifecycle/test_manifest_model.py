@@ -8,13 +8,12 @@ from typing import Any
 
 import pytest
 
+from shardwright.common.receipts import Receipt, ShardEntry
 from shardwright.errors import ManifestError
 from shardwright.lifecycle.journal import Journaled
 from shardwright.lifecycle.manifest import (
     CompanionTotals,
     Manifest,
-    Receipt,
-    ShardEntry,
     Totals,
     build_manifest,
     parse_manifest,

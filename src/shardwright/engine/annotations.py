@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shardwright.common.receipts import Receipt
 from shardwright.engine.annotation_rows import partition_sections, shard_entries
 from shardwright.engine.generated_objects import BlockDone, read_index
 from shardwright.engine.shard_task import run_task
@@ -20,7 +21,6 @@ from shardwright.formats.shardfile import ShardFile
 from shardwright.generation import exchange
 from shardwright.generation.exchange import BlockIndex, SpooledShardTask
 from shardwright.lifecycle.journal import EXCHANGE
-from shardwright.lifecycle.manifest import Receipt
 from shardwright.planning.annotations import AnnotationPlan, TablePartition
 from shardwright.stores import Store, open_store
 

@@ -25,6 +25,7 @@ import numpy as np
 from shardwright import codecs
 from shardwright.codecs import ChunkEncoding, compressed_segmentation_batch
 from shardwright.common.arrays import Array, Namespace, contiguous, exclusive_scan, to_host
+from shardwright.common.receipts import Receipt
 from shardwright.engine.aggregate import EncodedChunks, arrange_precomputed, arrange_zarr3
 from shardwright.engine.blocks import Block, epoch_blocks, grid_offset
 from shardwright.engine.scatter import precomputed_regions, zarr3_epoch_chunks
@@ -32,7 +33,6 @@ from shardwright.engine.shard_task import run_task
 from shardwright.engine.stages import Stages, timer
 from shardwright.formats.shardfile import ShardFile
 from shardwright.formats.zarr3.chunks import InnerChunkChain
-from shardwright.lifecycle.manifest import Receipt
 from shardwright.planning import ConversionPlan, ShardTask, to_zarr_order
 from shardwright.planning.layouts import PrecomputedLayout, Zarr3Layout
 from shardwright.stores import Store

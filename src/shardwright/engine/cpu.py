@@ -17,6 +17,7 @@ import numpy as np
 from shardwright.codecs.base import Buffer
 from shardwright.codecs.raw import RawEncoding
 from shardwright.common.arrays import copy_runs
+from shardwright.common.receipts import Receipt
 from shardwright.engine.blocks import (
     Block,
     Cell,
@@ -30,7 +31,6 @@ from shardwright.engine.shard_task import run_task
 from shardwright.formats.shardfile import ShardFile
 from shardwright.formats.zarr3 import sharding as zarr3_sharding
 from shardwright.formats.zarr3.chunks import InnerChunkChain
-from shardwright.lifecycle.manifest import Receipt
 from shardwright.planning import ConversionPlan, ShardTask, to_zarr_order
 from shardwright.planning.layouts import PrecomputedLayout, Zarr3Layout
 from shardwright.stores import Store

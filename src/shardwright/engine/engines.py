@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from shardwright.common.arrays import Namespace
+from shardwright.common.receipts import Receipt
 from shardwright.engine.cpu import run_shard as run_cpu_shard
 from shardwright.engine.gpu import (  # CuPy itself only on GPU workers
     cupy_module,
@@ -20,7 +21,6 @@ from shardwright.engine.gpu import (  # CuPy itself only on GPU workers
     run_shard_gpu,
 )
 from shardwright.engine.pyramid import Handoff, Piece, run_pyramid_shard
-from shardwright.lifecycle.manifest import Receipt
 from shardwright.planning import ConversionPlan, ShardTask
 from shardwright.stores import Store
 

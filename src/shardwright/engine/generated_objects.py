@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from shardwright.common.downsample import downsample
+from shardwright.common.receipts import Receipt
 from shardwright.engine.block_reads import GroupReads
 from shardwright.engine.shard_task import run_task
 from shardwright.formats.precomputed.sharding import ShardBuilder
@@ -37,7 +38,6 @@ from shardwright.generation.tracing import (
     reaching_segments,
 )
 from shardwright.lifecycle.journal import CENSUS, EXCHANGE
-from shardwright.lifecycle.manifest import Receipt
 from shardwright.lifecycle.runs import run_of
 from shardwright.planning.generated import (
     SEGMENTATION_METHOD,

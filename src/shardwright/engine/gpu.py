@@ -21,9 +21,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from shardwright.codecs.nvcomp import ALGORITHMS, NvcompCompressor
+from shardwright.common.receipts import Receipt
 from shardwright.engine.batched import BatchCompressor, run_shard_batched
 from shardwright.errors import GpuUnavailable
-from shardwright.lifecycle.manifest import Receipt
 from shardwright.planning import ConversionPlan, ShardTask
 from shardwright.stores import Store
 from shardwright.version import install_command

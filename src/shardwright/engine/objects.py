@@ -19,11 +19,11 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from shardwright.common.receipts import Receipt
 from shardwright.engine.shard_task import run_task
 from shardwright.formats.precomputed import meshes, skeletons
 from shardwright.formats.precomputed.sharding import ShardBuilder
 from shardwright.formats.shardfile import ShardFile
-from shardwright.lifecycle.manifest import Receipt
 from shardwright.planning.objects import LEGACY, MULTILOD, SKELETONS, ObjectPlan, ObjectShardTask
 from shardwright.stores import Store, open_store
 

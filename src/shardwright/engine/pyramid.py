@@ -28,13 +28,13 @@ import numpy as np
 
 from shardwright.common.boxes import intersect, within
 from shardwright.common.downsample import downsample
+from shardwright.common.receipts import Receipt
 from shardwright.engine.batched import BatchedProducer
 from shardwright.engine.blocks import Block, epoch_blocks
 from shardwright.engine.cpu import CpuProducer
 from shardwright.engine.generated_objects import BlockDone, run_block_group
 from shardwright.engine.shard_task import Producer, run_task
 from shardwright.errors import PyramidError
-from shardwright.lifecycle.manifest import Receipt
 from shardwright.planning import ConversionPlan, ShardTask, pyramid
 from shardwright.planning.addition_levels import group_consumers
 from shardwright.planning.generated import GeneratedPlan

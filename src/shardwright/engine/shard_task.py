@@ -17,10 +17,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from shardwright.common.receipts import Receipt, sum_requests
 from shardwright.engine.stages import Stages, timer
 from shardwright.formats.shardfile import ShardFile
 from shardwright.lifecycle import journal
-from shardwright.lifecycle.manifest import Receipt, sum_requests
 from shardwright.sources import missing
 from shardwright.stores import Store
 

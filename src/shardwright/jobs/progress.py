@@ -15,8 +15,8 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
+from shardwright.common.receipts import Receipt
 from shardwright.lifecycle.journal import Planned, prepares, tally
-from shardwright.lifecycle.manifest import Receipt
 from shardwright.planning.text import human_bytes
 
 REDRAW_INTERVAL_S = 0.25

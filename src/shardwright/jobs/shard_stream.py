@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from typing import Any
 
+from shardwright.common.receipts import Receipt
 from shardwright.common.vocabulary import DatasetKind
 from shardwright.engine.annotations import run_annotation_shard, run_partition
 from shardwright.engine.engines import Engine, engine_for
@@ -40,7 +41,6 @@ from shardwright.engine.objects import run_object_shard
 from shardwright.engine.pyramid import Handoff, Piece, run_feeding_group
 from shardwright.generation.exchange import Exchange, SpooledShardTask
 from shardwright.lifecycle import journal
-from shardwright.lifecycle.manifest import Receipt
 from shardwright.lifecycle.runs import run_of
 from shardwright.planning import (
     AdditionPlan,

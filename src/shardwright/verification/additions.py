@@ -21,11 +21,12 @@ from typing import Any
 import numpy as np
 
 from shardwright.common.downsample import METHODS, downsample, factor_between
+from shardwright.common.receipts import ShardEntry
 from shardwright.errors import ShardwrightError
 from shardwright.formats.zarr3.ome_zarr import dataset_paths
 from shardwright.lifecycle.addition import added_levels, read_additions
 from shardwright.lifecycle.journal import stream_crc32c
-from shardwright.lifecycle.manifest import Manifest, ShardEntry
+from shardwright.lifecycle.manifest import Manifest
 from shardwright.planning import pyramid
 from shardwright.sources import open_source
 from shardwright.stores import Store
