@@ -27,6 +27,7 @@ from shardwright.common.flags import (
     parse_xyz,
     spelled,
 )
+from shardwright.common.memory import MemoryBudget
 from shardwright.common.option_checks import (
     check_annotations,
     check_choice,
@@ -387,6 +388,11 @@ class ConvertOptions(ObjectOptions):
             metavar="JSON",
         ),
     )
+
+    @property
+    def budget(self) -> MemoryBudget:
+        """`memory_budget` divided by name among what a task holds."""
+        return MemoryBudget(self.memory_budget)
 
     def resolved(self) -> ConvertOptions:
         """The options with every encoding default filled in (what a plan runs with); the

@@ -151,6 +151,14 @@ def test_no_function_is_too_long_to_read() -> None:
     assert not long, "\n".join(long)
 
 
+def test_the_memory_budget_is_divided_in_one_place() -> None:
+    """Each share of a task's memory is `common/memory.MemoryBudget`'s to say: no module
+    divides the budget itself."""
+    dividing = re.compile(r"memory_budget\s*//")
+    found = [name for name, path in MODULES.items() if dividing.search(path.read_text())]
+    assert not found, found
+
+
 def test_no_module_imports_another_modules_private_names() -> None:
     reaches = [
         f"{name}:{line} imports {module}.{member}"

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from shardwright.common.memory import MemoryBudget
 from shardwright.common.receipts import Receipt
 from shardwright.engine.shard_task import run_task
 from shardwright.formats.precomputed import meshes, skeletons
@@ -120,7 +121,7 @@ def _required(blobs: dict[str, bytes | None], key: str, segment: int, plan: Obje
 def _batches(plan: ObjectPlan, ids: np.ndarray) -> Iterator[list[int]]:
     """Segment ids in batches whose objects fit an eighth of the budget (by average size)."""
     average = max(1, plan.source_bytes // max(1, plan.object_count))
-    size = max(1, min(MAX_BATCH, plan.memory_budget // 8 // average))
+    size = max(1, min(MAX_BATCH, MemoryBudget(plan.memory_budget).rows() // average))
     values = ids.tolist()
     for start in range(0, len(values), size):
         yield values[start : start + size]

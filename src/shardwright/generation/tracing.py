@@ -31,10 +31,6 @@ from shardwright.generation.grid import BlockGrid, three
 from shardwright.generation.options import TEASAR_DEFAULTS
 
 RADIUS_ATTRIBUTE = {"id": "radius", "data_type": "float32", "num_components": 1}
-# Bytes of memory TEASAR takes per voxel of the box it traces (kimimaro: the mask, its
-# components, the distance to the boundary, the penalty field, the path search): a segment
-# is traced whole where its box times this fits the task's memory budget.
-TRACE_BYTES_PER_VOXEL = 32
 # A segment filling less than 1 / SPARSEST of its box keeps the blocks' pieces (Tracing).
 SPARSEST = 16
 Skeleton = joining.Skeleton
@@ -44,7 +40,7 @@ Skeleton = joining.Skeleton
 class Tracing:
     """How a job traces skeletons: TEASAR's parameters (kimimaro's names), the branches
     removed after joining (`tick_threshold` nm, 0: none) and the most voxels a box traced
-    whole may have (the task's memory budget over TRACE_BYTES_PER_VOXEL)."""
+    whole may have (`MemoryBudget.traced_voxels`)."""
 
     teasar: tuple[tuple[str, float], ...] = tuple(TEASAR_DEFAULTS.items())
     tick_threshold: float = 0.0

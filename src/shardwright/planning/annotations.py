@@ -38,7 +38,6 @@ from shardwright.sources.table_spool import TableSpool
 from shardwright.sources.tables import AnnotationColumns, TableFacts, inspect_table, open_table
 
 BUCKETS = 16  # groups of cells the per-level counts are merged in
-SHARD_TASK_COPIES = 8  # a shard task's peak memory, in copies of its rows
 
 BY_ID = 0
 
@@ -272,7 +271,7 @@ def _shardings(
     under an eighth of the memory budget. Entries are stored raw unless `--compression gzip`
     is asked: gzip of one annotation of tens of bytes makes it longer, and slow to write."""
     sized = dataclasses.replace(options, target_shard_bytes=min(
-        options.target_shard_bytes, options.memory_budget // SHARD_TASK_COPIES))  # fmt: skip
+        options.target_shard_bytes, options.budget.rows()))  # fmt: skip
     return tuple(choose_sharding(sized, "annotations", entries, nbytes)
                  for entries, nbytes in index_sizes(facts.rows, schema, chances))  # fmt: skip
 

@@ -109,7 +109,7 @@ class ExchangePlan:
 
     @property
     def spool_budget(self) -> int:
-        return self.options.memory_budget // 2
+        return self.options.budget.spool()
 
     @property
     def compression_level(self) -> int | None:

@@ -29,7 +29,7 @@ from shardwright.formats.precomputed.skeletons import SKELETON_TYPE
 from shardwright.generation.exchange import MESH, SKELETON, SpooledShardTask
 from shardwright.generation.grid import BlockGrid, choose_group, three
 from shardwright.generation.surfaces import QUANTIZATION_BITS
-from shardwright.generation.tracing import RADIUS_ATTRIBUTE, TRACE_BYTES_PER_VOXEL, Tracing
+from shardwright.generation.tracing import RADIUS_ATTRIBUTE, Tracing
 from shardwright.options import ConvertOptions
 from shardwright.planning.base import ExchangePlan
 from shardwright.planning.objects import MULTILOD, SKELETONS, choose_sharding
@@ -392,7 +392,7 @@ def generated_plans(labels: Labels, options: ConvertOptions) -> tuple[GeneratedP
         exchange=dests[outputs[0]],
         estimated_segments=segments,
         tracing=Tracing(tuple(options.teasar().items()), float(options.tick_threshold),
-                        options.memory_budget // TRACE_BYTES_PER_VOXEL),  # fmt: skip
+                        options.budget.traced_voxels()),  # fmt: skip
         scale=labels.scale,
     )  # fmt: skip
     return tuple(

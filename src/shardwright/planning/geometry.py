@@ -110,7 +110,7 @@ class Geometry:
     def epoch_budget(self) -> int:
         """Raw bytes of one epoch: a quarter of the budget, an eighth with pyramids (whose
         tasks also hold reduced output and a reduction slab)."""
-        return self.options.memory_budget // (8 if self.pyramid is not None else 4)
+        return self.options.budget.epoch(pyramid=self.pyramid is not None)
 
     def plan_fields(self) -> dict[str, Any]:
         """The fields as keyword arguments, for the `ConversionPlan` that extends them."""

@@ -27,7 +27,7 @@ def add_levels(base: ConversionPlan, sizes: list[Triple]) -> ConversionPlan:
     assert pyr is not None
     options = base.options
     budget = options.memory_budget
-    if base.image_bytes > budget // 2:
+    if base.image_bytes > options.budget.handed_up():
         raise PlanError(
             f"pyramid level 0: shards hand {human_bytes(base.image_bytes)} to the next level, more "
             f"than half the {human_bytes(budget)} memory budget allows; use a chunk size divisible "
@@ -67,7 +67,7 @@ def add_levels(base: ConversionPlan, sizes: list[Triple]) -> ConversionPlan:
         )
         parts.append(part)
         pyramid.check_aligned(k, box, grid, step)
-        if math.prod(box) * raw_chunk > budget // 2:
+        if math.prod(box) * raw_chunk > options.budget.handed_up():
             raise PlanError(
                 f"pyramid level {k}: shards of {xyz(box)} chunks "
                 f"({human_bytes(math.prod(box) * raw_chunk)}) are needed to keep downsampling "

@@ -84,7 +84,7 @@ class ObjectPlan:
 
     @property
     def spool_budget(self) -> int:
-        return self.options.memory_budget // 2
+        return self.options.budget.spool()
 
     @property
     def memory_budget(self) -> int:

@@ -20,18 +20,11 @@ import numpy as np
 from shardwright.common import downsample
 from shardwright.common.boxes import Box, Triple
 from shardwright.common.downsample import Factor, reduced_shape
+from shardwright.common.memory import MemoryBudget
 from shardwright.errors import NAMED, Alias, PlanError, PyramidError, within
 from shardwright.options import ConvertOptions
 from shardwright.planning.text import xyz
 
-# Memory shares of the per-task budget: what a base task hands to the next level (1/4), the
-# region an upper-level task holds (1/8, held twice: its inputs and the assembled region), the
-# slab a reduction works on (1/32, at most 2 MiB: cache-sized slabs reduce fastest; mode sorts
-# a copy of it).
-IMAGE_SHARE = 4
-REGION_SHARE = 8
-REDUCE_SLAB_SHARE = 32
-REDUCE_SLAB_MAX = 2 * 1024**2
 GIVEN = "as given"  # a factor given with --factor
 
 
@@ -274,7 +267,7 @@ def box_limits(
         return None, (1, 1, 1)
     top = level + 1 >= pyramid.levels
     step = (1, 1, 1) if top else pyramid.step(level)
-    share = math.prod(step) * budget // IMAGE_SHARE if level == 0 else budget // REGION_SHARE
+    share = MemoryBudget(budget).level_region(step if level == 0 else None)
     return max(1, share // raw_chunk), alignment_step(chunk, step)
 
 

@@ -24,7 +24,7 @@ from shardwright.common.vocabulary import DatasetKind
 from shardwright.planning import pyramid, report
 from shardwright.planning.base import Plan
 from shardwright.planning.geometry import Geometry
-from shardwright.planning.pyramid import REDUCE_SLAB_MAX, REDUCE_SLAB_SHARE, Box
+from shardwright.planning.pyramid import Box
 from shardwright.sources import missing
 from shardwright.sources.base import location_of
 
@@ -122,7 +122,7 @@ class ConversionPlan(Geometry):
     @property
     def spool_budget(self) -> int:
         """Encoded bytes a shard task keeps in memory before spilling to local disk."""
-        return self.options.memory_budget // (2 if self.pyramid is None else 4)
+        return self.options.budget.spool(pyramid=self.pyramid is not None)
 
     # -- what shard tasks encode with, resolved from the options ---------------------------
     @property
@@ -196,7 +196,7 @@ class ConversionPlan(Geometry):
     def reduce_slab_bytes(self) -> int:
         if self.pyramid is None:
             return 0
-        return min(self.options.memory_budget // REDUCE_SLAB_SHARE, REDUCE_SLAB_MAX)
+        return self.options.budget.reduction_slab()
 
     def voxel_box(self, task: ShardTask) -> Box:
         """[start, stop) voxels of a box shard of this level, truncated at the volume's end."""
