@@ -51,5 +51,6 @@ class MemoryBudget:
         return self.total // 8
 
     def traced_voxels(self) -> int:
-        """The most voxels a box traced whole (a skeleton's) may have."""
-        return self.total // TRACE_BYTES_PER_VOXEL
+        """The most voxels a box traced whole (a skeleton's) may have: TEASAR on it takes at
+        most half (the shard task holds its pieces and its shard beside it)."""
+        return self.total // (2 * TRACE_BYTES_PER_VOXEL)

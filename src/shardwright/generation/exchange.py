@@ -64,10 +64,10 @@ class Mask:
 @dataclass(frozen=True)
 class Piece:
     """One segment within one block: a surface (faces [m, 3]) or a skeleton (edges [m, 2],
-    radii), either possibly empty, or in place of a skeleton the segment's voxels that the
-    block read (`mask`). Vertices are float32 nm from the block's origin
-    (grid.block_origin_nm). `voxels` and `box` (low, high: voxels of the level meshed, high
-    exclusive) are the segment's in the block's core: the census sums them over blocks."""
+    radii), either possibly empty, with a skeleton the segment's voxels in the block's core
+    where it reaches a face the block shares (`mask`). Vertices are float32 nm from the
+    block's origin (grid.block_origin_nm). `voxels` and `box` (low, high: voxels of the level
+    meshed, high exclusive) are the segment's in the block's core: the census sums them."""
 
     segment: int
     voxels: int
