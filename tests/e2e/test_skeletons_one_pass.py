@@ -114,6 +114,8 @@ def test_the_tracing_options_reach_the_skeletons_the_plan_and_the_manifest(
                 "3500", "--soma-acceptance-threshold", "5000").stdout  # fmt: skip
     assert "TEASAR ball 4 x radius + 10 nm" in text
     assert "somata over 5000 nm" in text and "branches under 3500 nm removed" in text
+    added = _cli("plan", source, "--generate-skeletons", "--tick-threshold", "3500")  # in place
+    assert added.returncode == 0 and "branches under 3500 nm removed" in added.stdout, added
     again = _cli("convert", source, str(tmp_path / "default"), "--generate-skeletons", "--quiet",
                  "--mesh-block", "32,32,32", "--resume", "--tick-threshold", "100")  # fmt: skip
     assert again.returncode != 0 and "tick threshold" in again.stderr
@@ -132,3 +134,11 @@ def test_a_bad_tracing_value_is_one_clear_error(
     assert flag in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) <= 3  # usage, the error, where --help is
     assert not (tmp_path / "out").exists()
+
+
+def test_a_tracing_option_without_skeletons_is_refused_not_dropped(tmp_path: pathlib.Path) -> None:
+    source = label_shapes.write_precomputed(tmp_path / "labels")
+    done = _cli("convert", source, str(tmp_path / "out"), "--generate-meshes",
+                "--tick-threshold", "3500")  # fmt: skip
+    assert done.returncode == 2 and "add --generate-skeletons" in done.stderr, done.stderr
+    assert "--tick-threshold" in done.stderr and not (tmp_path / "out").exists()

@@ -22,6 +22,7 @@ from shardwright.version import __version__
 API_ONLY: tuple[str, ...] = ()
 
 # For every field: words on the command line, and the value the API is given for them.
+SKELETONS = "--generate-skeletons"  # a tracing option's samples come with it
 SAMPLES: dict[str, tuple[list[str], Any]] = {
     "format": (["--format", "zarr3"], "zarr3"),
     "layer_type": (["--layer-type", "segmentation"], "segmentation"),
@@ -57,13 +58,13 @@ SAMPLES: dict[str, tuple[list[str], Any]] = {
     "mesh_level": (["--mesh-level", "1"], 1),
     "mesh_block": (["--mesh-block", "64,64,32"], (64, 64, 32)),
     "dust_threshold": (["--dust-threshold", "500"], 500),
-    "teasar_scale": (["--teasar-scale", "6"], 6.0),
-    "teasar_const": (["--teasar-const", "50"], 50.0),
-    "soma_detection_threshold": (["--soma-detection-threshold", "900"], 900.0),
-    "soma_acceptance_threshold": (["--soma-acceptance-threshold", "4000"], 4000.0),
-    "soma_invalidation_scale": (["--soma-invalidation-scale", "2"], 2.0),
-    "soma_invalidation_const": (["--soma-invalidation-const", "200"], 200.0),
-    "tick_threshold": (["--tick-threshold", "3500"], 3500.0),
+    "teasar_scale": ([SKELETONS, "--teasar-scale", "6"], 6.0),
+    "teasar_const": ([SKELETONS, "--teasar-const", "50"], 50.0),
+    "soma_detection_threshold": ([SKELETONS, "--soma-detection-threshold", "900"], 900.0),
+    "soma_acceptance_threshold": ([SKELETONS, "--soma-acceptance-threshold", "4000"], 4000.0),
+    "soma_invalidation_scale": ([SKELETONS, "--soma-invalidation-scale", "2"], 2.0),
+    "soma_invalidation_const": ([SKELETONS, "--soma-invalidation-const", "200"], 200.0),
+    "tick_threshold": ([SKELETONS, "--tick-threshold", "3500"], 3500.0),
     "object_ids": (["--object-ids", "12,345"], (12, 345)),
     "annotation_type": (["--annotation-type", "line"], "line"),
     "relationships": (
@@ -91,6 +92,15 @@ def _parse(command: str, *words: str) -> ConvertOptions:
     return options_from(build_parser().parse_args([command, "in.npy", "out", *words]))
 
 
+# What a flag's sample is given with (a skeleton's tracing option is refused without them).
+NEEDS: dict[str, dict[str, Any]] = {
+    name: {"generate_skeletons": True}
+    for name in ("teasar_scale", "teasar_const", "soma_detection_threshold",
+                 "soma_acceptance_threshold", "soma_invalidation_scale",
+                 "soma_invalidation_const", "tick_threshold")
+}  # fmt: skip
+
+
 def test_every_option_has_a_flag() -> None:
     fields = {f.name for f in dataclasses.fields(ConvertOptions)}
     offered = [f.name for f, _ in command_line_fields(ConvertOptions)]
@@ -106,7 +116,7 @@ def test_a_flag_gives_the_api_value(command: str, name: str) -> None:
     field = next(f for f, _ in command_line_fields(ConvertOptions) if f.name == name)
     assert value != default_of(field)
     got = _parse(command, *words)
-    assert got == ConvertOptions(**{name: value})
+    assert got == ConvertOptions(**{name: value, **NEEDS.get(name, {})})
     assert repr(getattr(got, name)) == repr(value)  # the same types too (4, not 4.0)
 
 

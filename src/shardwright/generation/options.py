@@ -5,12 +5,12 @@ surfaces are simplified, and TEASAR's parameters with the field's defaults (thos
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from shardwright.common.flags import XYZ, cli, parse_ids, parse_mips, parse_xyz
 from shardwright.common.option_checks import whole
-from shardwright.errors import OptionError
+from shardwright.errors import NAMED, OptionError
 
 # TEASAR's parameters a lab tunes (kimimaro's names), with the field's defaults: those of
 # Igneous's `skeleton forge`, in nm, so that they follow the voxel size.
@@ -180,3 +180,13 @@ class ObjectOptions:
                 or not (0 <= value < float("inf"))
             ):
                 raise OptionError(f"{{{name}}} must be a number, 0 or more", **{name: value})
+        tuned = [name for name in (*TEASAR_FIELDS, "tick_threshold")
+                 if getattr(self, name) != OBJECT_DEFAULTS[name]]  # fmt: skip
+        if tuned and not self.generate_skeletons:
+            raise OptionError(
+                "{" + "} / {".join(tuned) + "} tune the skeletons: add {generate_skeletons}",
+                generate_skeletons=NAMED, **{name: getattr(self, name) for name in tuned},
+            )  # fmt: skip
+
+
+OBJECT_DEFAULTS = {f.name: f.default for f in fields(ObjectOptions)}

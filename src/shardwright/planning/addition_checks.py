@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from shardwright.errors import NAMED, PlanError
+from shardwright.generation.options import TEASAR_FIELDS
 from shardwright.lifecycle.addition import read_record, sha256, written_here
 from shardwright.lifecycle.journal import JOB_KEY, receipt_key
 from shardwright.lifecycle.manifest import MANIFEST_KEY
@@ -28,6 +29,7 @@ ADDITION_OPTIONS = frozenset({
     "dust_threshold", "object_ids", "memory_budget", "target_shard_bytes", "min_shards",
     "compression_level", "source_scale", "fill_missing", "timeout", "storage_options",
     "source_storage_options", "segment_properties", "mips", "factor", "downsample",
+    *TEASAR_FIELDS, "tick_threshold",
 })  # fmt: skip
 PROPERTIES_KEY = f"{SEGMENT_PROPERTIES}/info"
 INFO, GROUP = "info", "zarr.json"  # the metadata document a dataset's addition writes last
