@@ -67,7 +67,7 @@ def test_a_segment_put_together_is_traced_as_the_whole_volume_traces_it() -> Non
         fix_branching=True, fix_borders=True, progress=False, parallel=1,
     )[9]  # fmt: skip
     at, edges, _ = trace_cutout(labels[:30, 10:36, 4:8] == 9, (0, 10, 4),
-                                ((0, 0, 0), grid.shape), grid, Tracing())  # fmt: skip
+                                ((0, 0, 0), grid.shape), grid.resolution, Tracing())  # fmt: skip
     got = {tuple(v) for v in (at * np.asarray(grid.resolution)).tolist()}
     assert got == {tuple(v) for v in np.asarray(whole.vertices, np.float64).tolist()}
     assert len(edges) == len(whole.edges)

@@ -24,10 +24,10 @@ import numpy as np
 
 from shardwright.common.boxes import within
 from shardwright.formats.precomputed.skeletons import encode_skeleton
-from shardwright.generation import joining
+from shardwright.generation import census, joining
 from shardwright.generation.census import Box, Triple
 from shardwright.generation.exchange import Mask, Piece
-from shardwright.generation.grid import BlockGrid, three
+from shardwright.generation.grid import BlockGrid
 from shardwright.generation.options import TEASAR_DEFAULTS
 
 RADIUS_ATTRIBUTE = {"id": "radius", "data_type": "float32", "num_components": 1}
@@ -119,12 +119,13 @@ def block_masks(core: np.ndarray, start: Triple, boxes: dict[int, Box]) -> dict[
 
 
 def trace_cutout(voxels: np.ndarray, low: Triple, edges: tuple[Triple, Triple],
-                 grid: BlockGrid, tracing: Tracing) -> Skeleton:  # fmt: skip
-    """TEASAR of one segment's `voxels` (bool, first voxel `low`): (vertices as level voxel
-    positions [n, 3] int64, edges, radii nm). `edges`: (low, high) of the box the tracing
-    sees whole (the dataset, or a block's read box): where the voxels end at its side, the
-    segment meets that side (kimimaro places a border target there); elsewhere a layer of
-    background is put around them, as the box around would have it."""
+                 resolution: Sequence[float], tracing: Tracing) -> Skeleton:  # fmt: skip
+    """TEASAR of one segment's `voxels` (bool, first voxel `low`, `resolution` nm): (vertices
+    as voxel positions [n, 3] int64, edges, radii nm), as one pass over the whole box `edges`
+    (low, high: the dataset) traces it: where the voxels end at its side, the segment meets
+    that side (kimimaro places a border target there); elsewhere a layer of background is put
+    around them, as the box around would have it. The job's whole passes and `verify
+    --full`'s measure of them both trace here."""
     import kimimaro
 
     high = [a + n for a, n in zip(low, voxels.shape, strict=True)]
@@ -132,13 +133,13 @@ def trace_cutout(voxels: np.ndarray, low: Triple, edges: tuple[Triple, Triple],
     after = [int(b < e) for b, e in zip(high, edges[1], strict=True)]
     padded = np.pad(voxels.astype(np.uint8), list(zip(before, after, strict=True)))
     found = kimimaro.skeletonize(
-        np.asfortranarray(padded), teasar_params=tracing.params(), anisotropy=grid.resolution,
+        np.asfortranarray(padded), teasar_params=tracing.params(), anisotropy=tuple(resolution),
         dust_threshold=0, fix_branching=True, fix_borders=True, progress=False, parallel=1,
     )  # fmt: skip
     skeleton = found.get(1)
     if skeleton is None or not len(skeleton.vertices):
         return np.zeros((0, 3), np.int64), np.zeros((0, 2), np.int64), np.zeros(0, np.float32)
-    at = np.rint(np.asarray(skeleton.vertices, np.float64) / np.asarray(grid.resolution))
+    at = np.rint(np.asarray(skeleton.vertices, np.float64) / np.asarray(resolution))
     origin = np.asarray(low) - np.asarray(before)
     return (
         at.astype(np.int64) + origin,
@@ -154,10 +155,9 @@ def joined_skeleton(pieces: Sequence[Piece], grid: BlockGrid, box: Box, tracing:
     removed; `box`: the segment's (low, high) voxels, for one that TEASAR left no edge in."""
     masked = [piece for piece in pieces if piece.mask is not None]
     parts = []
-    if masked:
-        low = three(min(p.mask.low[a] for p in masked if p.mask) for a in range(3))
-        high = three(max(p.mask.high[a] for p in masked if p.mask) for a in range(3))
-        if tracing.traces_whole(sum(p.voxels for p in masked), np.subtract(high, low)):
+    if masked:  # a piece's mask is its voxels in its box in the block's core
+        voxels, (low, high) = census.joined((p.voxels, p.box) for p in masked)
+        if tracing.traces_whole(voxels, np.subtract(high, low)):
             parts.append(_whole(masked, low, high, grid, tracing))
             pieces = [piece for piece in pieces if piece.mask is None]
     parts.append(joining.joined(pieces, grid, tracing.params()))
@@ -177,7 +177,8 @@ def _whole(
     for piece in masked:
         assert piece.mask is not None
         voxels[within((piece.mask.low, piece.mask.high), low)] |= piece.mask.voxels()
-    at, edges, radii = trace_cutout(voxels, low, ((0, 0, 0), grid.shape), grid, tracing)
+    at, edges, radii = trace_cutout(voxels, low, ((0, 0, 0), grid.shape), grid.resolution,
+                                    tracing)  # fmt: skip
     points = np.asarray(grid.origin_nm) + at * np.asarray(grid.resolution)
     return points, edges, radii
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from shardwright.generation.grid import three
-from shardwright.generation.tracing import Tracing
+from shardwright.generation.tracing import Tracing, trace_cutout
 from shardwright.sources import Source
 
 SAMPLE = 20  # segments compared
@@ -35,25 +35,22 @@ def cable_length(vertices: np.ndarray, edges: np.ndarray) -> float:
 def whole_pass_cable(source: Source, segment: int, low: Sequence[int], high: Sequence[int],
                      resolution: Sequence[float] | np.ndarray,
                      teasar: dict[str, float] | None = None) -> float | None:  # fmt: skip
-    """kimimaro's cable length of `segment` on its own cutout (voxels [low, high] and one
-    around, nm), with the job's TEASAR parameters (`teasar`: the manifest's; None: the
-    defaults); None where the cutout is larger than MOST_VOXELS or TEASAR finds nothing."""
-    import kimimaro
-
-    start = three(max(0, int(a) - 1) for a in low)
-    stop = three(min(n, int(b) + 2) for b, n in zip(high, source.shape_xyz, strict=True))
-    if int(np.prod([b - a for a, b in zip(start, stop, strict=True)])) > MOST_VOXELS:
+    """kimimaro's cable length of `segment` on its own cutout (voxels [low, high), with the
+    background around where the dataset goes on, nm), with the job's TEASAR parameters
+    (`teasar`: the manifest's; None: the defaults); None where the cutout with the layers
+    around it is larger than MOST_VOXELS or TEASAR finds nothing."""
+    start, stop = three(int(a) for a in low), three(int(b) for b in high)
+    around = [min(n, b + 2) - max(0, a - 1)
+              for a, b, n in zip(start, stop, source.shape_xyz, strict=True)]  # fmt: skip
+    if int(np.prod(around)) > MOST_VOXELS:
         return None
-    labels = np.asarray(source.read(start, stop)[..., 0])
-    mask = np.asfortranarray((labels == segment).astype(np.uint8))
+    mask = np.asarray(source.read(start, stop)[..., 0]) == segment
+    nm = tuple(map(float, resolution))
     tracing = Tracing(tuple(teasar.items())) if teasar else Tracing()
-    found = kimimaro.skeletonize(
-        mask, teasar_params=tracing.params(), anisotropy=tuple(map(float, resolution)),
-        dust_threshold=0, fix_branching=True, progress=False, parallel=1,
-    )  # fmt: skip
-    if 1 not in found or not len(found[1].edges):
+    at, edges, _ = trace_cutout(mask, start, ((0, 0, 0), source.shape_xyz), nm, tracing)
+    if not len(edges):
         return None
-    return cable_length(np.asarray(found[1].vertices), np.asarray(found[1].edges))
+    return cable_length(at * np.asarray(nm), edges)
 
 
 def summary(ratios: dict[int, float], skipped: int) -> str:
