@@ -42,7 +42,8 @@ from shardwright.generation.options import ObjectOptions
 GiB = 1024**3
 MiB = 1024**2
 
-FORMATS = names(OutputFormat)
+# What a conversion writes (Zarr v2 is written only as levels added to an OME-Zarr 0.4 group).
+FORMATS = tuple(name for name in names(OutputFormat) if name != OutputFormat.ZARR2)
 LAYER_TYPES = ("auto", *names(VolumeType))  # auto: segmentation for integer labels
 ENCODINGS = tuple(CHUNK_ENCODINGS)  # the codecs' registry names them
 COMPRESSIONS = ("none", *BYTE_CODECS)

@@ -110,7 +110,7 @@ def test_adding_segment_properties_where_they_cannot_go_is_refused(tmp_path: pat
     pd.DataFrame({"id": [3], "label": ["c"]}).to_csv(tmp_path / "one.csv", index=False)
     table = str(tmp_path / "one.csv")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(PlanError, match="has no info or zarr.json: no dataset to add to"):
+    with pytest.raises(PlanError, match="has no info, zarr.json or .zgroup: no dataset to add to"):
         api.add_segment_properties(str(tmp_path / "empty"), table)
     np.save(tmp_path / "image.npy", np.zeros((8, 8, 8), np.uint8))
     api.convert(str(tmp_path / "image.npy"), str(tmp_path / "image"), **RUN)

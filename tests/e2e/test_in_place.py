@@ -308,7 +308,7 @@ def test_what_cannot_be_added_to_is_refused_before_anything_is_written(
     (foreign_mesh / "mesh" / "info").write_text('{"@type": "neuroglancer_legacy_mesh"}')
     cases = [
         (image, "need a segmentation (integer labels), not an image of uint8"),
-        (str(empty), "has no info or zarr.json: no dataset to add to"),
+        (str(empty), "has no info, zarr.json or .zgroup: no dataset to add to"),
         (str(zarr), "go beside a precomputed segmentation"),
         (str(broken), "info is not valid JSON"),
         (str(foreign_mesh), "which shardwright did not write"),
@@ -823,24 +823,6 @@ def test_a_group_whose_level_was_made_again_gains_levels_numbered_on(
     (path / "zarr.json").write_text(json.dumps(document))
     with pytest.raises(PlanError, match="numbered in order"):
         api.plan(str(path), mips=1, factor=(2, 2, 1))
-
-
-def test_an_ome_zarr_04_group_is_refused(tmp_path: pathlib.Path) -> None:
-    import zarr
-    from ome_zarr.format import FormatV04
-    from ome_zarr.io import parse_url
-    from ome_zarr.writer import write_image
-
-    path = tmp_path / "old.ome.zarr"
-    fmt = FormatV04()
-    root = zarr.group(store=parse_url(str(path), mode="w", fmt=fmt).store)
-    write_image(np.zeros((8, 32, 32), np.uint8), root, axes="zyx", fmt=fmt)
-    before = existing_datasets.object_crc32cs(str(path))
-    done = _cli("convert", str(path), "--mips", "1")
-    assert done.returncode == 2 and "Zarr v2 dataset (OME-Zarr 0.4)" in done.stderr, done.stderr
-    meshes = _cli("convert", str(path), "--generate-meshes")
-    assert meshes.returncode == 2 and "Traceback" not in meshes.stderr
-    assert existing_datasets.object_crc32cs(str(path)) == before
 
 
 def test_a_level_folder_holding_another_tools_objects_is_refused(

@@ -252,7 +252,7 @@ def test_each_closed_set_of_names_is_written_once() -> None:
 FORMAT_TESTS = re.compile(
     r"isinstance\([^)]*Layout\b"  # which layout class a plan holds
     r"|\b(plan|base|volume|level|self\.plan)\.format\s*(==|!=|\bin\b)"  # a plan's format name
-    r"|\.layout\.format\b"
+    r"|\.layout\.format\s*(==|!=|\bin\b)"
     r"|\.(info|zarr) is (not )?None"  # the two optional documents plans once carried
 )
 

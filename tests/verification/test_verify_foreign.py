@@ -160,7 +160,8 @@ def test_a_stray_object_is_a_problem_and_a_shard_never_written_a_note(
 def test_a_folder_of_other_files_is_still_no_dataset(tmp_path: pathlib.Path) -> None:
     (tmp_path / "notes.txt").write_text("hello")
     report = api.verify(str(tmp_path))
-    assert not report.ok and "no info or zarr.json: not a dataset" in report.problems[0]
+    assert not report.ok
+    assert "no info, zarr.json or Zarr v2 group: not a dataset" in report.problems[0]
     assert NOTE not in report.notes
 
 

@@ -238,7 +238,7 @@ def test_verify_of_a_missing_or_foreign_destination(tmp_path: pathlib.Path) -> N
     (tmp_path / "foreign").mkdir()
     (tmp_path / "foreign" / "a.txt").write_text("x")
     problems = api.verify(str(tmp_path / "foreign")).problems
-    assert "no info or zarr.json: not a dataset" in problems[0]
+    assert "no info, zarr.json or Zarr v2 group: not a dataset" in problems[0]
 
 
 def test_verify_says_when_a_job_is_writing_the_dataset(

@@ -235,8 +235,11 @@ def _added(args: argparse.Namespace, manifest: Any) -> int:
     totals, plan = manifest.totals, manifest.plan
     levels = [str(level["key"]) for level in plan.get("levels", [])]
     if levels:
-        print(f"added {counted(totals.shards, 'shard')}, {counted(totals.chunks, 'chunk')}, "
-              f"{counted(totals.bytes, 'byte')} in levels {', '.join(levels)} "
+        stored = (
+            counted(totals.shards, "chunk object") if manifest.format == "zarr2"  # unsharded
+            else f"{counted(totals.shards, 'shard')}, {counted(totals.chunks, 'chunk')}"
+        )  # fmt: skip
+        print(f"added {stored}, {counted(totals.bytes, 'byte')} in levels {', '.join(levels)} "
               f"({totals.resumed_shards:,} kept from an earlier run)")  # fmt: skip
     named = [f"{k} -> {v}" for k, v in plan.get("adds", {}).items()]
     named += [f"level {key}" for key in levels]

@@ -15,6 +15,7 @@ from enum import StrEnum
 class OutputFormat(StrEnum):
     PRECOMPUTED = "precomputed"  # neuroglancer_uint64_sharded_v1
     ZARR3 = "zarr3"  # sharding_indexed
+    ZARR2 = "zarr2"  # unsharded: only levels added to an OME-Zarr 0.4 group, never converted to
 
 
 class DatasetKind(StrEnum):

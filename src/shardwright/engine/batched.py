@@ -31,10 +31,11 @@ from shardwright.engine.blocks import Block, epoch_blocks, grid_offset
 from shardwright.engine.scatter import precomputed_regions, zarr3_epoch_chunks
 from shardwright.engine.shard_task import run_task
 from shardwright.engine.stages import Stages, timer
+from shardwright.engine.zarr2 import chunk_object
 from shardwright.formats.shardfile import ShardFile
 from shardwright.formats.zarr3.chunks import InnerChunkChain
 from shardwright.planning import ConversionPlan, ShardTask, to_zarr_order
-from shardwright.planning.layouts import PrecomputedLayout, Zarr3Layout
+from shardwright.planning.layouts import PrecomputedLayout, Zarr2Layout, Zarr3Layout
 from shardwright.stores import Store
 
 
@@ -183,6 +184,11 @@ class BatchedProducer:
                 meta.index_location,
                 name=self.task.key,
             )
+
+    def zarr2(self, layout: Zarr2Layout) -> ShardFile | None:
+        """One chunk object, encoded on the host (Zarr v2 levels: no batch to make)."""
+        with self.stage("encode"):
+            return chunk_object(self.plan, self.task, layout, self._blocks)
 
     def _hold(self, held: EncodedChunks, buffer: Array, sizes: np.ndarray) -> None:
         """One batch of encoded chunks through the byte stage, then held."""

@@ -28,11 +28,12 @@ from shardwright.engine.blocks import (
 )
 from shardwright.engine.scatter import zarr3_epoch_chunks
 from shardwright.engine.shard_task import run_task
+from shardwright.engine.zarr2 import chunk_object
 from shardwright.formats.shardfile import ShardFile
 from shardwright.formats.zarr3 import sharding as zarr3_sharding
 from shardwright.formats.zarr3.chunks import InnerChunkChain
 from shardwright.planning import ConversionPlan, ShardTask, to_zarr_order
-from shardwright.planning.layouts import PrecomputedLayout, Zarr3Layout
+from shardwright.planning.layouts import PrecomputedLayout, Zarr2Layout, Zarr3Layout
 from shardwright.stores import Store
 
 # Inner chunks at least this large are copied out and compressed one by one (cache-warm);
@@ -131,6 +132,10 @@ class CpuProducer:
                 position = tuple(in_shard[index].tolist())
                 builder.add(position, chain.encode_bytes(chunks[index].data))
         return builder.finish() if len(builder) else None  # all fill: zarr stores no shard
+
+    def zarr2(self, layout: Zarr2Layout) -> ShardFile | None:
+        blocks = epoch_blocks(self.plan, self.task) if self.blocks is None else self.blocks
+        return chunk_object(self.plan, self.task, layout, blocks)
 
     def _cells(self, *, scatter: bool) -> Iterator[Cell]:
         blocks = epoch_blocks(self.plan, self.task) if self.blocks is None else self.blocks

@@ -72,7 +72,7 @@ class JobStatus:
             lines.append(f"  started      {self.started}")
         if self.adds is not None:
             added = ", ".join([*(f"{name}/" for name in self.adds), *self.levels])
-            lines.append(f"  adds         {added}; the info names them last")
+            lines.append(f"  adds         {added}; its metadata names them, last")
             if self.levels:
                 done, planned = self.shards_stored, self.shards_planned
                 lines.append(f"  shards       {tally(done, planned, False)} of its levels")

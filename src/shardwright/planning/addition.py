@@ -1,14 +1,14 @@
 """What is added to a dataset that already exists, ours or another tool's, without copying a
 voxel (`shardwright convert DEST --generate-meshes --generate-skeletons --segment-properties
 TABLE --mips N`, any of them): to a precomputed segmentation its meshes, skeletons and
-segment properties; to a precomputed volume or an OME-Zarr 0.5 group, levels above its
-coarsest.
+segment properties; to a precomputed volume or an OME-Zarr group (0.5: Zarr v3 arrays; 0.4:
+Zarr v2 arrays, chunk by chunk), levels above its coarsest.
 
 Meshes and skeletons are made by block tasks that read the scale meshed (planning/
 generated.py) and written below the dataset (`mesh/`, `skeletons/`) as datasets of their
 own; segment properties are one document; levels are a pyramid whose base is the coarsest
 level, read and never written (planning/addition_levels.py). The dataset's own objects are
-never written: only its metadata document (its root: `info` or `zarr.json`), last, naming
+never written: only its metadata document (its root: `info`, `zarr.json` or `.zattrs`), last, naming
 what was added, in one write conditional on the version read here (lifecycle/addition.py),
 and `.shardwright/` beside its objects. What cannot be done is refused here, before anything
 is written (planning/addition_checks.py).
@@ -27,6 +27,7 @@ from shardwright.common import deadlines
 from shardwright.common.urls import absolute
 from shardwright.common.vocabulary import DatasetKind
 from shardwright.errors import PlanError, SourceError
+from shardwright.formats.zarr2 import as_group_document
 from shardwright.formats.zarr3.ome_zarr import dataset_paths
 from shardwright.generation.exchange import MESH, SKELETON
 from shardwright.lifecycle.addition import (
@@ -42,6 +43,7 @@ from shardwright.planning.addition_checks import (
     GROUP,
     INFO,
     PROPERTIES_KEY,
+    ZATTRS,
     check_directory,
     check_finished,
     check_level_places,
@@ -54,6 +56,7 @@ from shardwright.planning.addition_checks import (
 )
 from shardwright.planning.addition_levels import (
     feeding,
+    ome04_levels,
     ome_levels,
     precomputed_levels,
     precomputed_root,
@@ -69,8 +72,8 @@ from shardwright.planning.generated import (
     directory_names,
     generated_plans,
 )
+from shardwright.planning.layouts import zarr2, zarr3
 from shardwright.planning.layouts.precomputed import SEGMENT_PROPERTIES
-from shardwright.planning.layouts.zarr3 import group_with_levels, level_arrays
 from shardwright.planning.text import counted, human_bytes, xyz
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source, open_source
@@ -86,7 +89,7 @@ class AdditionPlan:
 
     dest: str
     options: ConvertOptions
-    root: str  # the dataset's metadata document, written last: `info` or `zarr.json`
+    root: str  # the dataset's metadata document, written last: `info`, `zarr.json`, `.zattrs`
     source: Source  # what is read: the scale meshed, or the coarsest level (levels alone)
     root_read: bytes  # the root as it was before this addition (what is compared at the end)
     version: Expected | None  # its version as looked up when planned (S3's ETag, GCS's generation)
@@ -105,7 +108,12 @@ class AdditionPlan:
 
     @property
     def format(self) -> str:
-        return "precomputed" if self.root == INFO else "zarr3"
+        return self.source_format if self.levels is None else self.levels.format
+
+    @property
+    def source_format(self) -> str:
+        """The format of the dataset added to, as its root says."""
+        return {INFO: "precomputed", GROUP: "zarr3", ZATTRS: "zarr2"}[self.root]
 
     @property
     def new_levels(self) -> list[ConversionPlan]:
@@ -161,8 +169,9 @@ class AdditionPlan:
         out = []
         if self.properties is not None:
             out.append((PROPERTIES_KEY, metadata_text(self.properties).encode()))
-        if self.levels is not None and self.root == GROUP:
-            out += [(key, metadata_text(doc).encode()) for key, doc in level_arrays(self.levels)]
+        if self.levels is not None and self.root in (GROUP, ZATTRS):
+            arrays = (zarr3 if self.root == GROUP else zarr2).level_arrays(self.levels)
+            out += [(key, metadata_text(doc).encode()) for key, doc in arrays]
         return out
 
     @property
@@ -172,8 +181,12 @@ class AdditionPlan:
         document = json.loads(self.root_read)
         if self.root == GROUP:
             assert self.levels is not None, "an OME-Zarr group gains levels only"
-            group = group_with_levels(document, self.levels, self.replaces)
+            group = zarr3.group_with_levels(document, self.levels, self.replaces)
             return metadata_text(group).encode()
+        if self.root == ZATTRS:
+            assert self.levels is not None, "an OME-Zarr group gains levels only"
+            zattrs = zarr2.zattrs_with_levels(document, self.levels, self.replaces)
+            return metadata_text(zattrs).encode()
         named = {**document, **self.names}
         return metadata_text(precomputed_root(named, self.levels, self.replaces)).encode()
 
@@ -212,7 +225,9 @@ class AdditionPlan:
         what = (
             f"a precomputed {json.loads(self.root_read).get('type', 'volume')}"
             if self.root == INFO
-            else "an OME-Zarr group"
+            else "an OME-Zarr 0.5 group"
+            if self.root == GROUP
+            else "an OME-Zarr 0.4 group (Zarr v2)"
         )
         written_by = (
             "converted by shardwright"
@@ -280,16 +295,9 @@ def plan_addition(
     check_finished(store, dest)
     version = store.expected(root) if before == current else None
     ours = store.exists(MANIFEST_KEY)
-    if root == GROUP:
+    if root in (GROUP, ZATTRS):
         check_zarr_options(asked, dest)
-        paths = dataset_paths(document) or []
-        replaced: tuple[str, ...] = ()
-        if overwrite or _replacing(store):
-            made = added_levels(read_additions(store))
-            replaced = tuple(path for path in paths if path in made)
-        pyramid = ome_levels(dest, document, options, replaced)
-        pyramid = renamed_levels(pyramid, _new_keys(store, _keys(pyramid), replaced, set(paths)))
-        check_level_places(store, dest, _keys(pyramid))
+        pyramid, replaced = _group_levels(store, dest, root, document, options, overwrite)
         return AdditionPlan(dest, options, root, pyramid.source, before, version, ours,
                             levels=pyramid, replaces=replaced)  # fmt: skip
     if properties is None and options.segment_properties is not None:
@@ -330,6 +338,30 @@ def plan_addition(
                           *companions[1:])  # fmt: skip
     return AdditionPlan(dest, options, root, source, before, version, ours, companions,
                         properties, added, replaced)  # fmt: skip
+
+
+def _group_levels(
+    store: Store,
+    dest: str,
+    root: str,
+    document: dict[str, Any],
+    options: ConvertOptions,
+    overwrite: bool,
+) -> tuple[ConversionPlan, tuple[str, ...]]:
+    """An OME-Zarr group's new levels (0.5: `zarr.json`; 0.4: `.zattrs`), and the levels
+    shardwright added that they replace."""  # fmt: skip
+    paths = dataset_paths(document if root == GROUP else as_group_document(document)) or []
+    replaced: tuple[str, ...] = ()
+    if overwrite or _replacing(store):
+        made = added_levels(read_additions(store))
+        replaced = tuple(path for path in paths if path in made)
+    if root == GROUP:
+        pyramid = ome_levels(dest, document, options, replaced)
+    else:
+        pyramid = ome04_levels(dest, document, store, options, replaced)
+    pyramid = renamed_levels(pyramid, _new_keys(store, _keys(pyramid), replaced, set(paths)))
+    check_level_places(store, dest, _keys(pyramid))
+    return pyramid, replaced
 
 
 def _replacing(store: Store) -> bool:
@@ -395,13 +427,22 @@ def _read_line(source: Source, meshes: GeneratedPlan) -> str:
 
 
 def _level_line(level: ConversionPlan, step: tuple[int, int, int]) -> str:
+    stored = (
+        f"{counted(level.shard_count, 'shard')} of {xyz(level.shard_shape_chunks)} chunks of "
+        f"{xyz(level.chunk_size)}"
+        if level.layout.sharded
+        else f"{counted(level.shard_count, 'chunk object')} of {xyz(_voxels(level))} voxels"
+    )
     return (
         f"  level      {level.layout.level_key}: {xyz(level.size)} voxels of "
-        f"{xyz(_plain(level.resolution))} nm (the level below by {xyz(step)}), "
-        f"{counted(level.shard_count, 'shard')} of "
-        f"{xyz(level.shard_shape_chunks)} chunks of {xyz(level.chunk_size)}, "
+        f"{xyz(_plain(level.resolution))} nm (the level below by {xyz(step)}), {stored}, "
         f"~{human_bytes(level.estimated_shard_bytes)} each"
     )
+
+
+def _voxels(level: ConversionPlan) -> tuple[int, ...]:
+    """The voxels one of the level's task boxes spans."""
+    return tuple(b * c for b, c in zip(level.shard_shape_chunks, level.chunk_size, strict=True))
 
 
 def _resolution(source: PrecomputedSource) -> tuple[float, float, float]:

@@ -32,7 +32,9 @@ ADDITION_OPTIONS = frozenset({
     *TEASAR_FIELDS, "tick_threshold",
 })  # fmt: skip
 PROPERTIES_KEY = f"{SEGMENT_PROPERTIES}/info"
-INFO, GROUP = "info", "zarr.json"  # the metadata document a dataset's addition writes last
+# The metadata document a dataset's addition writes last: a precomputed volume's, an OME-Zarr
+# 0.5 group's, an OME-Zarr 0.4 group's.
+INFO, GROUP, ZATTRS = "info", "zarr.json", ".zattrs"
 
 
 def check_options(options: ConvertOptions, has_properties: bool) -> tuple[str, ...]:
@@ -105,21 +107,27 @@ def check_properties(store: Store, dest: str, document: dict[str, Any], scales: 
 
 
 def read_root(store: Store, dest: str) -> tuple[str, bytes]:
-    """The dataset's metadata document: a precomputed volume's `info`, or the `zarr.json` of
-    an OME-Zarr 0.5 group (a Zarr v2 group, OME-Zarr 0.4, is refused: the levels shardwright
-    writes are Zarr v3 arrays, which a v2 group cannot hold)."""
+    """The dataset's metadata document: a precomputed volume's `info`, the `zarr.json` of an
+    OME-Zarr 0.5 group, or the `.zattrs` of an OME-Zarr 0.4 group (Zarr v2)."""
     for key in (INFO, GROUP):
         try:
             return key, store.read(key, small=True)
         except FileNotFoundError:
             continue
-    if store.exists(".zattrs") or store.exists(".zgroup") or store.exists(".zarray"):
+    if store.exists(".zgroup"):
+        try:
+            return ZATTRS, store.read(ZATTRS, small=True)
+        except FileNotFoundError:
+            raise PlanError(
+                f"{dest} is a Zarr v2 group without .zattrs: no OME-Zarr multiscales to add "
+                "levels to"
+            ) from None
+    if store.exists(".zarray"):
         raise PlanError(
-            f"{dest} is a Zarr v2 dataset (OME-Zarr 0.4): the levels shardwright writes are "
-            "Zarr v3 arrays, which it cannot hold; convert it ({format} zarr3) instead"
-            , format=NAMED,
-        )  # fmt: skip
-    raise PlanError(f"{dest} has no info or zarr.json: no dataset to add to")
+            f"{dest} is a bare Zarr v2 array: shardwright adds levels to an OME-Zarr group, "
+            "whose multiscales name them"
+        )
+    raise PlanError(f"{dest} has no info, zarr.json or .zgroup: no dataset to add to")
 
 
 def root_document(text: bytes, dest: str, key: str) -> dict[str, Any]:
@@ -136,7 +144,30 @@ def root_document(text: bytes, dest: str, key: str) -> dict[str, Any]:
         raise PlanError(
             f"{dest}/zarr.json is no group: shardwright adds levels to an OME-Zarr group"
         )
+    if key == ZATTRS:
+        check_ome04(document, dest)
     return document
+
+
+def check_ome04(zattrs: Any, dest: str) -> None:
+    """An OME-Zarr 0.4 group's attributes, refused where they are another version's or no
+    multiscales (a bioformats2raw container: its image is its series `0/`)."""
+    if not isinstance(zattrs, dict):
+        raise PlanError(f"{dest}/.zattrs is no JSON object")
+    multiscales = zattrs.get("multiscales")
+    if not multiscales and "bioformats2raw.layout" in zattrs:
+        raise PlanError(
+            f"{dest} is a bioformats2raw container: its image is the group {dest}/0; add the "
+            "levels to that"
+        )
+    if not isinstance(multiscales, list) or not multiscales or not isinstance(multiscales[0], dict):
+        raise PlanError(f"{dest}/.zattrs lists no OME-Zarr multiscales: no levels to add to")
+    version = str(multiscales[0].get("version", "")) or "none given"
+    if version != "0.4":
+        raise PlanError(
+            f"{dest}: its multiscales are OME-Zarr {version}; shardwright adds levels to "
+            "OME-Zarr 0.4 groups (Zarr v2) and 0.5 groups (Zarr v3)"
+        )
 
 
 def check_zarr_options(asked: tuple[str, ...], dest: str) -> None:

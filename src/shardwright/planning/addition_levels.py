@@ -1,5 +1,6 @@
 """Pyramid levels added above a dataset's coarsest level, in place: a precomputed volume's
-new scales, or an OME-Zarr 0.5 group's new level arrays.
+new scales, an OME-Zarr 0.5 group's new Zarr v3 level arrays, or an OME-Zarr 0.4 group's new
+Zarr v2 arrays.
 
 Each is planned as a conversion's pyramid whose base is the coarsest level as it is stored:
 its tasks read it epoch by epoch and hand the reduced voxels up without writing anything
@@ -18,22 +19,26 @@ volume is read once for all.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from typing import TYPE_CHECKING, Any
 
 from shardwright.codecs import CHUNK_ENCODINGS
 from shardwright.errors import NAMED, PlanError
+from shardwright.formats.zarr2 import as_group_document
 from shardwright.formats.zarr3.ome_zarr import dataset_paths
 from shardwright.generation.grid import BlockGrid, Triple, three
 from shardwright.options import ConvertOptions
 from shardwright.planning import pyramid
 from shardwright.planning.builder import make_plan
+from shardwright.planning.layouts import zarr2 as zarr2_layout
 from shardwright.planning.layouts.base import VolumeLayout
 from shardwright.planning.layouts.zarr3 import levels_in_group
 from shardwright.planning.text import xyz
 from shardwright.planning.volume import ConversionPlan, ShardTask
 from shardwright.sources import Source, open_source
 from shardwright.sources.precomputed import own_step
+from shardwright.stores import Store
 
 if TYPE_CHECKING:
     from shardwright.planning.layouts.precomputed import PrecomputedLayout
@@ -87,10 +92,62 @@ def ome_levels(
     `replaced`, shardwright's, its last): Zarr v3 arrays sharded as shardwright writes them,
     numbered on from it, their axes the group's. A dataset numbered `s2-2` is level 2 written
     again beside the one it replaced."""
-    every = dataset_paths(group)
     ome = (group.get("attributes") or {}).get("ome")
-    if not every or not isinstance(ome, dict):
+    if not dataset_paths(group) or not isinstance(ome, dict):
         raise PlanError(f"{dest}/zarr.json is no OME-Zarr 0.5 multiscales group")
+    paths, name = _numbered(dest, dataset_paths(group) or [], replaced)
+    base = _based(dest, paths, options, replaced)
+    label = "image-label" in ome
+    plan = make_plan(base, dest, _level_options(
+        options, paths[-1], format="zarr3", layer_type="segmentation" if label else "image",
+    ))  # fmt: skip
+    return levels_in_group(_checked(plan, paths[-1], base), group, dest, name, len(paths) - 1)
+
+
+def ome04_levels(
+    dest: str,
+    zattrs: dict[str, Any],
+    store: Store,
+    options: ConvertOptions,
+    replaced: tuple[str, ...] = (),
+) -> ConversionPlan:
+    """The levels above an OME-Zarr 0.4 group's coarsest dataset (`zattrs`: the group's
+    attributes): Zarr v2 arrays stored as that dataset's array is, chunk by chunk, numbered
+    on from it, along the group's axes (planning/layouts/zarr2.py)."""
+    paths, name = _numbered(dest, dataset_paths(as_group_document(zattrs)) or [], replaced)
+    base = _based(dest, paths, options, replaced)
+    zarray = _zarray(store, dest, paths[-1])
+    axes = zarr2_layout.group_axes(zattrs)
+    chunks = zarr2_layout.xyz_of(axes, zarray.get("chunks"))
+    chunk = three(min(c, n) for c, n in zip(chunks, base.shape_xyz, strict=True))
+    label = "image-label" in zattrs
+    # Where the levels sit is derived from the coarsest dataset's transforms by the group's
+    # own rule (zarr2_layout.zattrs_with_levels), not from an offset: none is asked of it.
+    level_options = _level_options(
+        options, paths[-1], format="zarr3", layer_type="segmentation" if label else "image",
+        chunk_size=chunk, voxel_offset=(0, 0, 0),
+    )  # fmt: skip
+    plan = make_plan(base, dest, level_options,
+                     planner=lambda geo: zarr2_layout.plan_volume(geo, zarray, axes))  # fmt: skip
+    return zarr2_layout.levels_in_group(_checked(plan, paths[-1], base), name, len(paths) - 1)
+
+
+def _zarray(store: Store, dest: str, path: str) -> dict[str, Any]:
+    """A Zarr v2 dataset's `.zarray`, refused in one line where it is absent or no JSON."""
+    try:
+        document = json.loads(store.read(f"{path}/.zarray", small=True))
+    except FileNotFoundError:
+        raise PlanError(f"{dest}/{path} has no .zarray: the dataset is no Zarr v2 array") from None
+    except ValueError as exc:
+        raise PlanError(f"{dest}/{path}/.zarray is not valid JSON ({exc})") from None
+    if not isinstance(document, dict):
+        raise PlanError(f"{dest}/{path}/.zarray is no JSON object")
+    return document
+
+
+def _numbered(dest: str, every: list[str], replaced: tuple[str, ...]) -> tuple[list[str], str]:
+    """The group's dataset paths less the levels `replaced` (refused where those are not
+    its last), and the name before their numbers (`s` of s0, s1; none of 0, 1)."""
     paths = every[: len(every) - len(replaced)]
     if tuple(every[len(paths) :]) != replaced or not paths:
         raise PlanError(
@@ -105,15 +162,19 @@ def ome_levels(
             f"{dest}: its datasets are {', '.join(paths)}: shardwright adds levels to a group "
             "whose datasets are numbered in order (0, 1, 2 or s0, s1, s2, ...)"
         )
+    return paths, name
+
+
+def _based(
+    dest: str, paths: list[str], options: ConvertOptions, replaced: tuple[str, ...]
+) -> Source:
+    """The coarsest dataset kept, opened: the levels' base, whose pyramid step is the group's
+    own (that of the datasets it keeps, where levels are replaced)."""
     base = _open(dest, paths[-1], options)
-    if replaced:  # its own pyramid's step is that of the datasets it keeps
+    if replaced:
         step = _open(dest, paths[-2], options).hints.pyramid_factor if len(paths) > 1 else None
         base.hints = dataclasses.replace(base.hints, pyramid_factor=step)
-    label = "image-label" in ome
-    plan = make_plan(base, dest, _level_options(
-        options, paths[-1], format="zarr3", layer_type="segmentation" if label else "image",
-    ))  # fmt: skip
-    return levels_in_group(_checked(plan, paths[-1], base), group, dest, name, len(paths) - 1)
+    return base
 
 
 def precomputed_root(
@@ -157,6 +218,12 @@ class _Renaming:
         return layout.with_scale_keys(self.keys)
 
     def zarr3(self, layout: Zarr3Layout) -> VolumeLayout:
+        return self._suffixed(layout)
+
+    def zarr2(self, layout: zarr2_layout.Zarr2Layout) -> VolumeLayout:
+        return self._suffixed(layout)
+
+    def _suffixed(self, layout: Zarr3Layout | zarr2_layout.Zarr2Layout) -> VolumeLayout:
         key = layout.level_key
         if key not in self.keys:
             return layout

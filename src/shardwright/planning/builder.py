@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -21,9 +21,15 @@ from shardwright.sources import Source, open_source
 
 
 def make_plan(
-    source: str | Source, dest: str, options: ConvertOptions | None = None
+    source: str | Source,
+    dest: str,
+    options: ConvertOptions | None = None,
+    *,
+    planner: Callable[[Geometry], ConversionPlan] | None = None,
 ) -> ConversionPlan:
-    """Open the source, validate every choice and decide geometry and sharding."""
+    """Open the source, validate every choice and decide geometry and sharding; `planner`:
+    the format's plan from the geometry, where it is not the options' format's (the Zarr v2
+    levels added to an OME-Zarr 0.4 group)."""
     given = options or ConvertOptions()
     checks.check_options_for_format(given)
     options = given.resolved()
@@ -72,7 +78,7 @@ def make_plan(
         placed=placed,
         pyramid=levels[0] if levels is not None else None,
     )
-    plan = PLANNERS[options.format](geo)
+    plan = (planner or PLANNERS[options.format])(geo)
     if levels is not None:
         plan = add_levels(plan, levels[1])
     if options.engine == "gpu":

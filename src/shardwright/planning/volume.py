@@ -77,7 +77,9 @@ class ConversionPlan(Geometry):
     # -- geometry -------------------------------------------------------------------------------
     @property
     def format(self) -> str:
-        return self.options.format
+        """Its output format's name (a conversion's `--format`; `zarr2` for the levels added
+        to an OME-Zarr 0.4 group)."""
+        return self.layout.format
 
     @property
     def chunk_count(self) -> int:

@@ -23,6 +23,7 @@ import numpy as np
 from shardwright.common.downsample import METHODS, downsample, factor_between
 from shardwright.common.receipts import ShardEntry
 from shardwright.errors import ShardwrightError
+from shardwright.formats.zarr2 import as_group_document
 from shardwright.formats.zarr3.ome_zarr import dataset_paths
 from shardwright.lifecycle.addition import added_levels, read_additions
 from shardwright.lifecycle.journal import stream_crc32c
@@ -99,7 +100,7 @@ def verify_additions(
 def _levels_named(store: Store) -> tuple[dict[str, Any], list[str]]:
     """The dataset's metadata document (a precomputed info, or an OME-Zarr group's) and the
     keys of its levels, finest first."""
-    for key in ("info", "zarr.json"):
+    for key in ("info", "zarr.json", ".zattrs"):
         try:
             document = json.loads(store.read(key))
         except (FileNotFoundError, ValueError):
@@ -108,6 +109,8 @@ def _levels_named(store: Store) -> tuple[dict[str, Any], list[str]]:
             break
         if key == "zarr.json":
             return document, dataset_paths(document) or []
+        if key == ".zattrs":
+            return document, dataset_paths(as_group_document(document)) or []
         return document, [str(s.get("key")) for s in document.get("scales", [])
                           if isinstance(s, dict)]  # fmt: skip
     return {}, []

@@ -43,10 +43,10 @@ def verify_foreign(
     scale: str | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> None:
-    """Check the dataset whose metadata is `metadata_key` (`info` or `zarr.json`) as its format
-    defines it; every problem goes into `report`. `source`: the one `against` names, read at
-    `scale`; the dataset's placement is compared with it, sharded or not."""
-    report.format = "precomputed" if metadata_key == "info" else "zarr3"
+    """Check the dataset whose metadata is `metadata_key` (`info`, `zarr.json`, `.zattrs`) as
+    its format defines it; every problem goes into `report`. `source`: the one `against`
+    names, read at `scale`; the dataset's placement is compared with it, sharded or not."""
+    report.format = {"info": "precomputed", "zarr.json": "zarr3"}.get(metadata_key, "zarr2")
     report.notes.append(NOTE)
     documents = _documents(report, store, metadata_key)
     if documents is not None and not holds_shards(documents):

@@ -113,6 +113,8 @@ def holds_shards(documents: dict[str, Any]) -> bool:
     """Whether the metadata documents (`info`; `zarr.json` and an OME-Zarr group's level
     arrays') store any level in shards; malformed ones count as sharded, for `dataset_of`
     to name what is wrong with them."""
+    if ".zattrs" in documents:
+        return False  # a Zarr v2 group: its arrays have no shards
     if "info" in documents:
         scales = documents["info"].get("scales") if isinstance(documents["info"], dict) else None
         if not isinstance(scales, list):

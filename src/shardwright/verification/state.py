@@ -44,17 +44,20 @@ def manifest_of(report: VerifyReport, store: Store) -> Manifest | None:
         )
     elif foreign_metadata(store) is None:
         report.problems.append(
-            f"{store.url} holds no shardwright manifest, and no info or zarr.json: not a dataset"
+            f"{store.url} holds no shardwright manifest, and no info, zarr.json or Zarr v2 "
+            "group: not a dataset"
         )
     return None
 
 
 def foreign_metadata(store: Store) -> str | None:
-    """The metadata object of a dataset another tool wrote (`info` or `zarr.json`), where the
-    destination holds no trace of a shardwright job; None otherwise."""
+    """The metadata object of a dataset another tool wrote (`info`, `zarr.json`, a Zarr v2
+    group's `.zattrs`), where the destination holds no trace of a shardwright job; None
+    otherwise."""
     if store.exists(MANIFEST_KEY) or store.exists(JOB_KEY):
         return None
-    return next((key for key in ("info", "zarr.json") if store.exists(key)), None)
+    found = next((key for key in ("info", "zarr.json") if store.exists(key)), None)
+    return found or (".zattrs" if store.exists(".zgroup") and store.exists(".zattrs") else None)
 
 
 def check_state(report: VerifyReport, store: Store) -> None:

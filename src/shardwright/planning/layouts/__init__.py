@@ -1,5 +1,7 @@
 """A volume's output formats, each one module: `precomputed`, `zarr3` (`base`: what each
-provides). `PLANNERS` makes a format's plan from the decided geometry. Each format's bytes
+provides), and `zarr2`, which only the levels added to an OME-Zarr 0.4 group take (it is
+planned from the array they are reduced from, not by `PLANNERS`). `PLANNERS` makes a
+format's plan from the decided geometry. Each format's bytes
 are its folder of `formats/` (`shardwright.formats.precomputed`, `shardwright.formats.zarr3`),
 which sits below the planner and so cannot hold these modules."""
 
@@ -12,6 +14,7 @@ from shardwright.planning.geometry import Geometry
 from shardwright.planning.layouts import precomputed, zarr3
 from shardwright.planning.layouts.base import ByteStage, LayoutVisitor, LevelGeometry, VolumeLayout
 from shardwright.planning.layouts.precomputed import PrecomputedLayout
+from shardwright.planning.layouts.zarr2 import Zarr2Layout
 from shardwright.planning.layouts.zarr3 import Zarr3Layout
 from shardwright.planning.volume import ConversionPlan
 
@@ -27,5 +30,6 @@ __all__ = [
     "LevelGeometry",
     "PrecomputedLayout",
     "VolumeLayout",
+    "Zarr2Layout",
     "Zarr3Layout",
 ]

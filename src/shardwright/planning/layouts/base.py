@@ -1,6 +1,7 @@
 """What every output format of a volume provides: the `VolumeLayout` protocol.
 
-A plan holds one layout (`PrecomputedLayout`, `Zarr3Layout`) and asks it, never which format
+A plan holds one layout (`PrecomputedLayout`, `Zarr3Layout`; `Zarr2Layout` for the levels
+added to an OME-Zarr 0.4 group) and asks it, never which format
 it is: the metadata documents, the keys of a batch of box shards, the shards of a scattered
 (hashed) layout, a pyramid's level layouts, the byte stage applied to encoded chunks, the
 plan report's rows. The engines' per-format steps are reached through `accept` (a visitor
@@ -21,6 +22,7 @@ from shardwright.planning.pyramid import Triple
 if TYPE_CHECKING:
     from shardwright.options import ConvertOptions
     from shardwright.planning.layouts.precomputed import PrecomputedLayout
+    from shardwright.planning.layouts.zarr2 import Zarr2Layout
     from shardwright.planning.layouts.zarr3 import Zarr3Layout
     from shardwright.planning.volume import ConversionPlan
 
@@ -63,12 +65,15 @@ class LayoutVisitor(Protocol[Result]):
 
     def zarr3(self, layout: Zarr3Layout) -> Result: ...
 
+    def zarr2(self, layout: Zarr2Layout) -> Result: ...
+
 
 class VolumeLayout(Protocol):
     """One volume level's output format, decided."""
 
     format: ClassVar[str]
     names_companions: ClassVar[bool]  # its metadata can name mesh/skeleton directories
+    sharded: ClassVar[bool]  # a task's object is a shard of chunks (else one chunk)
 
     @property
     def level(self) -> int:

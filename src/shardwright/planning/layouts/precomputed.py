@@ -52,6 +52,7 @@ class PrecomputedLayout:
 
     format: ClassVar[str] = OutputFormat.PRECOMPUTED
     names_companions: ClassVar[bool] = True
+    sharded: ClassVar[bool] = True
 
     @property
     def scale(self) -> PrecomputedScale:

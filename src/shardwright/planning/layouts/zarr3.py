@@ -52,6 +52,7 @@ class Zarr3Layout:
 
     format: ClassVar[str] = OutputFormat.ZARR3
     names_companions: ClassVar[bool] = False
+    sharded: ClassVar[bool] = True
 
     @property
     def level_key(self) -> str:

@@ -1,0 +1,36 @@
+"""A Zarr v2 level's task, for both producers: its region is one chunk of the level's array
+(planning/layouts/zarr2.py), pasted from the blocks in the array's axis order and encoded
+whole on the host, or nothing where every element is the fill value (zarr stores no object).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from shardwright.common.arrays import to_host
+from shardwright.engine.blocks import Block
+from shardwright.formats.shardfile import ShardFile
+from shardwright.planning import ConversionPlan, ShardTask
+from shardwright.planning.layouts import Zarr2Layout
+
+
+def chunk_object(
+    plan: ConversionPlan, task: ShardTask, layout: Zarr2Layout, blocks: Iterable[Block]
+) -> ShardFile | None:
+    """The task's chunk object from its blocks (in any array namespace)."""
+    array = layout.array
+    fill = array.fill()
+    chunk = np.full(array.chunks, 0 if fill is None else fill, dtype=plan.dtype)
+    for cstart, _, block in blocks:
+        voxels = layout.in_array_order(to_host(block))
+        corner = [
+            (c - t) * n for c, t, n in zip(cstart, task.chunk_start, plan.chunk_size, strict=True)
+        ]
+        start = layout.along(corner, 0, 0)
+        chunk[tuple(slice(a, a + n) for a, n in zip(start, voxels.shape, strict=True))] = voxels
+    data = array.encode(chunk)
+    if data is None:
+        return None
+    return ShardFile(task.key, len(data), 1, lambda: [data])
