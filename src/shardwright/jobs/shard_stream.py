@@ -24,9 +24,9 @@ block tasks as its levels' base tasks (`_fed_levels_nodes`): the volume is read 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from shardwright.common.receipts import Receipt
 from shardwright.common.vocabulary import DatasetKind
@@ -54,24 +54,27 @@ from shardwright.planning.generated import GeneratedPlan
 from shardwright.planning.objects import ObjectPlan, ObjectShardTask
 from shardwright.stores import Store
 
+PlanKind = TypeVar("PlanKind", bound=Plan)
+
 
 @dataclasses.dataclass(frozen=True)
-class TaskContext:
+class TaskContext(Generic[PlanKind]):
     """What every shard task of one dataset takes besides its shard: the plan (without what
-    no task needs), the store its writes go through (carrying the job's run), whether the
-    job resumes, and for a volume the engine that runs its shards. Sent to the cluster once
-    per dataset, not once per task."""
+    no task needs; its kind's, as `STREAMS` gives each kind its own tasks), the store its
+    writes go through (carrying the job's run), whether the job resumes, and for a volume the
+    engine that runs its shards. Sent to the cluster once per dataset, not once per task."""
 
-    plan: Plan
+    plan: PlanKind
     store: Store
     resume: bool
     engine: Engine | None = None
-    blocks: TaskContext | None = None  # the meshes' block tasks an addition's stream runs
+    # The meshes' block tasks an addition's stream runs.
+    blocks: TaskContext[GeneratedPlan] | None = None
 
     @classmethod
     def of(
         cls, plan: Plan, store: Store, resume: bool, stores: Mapping[str, Store] | None = None
-    ) -> TaskContext:
+    ) -> TaskContext[Any]:
         """The context of `plan`'s shard tasks, its engine decided here, once; `stores`: the
         job's datasets' stores by destination (where an addition runs its meshes' blocks)."""
         tasks_plan = plan.for_shard_tasks()
@@ -79,8 +82,8 @@ class TaskContext:
         blocks = None
         if isinstance(plan, AdditionPlan) and plan.feeding_blocks is not None:
             feeding = plan.feeding_blocks
-            blocks = cls(feeding, (stores or {})[feeding.dest], resume)
-        return cls(tasks_plan, store, resume, engine, blocks)
+            blocks = TaskContext(feeding, (stores or {})[feeding.dest], resume)
+        return TaskContext(tasks_plan, store, resume, engine, blocks)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,6 +133,7 @@ NodeShard = (
     | None
 )
 NodeResult = Receipt | LevelResult | Piece | list[Receipt] | BlockDone | list[BlockDone]
+Exchanges = dict[str, Exchange]  # the job's tables of spools, by exchange name
 
 
 def receipts_in(
@@ -146,25 +150,23 @@ def receipts_in(
     return [item for item in result if isinstance(item, Receipt)]
 
 
-def _shard(context: TaskContext, task: ShardTask) -> Receipt:
-    plan, engine = context.plan, context.engine
-    assert isinstance(plan, ConversionPlan) and engine is not None
-    receipt = engine.run_shard(plan, task, context.store, resume=context.resume)
+def _shard(context: TaskContext[ConversionPlan], task: ShardTask) -> Receipt:
+    engine = context.engine
+    assert engine is not None, "a volume's context has its engine"
+    receipt = engine.run_shard(context.plan, task, context.store, resume=context.resume)
     return journal.record(context.store, receipt)
 
 
-def _object_shard(context: TaskContext, task: ObjectShardTask) -> Receipt:
-    plan = context.plan
-    assert isinstance(plan, ObjectPlan)
-    receipt = run_object_shard(plan, task, context.store, resume=context.resume)
+def _object_shard(context: TaskContext[ObjectPlan], task: ObjectShardTask) -> Receipt:
+    receipt = run_object_shard(context.plan, task, context.store, resume=context.resume)
     return journal.record(context.store, receipt)
 
 
 def _pyramid_shard(
-    context: TaskContext, task: ShardTask, *inputs: LevelResult | Piece
+    context: TaskContext[ConversionPlan], task: ShardTask, *inputs: LevelResult | Piece
 ) -> LevelResult:
     plan, engine = context.plan, context.engine
-    assert isinstance(plan, ConversionPlan) and engine is not None
+    assert engine is not None, "a volume's context has its engine"
     pieces: list[Piece] = []
     receipts: list[Receipt] = []
     blocks: list[BlockDone] = []
@@ -182,28 +184,31 @@ def _pyramid_shard(
     return LevelResult([*stored, *receipts], handoff, tuple(blocks))
 
 
-def _feeding_group(context: TaskContext, group: tuple[int, int, int]) -> LevelResult:
+def _feeding_group(
+    context: TaskContext[ConversionPlan], group: tuple[int, int, int]
+) -> LevelResult:
     """A meshes' block group task that is also a base task of the addition's levels."""
     plan, blocks = context.plan, context.blocks
-    assert isinstance(plan, ConversionPlan) and blocks is not None
-    assert isinstance(blocks.plan, GeneratedPlan)
+    assert blocks is not None, "an addition fed by blocks has their context"
     done, handoff = run_feeding_group(plan, blocks.plan, group, blocks.store,
                                       resume=context.resume,
                                       on_done=partial(_grouped, blocks))  # fmt: skip
     return LevelResult([], handoff, tuple(done))
 
 
-def _piece(context: TaskContext, consumer: str, result: LevelResult) -> Piece:
+def _piece(context: TaskContext[ConversionPlan], consumer: str, result: LevelResult) -> Piece:
     """The part of a producer's reduced voxels that one task of the level above takes."""
     return result.handoff[consumer]
 
 
-def _receipts_of(context: TaskContext, shard: None, result: LevelResult) -> LevelResult:
+def _receipts_of(
+    context: TaskContext[ConversionPlan], shard: None, result: LevelResult
+) -> LevelResult:
     """A shared producer's receipts (and blocks), without the voxels it handed up."""
     return dataclasses.replace(result, handoff={})
 
 
-def _volume_nodes(plan: ConversionPlan, token: str) -> Iterator[Node]:
+def _volume_nodes(plan: ConversionPlan, token: str, _: Exchanges) -> Iterator[Node]:
     """A node per shard of a volume (a pyramid's levels chained: `_pyramid_nodes`)."""
     if plan.pyramid is not None:
         yield from _pyramid_nodes(plan, token)
@@ -283,7 +288,7 @@ def _pyramid_nodes(
 
 
 def _fed_levels_nodes(
-    plan: AdditionPlan, token: str, exchanges: dict[str, Exchange]
+    plan: AdditionPlan, token: str, exchanges: Exchanges
 ) -> Iterator[Node | Barrier]:
     """An addition's levels fed by its meshes' block tasks (planning/addition_levels.py),
     then a barrier: the meshes' and skeletons' shards are made from every block's spool."""
@@ -294,18 +299,18 @@ def _fed_levels_nodes(
     yield Barrier()
 
 
-def _object_nodes(plan: ObjectPlan, token: str) -> Iterator[Node]:
+def _object_nodes(plan: ObjectPlan, token: str, _: Exchanges) -> Iterator[Node]:
     """A node per shard of a mesh or skeleton directory."""
     for task in plan.shards():
         yield Node(f"shard-{task.key}-{token}", _object_shard, task)
 
 
-def _spooled(context: TaskContext, done: BlockDone) -> BlockDone:
+def _spooled(context: TaskContext[Any], done: BlockDone) -> BlockDone:
     """A spool task's result with its receipt journaled (a resumed job keeps the spool)."""
     return dataclasses.replace(done, receipt=journal.record(context.store, done.receipt))
 
 
-def _grouped(context: TaskContext, done: BlockDone) -> BlockDone:
+def _grouped(context: TaskContext[GeneratedPlan], done: BlockDone) -> BlockDone:
     """A block of a group journaled, the group going on only while the job's lease still
     names its run (the fence its shards' writes ask): a group runs for minutes, and one whose
     job stopped (Ctrl-C, or taken over) keeps the blocks it did and makes no more of them,
@@ -335,90 +340,112 @@ def _collector(table: Exchange) -> Callable[[Any], list[Receipt]]:
     return collect
 
 
-def _block_group(context: TaskContext, group: tuple[int, int, int]) -> list[BlockDone]:
-    plan = context.plan
-    assert isinstance(plan, GeneratedPlan)
-    return run_block_group(plan, group, context.store, resume=context.resume,
+def _block_group(
+    context: TaskContext[GeneratedPlan], group: tuple[int, int, int]
+) -> list[BlockDone]:
+    return run_block_group(context.plan, group, context.store, resume=context.resume,
                            on_done=partial(_grouped, context))  # fmt: skip
 
 
-def _generated_shard(context: TaskContext, task: SpooledShardTask) -> Receipt:
-    plan = context.plan
-    assert isinstance(plan, GeneratedPlan)
-    receipt = run_generated_shard(plan, task, context.store, resume=context.resume)
+def _generated_shard(context: TaskContext[GeneratedPlan], task: SpooledShardTask) -> Receipt:
+    receipt = run_generated_shard(context.plan, task, context.store, resume=context.resume)
     return journal.record(context.store, receipt)
 
 
 def _generated_nodes(
-    plan: GeneratedPlan, token: str, exchanges: dict[str, Exchange]
+    plan: GeneratedPlan, token: str, exchanges: Exchanges
 ) -> Iterator[Node | Barrier]:
-    """The block tasks (run by the first output's stream), a barrier, then a task per output
-    shard that any block sent a piece to, with the ranges it reads."""
+    """The block tasks (run by the first output's stream, unless they feed an addition's
+    levels), then a task per output shard that any block sent a piece to."""
+    grid = plan.generation.grid
+    blocks = None
+    if plan.runs_blocks and not plan.feeds_levels:  # the next groups hand over their faces
+        blocks = ((f"blocks-{grid.key(group)}-{token}", _block_group, group)
+                  for group in grid.groups(last_first=True))  # fmt: skip
+    outputs = [(plan.output, 0, plan.sharding.shard_filename)]
     table = exchanges.setdefault(plan.generation.exchange, Exchange())
-    collect = _collector(table)
-    if plan.runs_blocks and not plan.feeds_levels:
-        grid = plan.generation.grid
-        for group in grid.groups(last_first=True):  # the next groups hand over their faces
-            yield Node(f"blocks-{grid.key(group)}-{token}", _block_group, group, collect=collect)
-        yield Barrier()
-    for number in table.shards(plan.output):
-        ranges = tuple(table.ranges(plan.output, number))
-        task = SpooledShardTask(plan.sharding.shard_filename(number), number, ranges)
-        yield Node(f"shard-{task.key}-{token}", _generated_shard, task)
+    return _exchanged(table, blocks, outputs, _generated_shard, token)
 
 
-def _partition(context: TaskContext, part: TablePartition) -> BlockDone:
-    plan = context.plan
-    assert isinstance(plan, AnnotationPlan)
-    return _spooled(context, run_partition(plan, part, context.store, resume=context.resume))
+def _partition(context: TaskContext[AnnotationPlan], part: TablePartition) -> BlockDone:
+    return _spooled(
+        context, run_partition(context.plan, part, context.store, resume=context.resume)
+    )
 
 
-def _annotation_shard(context: TaskContext, task: SpooledShardTask) -> Receipt:
-    plan = context.plan
-    assert isinstance(plan, AnnotationPlan)
-    receipt = run_annotation_shard(plan, task, context.store, resume=context.resume)
+def _annotation_shard(context: TaskContext[AnnotationPlan], task: SpooledShardTask) -> Receipt:
+    receipt = run_annotation_shard(context.plan, task, context.store, resume=context.resume)
     return journal.record(context.store, receipt)
 
 
 def _annotation_nodes(
-    plan: AnnotationPlan, token: str, exchanges: dict[str, Exchange]
+    plan: AnnotationPlan, token: str, exchanges: Exchanges
 ) -> Iterator[Node | Barrier]:
-    """A task per partition of the table, a barrier, then a task per shard of each output
-    that any partition sent rows to, with the ranges it reads."""
+    """A task per partition of the table, then a task per shard of each output that any
+    partition sent rows to."""
+    partitions = ((f"{part.key}-{token}", _partition, part) for part in plan.partitions())
+    layout = plan.layout
+    outputs = [(output, output, partial(_annotation_key, layout.key(output), spec))
+               for output, spec in enumerate(layout.shardings)]  # fmt: skip
     table = exchanges.setdefault(f"{plan.dest}#annotations", Exchange())
-    collect = _collector(table)
-    for part in plan.partitions():
-        yield Node(f"{part.key}-{token}", _partition, part, collect=collect)
-    yield Barrier()
-    for output, spec in enumerate(plan.layout.shardings):
-        for number in table.shards(output):
-            key = f"{plan.layout.key(output)}/{spec.shard_filename(number)}"
-            task = SpooledShardTask(key, number, tuple(table.ranges(output, number)), output)
-            yield Node(f"shard-{key}-{token}", _annotation_shard, task)
+    return _exchanged(table, partitions, outputs, _annotation_shard, token)
+
+
+def _annotation_key(directory: str, spec: Any, number: int) -> str:
+    return f"{directory}/{spec.shard_filename(number)}"
+
+
+def _exchanged(
+    table: Exchange,
+    spools: Iterable[tuple[str, Callable[..., NodeResult], NodeShard]] | None,
+    outputs: Sequence[tuple[int, int, Callable[[int], str]]],
+    run_shard: Callable[..., Receipt],
+    token: str,
+) -> Iterator[Node | Barrier]:
+    """The one pipeline of the kinds that spool (generated objects, annotations): the spool
+    tasks (`spools`, lazily: key, run, what each takes; None where another stream runs them), each
+    index into the job's exchange `table`, a barrier; then a task per shard of each output
+    (`outputs`: its number in the table, in the task, and its key from a shard number) that
+    any spool sent a piece to, with the ranges it reads (known only once the spools ran)."""
+    if spools is not None:
+        collect = _collector(table)
+        for key, run, shard in spools:
+            yield Node(key, run, shard, collect=collect)
+        yield Barrier()
+    for in_table, output, key_of in outputs:
+        for number in table.shards(in_table):
+            ranges = tuple(table.ranges(in_table, number))
+            task = SpooledShardTask(key_of(number), number, ranges, output)
+            yield Node(f"shard-{task.key}-{token}", run_shard, task)
+
+
+def _addition_nodes(
+    plan: AdditionPlan, token: str, exchanges: Exchanges
+) -> Iterator[Node | Barrier]:
+    """The levels an addition adds (its companions run their own streams)."""
+    if plan.levels is None:
+        return iter(())
+    if plan.feeding_blocks is not None:
+        return _fed_levels_nodes(plan, token, exchanges)
+    return _pyramid_nodes(plan.levels, token)
+
+
+# Each dataset kind's stream of tasks, registered once: a kind is its plan type, its stream
+# here, its verify (verification/dataset.BY_KIND).
+STREAMS: dict[str, Callable[[Any, str, Exchanges], Iterator[Node | Barrier]]] = {
+    DatasetKind.VOLUME: _volume_nodes,
+    DatasetKind.OBJECTS: _object_nodes,
+    DatasetKind.GENERATED: _generated_nodes,
+    DatasetKind.ANNOTATIONS: _annotation_nodes,
+    DatasetKind.ADDITION: _addition_nodes,
+}
 
 
 def shard_nodes(
-    plan: Plan, token: str, exchanges: dict[str, Exchange] | None = None
+    plan: Plan, token: str, exchanges: Exchanges | None = None
 ) -> Iterator[Node | Barrier]:
     """The stream of `plan`'s shard tasks; `token` must make their keys unique to this job
     and dataset: a Dask cluster handed a key it still holds returns that task's result
     instead of running the new task (a job's mesh and skeleton shards share file names).
     `exchanges`: the job's tables of block spools, shared by its generated outputs."""
-    if plan.dataset == DatasetKind.VOLUME:
-        assert isinstance(plan, ConversionPlan)
-        return _volume_nodes(plan, token)
-    if plan.dataset == DatasetKind.OBJECTS:
-        assert isinstance(plan, ObjectPlan)
-        return _object_nodes(plan, token)
-    if plan.dataset == DatasetKind.ANNOTATIONS:
-        assert isinstance(plan, AnnotationPlan)
-        return _annotation_nodes(plan, token, {} if exchanges is None else exchanges)
-    if plan.dataset == DatasetKind.ADDITION:  # the levels it adds (its companions run their own)
-        assert isinstance(plan, AdditionPlan)
-        if plan.levels is None:
-            return iter(())
-        if plan.feeding_blocks is not None:
-            return _fed_levels_nodes(plan, token, {} if exchanges is None else exchanges)
-        return _pyramid_nodes(plan.levels, token)
-    assert plan.dataset == DatasetKind.GENERATED and isinstance(plan, GeneratedPlan)
-    return _generated_nodes(plan, token, {} if exchanges is None else exchanges)
+    return STREAMS[plan.dataset](plan, token, {} if exchanges is None else exchanges)
