@@ -116,8 +116,7 @@ def finish_dataset(
         stored = {shard.key for shard in manifest.shards} | set(metadata)
         found = journal.replaced(store, stored, set(receipts.keys()))
     write_manifest(store, manifest)
-    spooled = (DatasetKind.GENERATED, DatasetKind.ANNOTATIONS)
-    if begun.plan.dataset in spooled:  # every shard stored: spools done
+    if begun.plan.spools:  # every shard stored: spools done
         for key in store.list_keys(journal.EXCHANGE.rstrip("/")):
             store.delete(key)
         ours = f"{journal.CENSUS}{run.job}/" if run is not None else None

@@ -14,10 +14,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from shardwright.common import downsample
 from shardwright.common.urls import scheme_of, split_hdf5
+from shardwright.common.vocabulary import DatasetKind
 from shardwright.sources import Source
 from shardwright.sources.base import file_identity
 
@@ -239,6 +241,16 @@ def _short(value: Any) -> str:
     if isinstance(value, dict | list):
         return f"a {'document' if isinstance(value, dict) else 'list'} of {len(value)}"
     return text[:77] + "..."
+
+
+# Each dataset kind's fingerprint, registered once.
+FINGERPRINTS: dict[str, Callable[[Any], Fingerprint]] = {
+    DatasetKind.VOLUME: volume_fingerprint,
+    DatasetKind.OBJECTS: objects_fingerprint,
+    DatasetKind.GENERATED: generated_fingerprint,
+    DatasetKind.ANNOTATIONS: annotations_fingerprint,
+    DatasetKind.ADDITION: addition_fingerprint,
+}
 
 
 def _json(value: Any) -> Any:

@@ -181,19 +181,11 @@ def _planned(plan: Plan) -> journal.Planned:
     preparing = plan.preparing_tasks
     return journal.Planned(
         shards=plan.shard_total - preparing,
-        estimated=plan.dataset in (DatasetKind.GENERATED, DatasetKind.ANNOTATIONS),
+        estimated=plan.spools,
         preparing=preparing,
-        unit="partitions" if plan.dataset == DatasetKind.ANNOTATIONS else "blocks",
+        unit=plan.preparing_unit,
     )
 
 
 def _fingerprint(plan: Plan) -> fingerprints.Fingerprint:
-    if plan.dataset == DatasetKind.OBJECTS:
-        return fingerprints.objects_fingerprint(plan)
-    if plan.dataset == DatasetKind.GENERATED:
-        return fingerprints.generated_fingerprint(plan)
-    if plan.dataset == DatasetKind.ANNOTATIONS:
-        return fingerprints.annotations_fingerprint(plan)
-    if plan.dataset == DatasetKind.ADDITION:
-        return fingerprints.addition_fingerprint(plan)
-    return fingerprints.volume_fingerprint(plan)
+    return fingerprints.FINGERPRINTS[plan.dataset](plan)

@@ -104,6 +104,8 @@ class AdditionPlan:
     replaces: tuple[str, ...] = ()
 
     dataset: ClassVar[str] = DatasetKind.ADDITION
+    preparing_unit: ClassVar[str] = "blocks"
+    spools: ClassVar[bool] = False
     preparing_tasks: ClassVar[int] = 0  # the block tasks it may run count as its meshes'
 
     @property

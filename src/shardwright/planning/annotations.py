@@ -108,6 +108,8 @@ class AnnotationPlan(ExchangePlan):
     pieces: tuple[Any, ...] = field(default=(), repr=False, compare=False)  # its partitions
 
     dataset: ClassVar[str] = DatasetKind.ANNOTATIONS
+    preparing_unit: ClassVar[str] = "partitions"
+    spools: ClassVar[bool] = True
     companions: ClassVar[tuple[()]] = ()
 
     @property

@@ -79,6 +79,17 @@ class Plan(Protocol):
         ...
 
     @property
+    def preparing_unit(self) -> str:
+        """What progress calls its preparing tasks: `blocks`, `partitions`."""
+        ...
+
+    @property
+    def spools(self) -> bool:
+        """Whether its shards are made from spool tasks' output (the exchange): their count
+        is an estimate until those ran, and the spools go once every shard is stored."""
+        ...
+
+    @property
     def spool_budget(self) -> int:
         """Encoded bytes a shard task keeps in memory before spilling to local disk."""
         ...

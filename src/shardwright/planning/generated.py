@@ -94,6 +94,8 @@ class GeneratedPlan(ExchangePlan):
     feeds_levels: bool = False
 
     dataset: ClassVar[str] = DatasetKind.GENERATED
+    preparing_unit: ClassVar[str] = "blocks"
+    spools: ClassVar[bool] = True
     companions: ClassVar[tuple[()]] = ()
 
     @property

@@ -80,6 +80,8 @@ class ObjectPlan:
     shard_starts: np.ndarray = field(repr=False)  # [num_shards + 1] offsets into ids_by_shard
 
     dataset: ClassVar[str] = DatasetKind.OBJECTS
+    preparing_unit: ClassVar[str] = "blocks"
+    spools: ClassVar[bool] = False
     companions: ClassVar[tuple[()]] = ()  # meshes and skeletons have none
 
     @property

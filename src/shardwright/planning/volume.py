@@ -73,6 +73,8 @@ class ConversionPlan(Geometry):
     companions: tuple[Plan, ...] = ()
 
     dataset: ClassVar[str] = DatasetKind.VOLUME
+    preparing_unit: ClassVar[str] = "blocks"
+    spools: ClassVar[bool] = False
 
     # -- geometry -------------------------------------------------------------------------------
     @property
