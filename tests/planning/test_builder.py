@@ -14,6 +14,7 @@ from shardwright.options import ConvertOptions
 from shardwright.planning import builder
 from shardwright.planning.builder import make_plan
 from shardwright.planning.geometry import DEFAULT, OPTION
+from shardwright.planning.layouts import FORMATS
 from shardwright.sources import SourceHints
 
 
@@ -64,12 +65,11 @@ def test_an_unknown_layer_type_is_refused() -> None:
 
 def test_precomputed_label_volumes_default_to_compressed_segmentation() -> None:
     u32, u16 = np.dtype("uint32"), np.dtype("uint16")
-    assert builder._default_encoding("precomputed", "segmentation", u32) == (
-        "compressed_segmentation"
-    )
-    assert builder._default_encoding("precomputed", "segmentation", u16) == "raw"
-    assert builder._default_encoding("precomputed", "image", u32) == "raw"
-    assert builder._default_encoding("zarr3", "segmentation", u32) == "raw"
+    precomputed, zarr3 = FORMATS["precomputed"], FORMATS["zarr3"]
+    assert precomputed.default_encoding("segmentation", u32) == "compressed_segmentation"
+    assert precomputed.default_encoding("segmentation", u16) == "raw"
+    assert precomputed.default_encoding("image", u32) == "raw"
+    assert zarr3.default_encoding("segmentation", u32) == "raw"
 
 
 def test_a_value_is_the_options_else_the_sources_else_the_default() -> None:

@@ -14,6 +14,7 @@ from shardwright.lifecycle.manifest import MANIFEST_KEY
 from shardwright.lifecycle.runs import CONTROL_PREFIX
 from shardwright.options import ConvertOptions
 from shardwright.planning import checks
+from shardwright.planning.layouts import check_options_for_format
 from shardwright.sources.missing import Tally
 
 
@@ -128,7 +129,7 @@ IGNORED: list[tuple[dict[str, Any], str]] = [
 @pytest.mark.parametrize(("values", "message"), IGNORED, ids=[m for _, m in IGNORED])
 def test_options_the_format_would_ignore_are_refused(values: dict[str, Any], message: str) -> None:
     with pytest.raises(OptionError) as refused:
-        checks.check_options_for_format(ConvertOptions(**values))
+        check_options_for_format(ConvertOptions(**values))
     assert message in str(refused.value)
 
 
@@ -144,4 +145,4 @@ def test_options_the_format_would_ignore_are_refused(values: dict[str, Any], mes
     ],
 )  # fmt: skip
 def test_options_the_format_honours_pass(values: dict[str, Any]) -> None:
-    checks.check_options_for_format(ConvertOptions(**values))
+    check_options_for_format(ConvertOptions(**values))

@@ -14,7 +14,8 @@ from shardwright.errors import NAMED, PlanError, ShardwrightWarning
 from shardwright.options import ConvertOptions
 from shardwright.planning import capabilities, checks, geometry, pyramid
 from shardwright.planning.geometry import DEFAULT, OPTION, Geometry, Placed
-from shardwright.planning.layouts import PLANNERS
+from shardwright.planning.layouts import FORMATS, check_options_for_format
+from shardwright.planning.layouts.precomputed import LABEL_DTYPES
 from shardwright.planning.levels import add_levels
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source, open_source
@@ -31,7 +32,7 @@ def make_plan(
     the format's plan from the geometry, where it is not the options' format's (the Zarr v2
     levels added to an OME-Zarr 0.4 group)."""
     given = options or ConvertOptions()
-    checks.check_options_for_format(given)
+    check_options_for_format(given)
     options = given.resolved()
     src = open_source(  # a Source as it is; a URL or an array in memory opened
         source,
@@ -44,11 +45,10 @@ def make_plan(
     dtype = np.dtype(src.dtype)
     checks.check_size(size, src.url)
     layer_type = _layer_type(options, src.hints.layer_type, dtype)
-    options = dataclasses.replace(
-        options, encoding=options.encoding or _default_encoding(options.format, layer_type, dtype)
-    )
-    if options.format == "precomputed":
-        checks.check_block_size(given, options.encoding)
+    output = FORMATS[options.format]
+    encoding = options.encoding or output.default_encoding(layer_type, dtype)
+    options = dataclasses.replace(options, encoding=encoding)
+    output.check_encoding(given, encoding)
     chunk = geometry.chunk_size(options.chunk_size, size)
     resolution, offset, placed = _placement(options, src)
     checks.check_resolution(resolution)
@@ -78,7 +78,7 @@ def make_plan(
         placed=placed,
         pyramid=levels[0] if levels is not None else None,
     )
-    plan = (planner or PLANNERS[options.format])(geo)
+    plan = (planner or output.plan_volume)(geo)
     if levels is not None:
         plan = add_levels(plan, levels[1])
     if options.engine == "gpu":
@@ -130,9 +130,6 @@ def _chosen(
     return default, DEFAULT
 
 
-LABEL_DTYPES = (np.dtype(np.uint32), np.dtype(np.uint64))  # what compressed_segmentation takes
-
-
 def _layer_type(options: ConvertOptions, hinted: str | None, dtype: np.dtype) -> str:
     """The layer type asked for; for auto, what the source says, else what its voxels suggest
     (connectomics label volumes are uint32 or uint64; images are narrower, or floats)."""
@@ -147,11 +144,3 @@ def _layer_type(options: ConvertOptions, hinted: str | None, dtype: np.dtype) ->
     if layer_type not in names(VolumeType):
         raise PlanError(f"layer type must be image or segmentation, got {layer_type!r}")
     return layer_type
-
-
-def _default_encoding(output_format: str, layer_type: str, dtype: np.dtype) -> str:
-    """compressed_segmentation for precomputed label volumes (what Neuroglancer and Igneous
-    users expect of a segmentation), raw otherwise."""
-    if output_format == "precomputed" and layer_type == "segmentation" and dtype in LABEL_DTYPES:
-        return "compressed_segmentation"
-    return "raw"

@@ -127,54 +127,17 @@ def check_block_size(options: ConvertOptions, encoding: str | None) -> None:
         )
 
 
-def check_options_for_format(options: ConvertOptions) -> None:
-    """Refuse options the chosen format or encoding would ignore, so that what the user
-    asked for is either honoured or refused, never dropped."""
-    if options.format == "zarr3":
-        ignored: tuple[str, ...] = (
-            "scale_key", "preshift_bits", "minishard_bits", "shard_bits", "hash", "jpeg_quality",
-            "compressed_segmentation_block_size",
-        )  # fmt: skip
-        _refuse_given(options, ignored, "precomputed output; zarr3 output ignores it")
-        if options.zarr_layout == "array" and options.mips not in (None, 0):
-            raise OptionError(
-                "{zarr_layout} writes one bare array; a pyramid ({mips}) needs {ome}",
-                zarr_layout="array",
-                mips=NAMED,
-                ome=Alias("zarr_layout", "ome"),
-            )
-    else:
-        ignored = ("shard_shape", "index_location", "zarr_layout")
-        _refuse_given(options, ignored, "zarr3 output; precomputed output ignores it")
-        if options.jpeg_quality is not None and options.encoding != "jpeg":
-            chosen = options.encoding or "the default"
-            raise OptionError(
-                f"{{jpeg_quality}} applies to {{encoding}}, not {chosen}",
-                jpeg_quality=NAMED,
-                encoding="jpeg",
-            )
-        check_block_size(options, options.encoding)
+def check_compression_level(options: ConvertOptions) -> None:
+    """A compression level only with a compressor that takes one."""
     if options.compression_level is not None and options.compression == "none":
         raise OptionError(
             "{compression_level} applies to gzip, zstd or blosc, not {compression}",
             compression_level=NAMED,
             compression="none",
         )
-    if (
-        options.compression_level is not None
-        and options.compression is None
-        and options.format == "precomputed"
-        and options.encoding in ("jpeg", "png")
-    ):
-        raise OptionError(
-            f"{{compression_level}}: {options.encoding} chunks are not compressed again "
-            + ("(use {jpeg_quality})" if options.encoding == "jpeg" else "(png compresses itself)"),
-            compression_level=NAMED,
-            jpeg_quality=NAMED,
-        )
 
 
-def _refuse_given(options: ConvertOptions, fields: Sequence[str], where: str) -> None:
+def refuse_given(options: ConvertOptions, fields: Sequence[str], where: str) -> None:
     """Refuse the first of `fields` the user gave (not None) as one `where` ignores."""
     for name in fields:
         if getattr(options, name) is not None:

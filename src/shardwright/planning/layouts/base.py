@@ -6,7 +6,7 @@ it is: the metadata documents, the keys of a batch of box shards, the shards of 
 (hashed) layout, a pyramid's level layouts, the byte stage applied to encoded chunks, the
 plan report's rows. The engines' per-format steps are reached through `accept` (a visitor
 with one method per format), so the engine layer needs no format test either. A third format
-is one more module here, one more method in `LayoutVisitor`, one entry in `PLANNERS`.
+is one more module here, one more method in `LayoutVisitor`, one entry in `FORMATS`.
 """
 
 from __future__ import annotations

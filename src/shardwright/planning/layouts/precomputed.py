@@ -213,6 +213,45 @@ class PrecomputedLayout:
         return {"sharding": self.sharding.to_json()}
 
 
+# The options only precomputed output takes (zarr3 refuses them).
+OWN_OPTIONS = ("scale_key", "preshift_bits", "minishard_bits", "shard_bits", "hash",
+               "jpeg_quality", "compressed_segmentation_block_size")  # fmt: skip
+LABEL_DTYPES = (np.dtype(np.uint32), np.dtype(np.uint64))  # what compressed_segmentation takes
+
+
+def check_options(options: ConvertOptions) -> None:
+    """What precomputed output refuses of its own options: a jpeg quality without jpeg, a
+    block size without compressed_segmentation, a compression level for jpeg or png chunks
+    (which are not compressed again)."""
+    if options.jpeg_quality is not None and options.encoding != "jpeg":
+        chosen = options.encoding or "the default"
+        raise OptionError(
+            f"{{jpeg_quality}} applies to {{encoding}}, not {chosen}",
+            jpeg_quality=NAMED,
+            encoding="jpeg",
+        )
+    checks.check_block_size(options, options.encoding)
+    if (
+        options.compression_level is not None
+        and options.compression is None
+        and options.encoding in ("jpeg", "png")
+    ):
+        raise OptionError(
+            f"{{compression_level}}: {options.encoding} chunks are not compressed again "
+            + ("(use {jpeg_quality})" if options.encoding == "jpeg" else "(png compresses itself)"),
+            compression_level=NAMED,
+            jpeg_quality=NAMED,
+        )
+
+
+def default_encoding(layer_type: str, dtype: np.dtype) -> str:
+    """compressed_segmentation for label volumes (what Neuroglancer and Igneous users expect
+    of a segmentation), raw otherwise."""
+    if layer_type == "segmentation" and dtype in LABEL_DTYPES:
+        return "compressed_segmentation"
+    return "raw"
+
+
 def plan_volume(geo: Geometry) -> ConversionPlan:
     """A precomputed volume's plan: its scale, chunk encoding and sharding spec."""
     options = geo.options

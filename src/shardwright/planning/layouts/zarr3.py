@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from shardwright.common.vocabulary import OutputFormat
-from shardwright.errors import NAMED, OptionError, PlanError, ShardwrightWarning, within
+from shardwright.errors import NAMED, Alias, OptionError, PlanError, ShardwrightWarning, within
 from shardwright.formats.precomputed.info import DATA_TYPES as NEUROGLANCER_DATA_TYPES
 from shardwright.formats.zarr3 import ome_zarr
 from shardwright.formats.zarr3.chunks import InnerChunkChain
@@ -182,6 +182,20 @@ class Zarr3Layout:
 
     def describe_level(self) -> dict[str, Any]:
         return {}
+
+
+OWN_OPTIONS = ("shard_shape", "index_location", "zarr_layout")  # what precomputed refuses
+
+
+def check_options(options: ConvertOptions) -> None:
+    """A bare array (`--zarr-layout array`) holds no pyramid."""
+    if options.zarr_layout == "array" and options.mips not in (None, 0):
+        raise OptionError(
+            "{zarr_layout} writes one bare array; a pyramid ({mips}) needs {ome}",
+            zarr_layout="array",
+            mips=NAMED,
+            ome=Alias("zarr_layout", "ome"),
+        )
 
 
 def plan_volume(geo: Geometry) -> ConversionPlan:
