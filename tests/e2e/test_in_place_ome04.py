@@ -28,6 +28,10 @@ from shardwright.stores import open_store
 from tests.support import SUPPORT, existing_datasets, label_shapes
 from tests.support.downsampling_reference import reference
 
+# Imported at collection, as in every GCS test: it sets GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT to
+# false before anything imports gcsfs (the emulator has no zonal buckets to ask about).
+from tests.support.object_store_servers import GcsServer
+
 DRIVER = SUPPORT / "lifecycle_driver.py"
 NEW = (".shardwright/",)  # besides the new levels' folders, all an addition may create
 
@@ -305,6 +309,44 @@ def test_an_04_group_in_s3_gains_a_level(ome_zarr_py_image: pathlib.Path, s3: An
     read = np.asarray(ts.open(spec).result().read().result())
     assert np.array_equal(read, _average(s1, (2, 2, 1), "tczyx"))
     assert api.verify(url, storage_options=options, full=True).ok
+
+
+@pytest.mark.gcs
+def test_an_04_group_in_gcs_gains_a_level(
+    ome_zarr_py_image: pathlib.Path, gcs: GcsServer, tmp_path: pathlib.Path
+) -> None:
+    """In a GCS bucket (the emulator, honouring `ifGenerationMatch`): `.zattrs` rewritten
+    with the same bytes after the plan looked it up is not written over (its generation
+    tells); `--resume` then adds the level; copied back, zarr-python reads it as the mean of
+    the level below, and every object the group had keeps its bytes but `.zattrs`."""
+    import zarr
+
+    gcs.make_bucket("lab")
+    options = gcs.options(gcs.conformant_endpoint)
+    url = "gs://lab/image.ome.zarr"
+    bucket = open_store(url, options)
+    local = open_store(str(ome_zarr_py_image))
+    for key in local.list_keys():
+        bucket.write_object(key, local.read(key))
+    before = existing_datasets.object_crc32cs(url, options)
+    run: dict[str, Any] = dict(mips=1, factor=(2, 2, 1), storage_options=options,
+                               scheduler="sync", progress=False)  # fmt: skip
+    pending = api.convert(url, compute=False, **run)
+    assert isinstance(pending, api.PendingConversion)
+    zattrs = bucket.read(".zattrs")
+    bucket.write_object(".zattrs", zattrs)
+    with pytest.raises(DestinationError, match="changed since this job read it"):
+        pending.compute()
+    assert bucket.read(".zattrs") == zattrs
+    api.convert(url, resume=True, **run)
+    assert existing_datasets.kept(before, existing_datasets.object_crc32cs(url, options)) == [
+        ".zattrs"]  # fmt: skip
+    copy = open_store(str(tmp_path / "copy"))
+    for key in bucket.list_keys():
+        copy.write_object(key, bucket.read(key))
+    group = zarr.open_group(str(tmp_path / "copy"), mode="r")
+    want = _average(np.asarray(group["s1"][...]), (2, 2, 1), "tczyx")
+    assert np.array_equal(group["s2"][...], want)
 
 
 def test_levels_made_again_with_overwrite(ome_zarr_py_image: pathlib.Path) -> None:
