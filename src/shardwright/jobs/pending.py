@@ -6,7 +6,6 @@ job's other steps in jobs/.
 
 from __future__ import annotations
 
-from shardwright.common.vocabulary import DatasetKind
 from shardwright.engine.engines import engine_for
 from shardwright.engine.gpu import cupy_module
 from shardwright.errors import NAMED, LeaseUnrenewed, PlanError
@@ -90,7 +89,7 @@ def run_checked(
             gpu=uses_gpu(the_plan),
             announce=progress.enabled,
             wait_for_workers=settings.wait_for_workers,
-            holds_gil=any(d.plan.dataset == DatasetKind.GENERATED for d in job.datasets),
+            holds_gil=any(d.plan.holds_gil for d in job.datasets),
             peak_task_bytes=peak,
             source_bytes=source_bytes,
         ) as tasks:

@@ -106,6 +106,7 @@ class AdditionPlan:
     dataset: ClassVar[str] = DatasetKind.ADDITION
     preparing_unit: ClassVar[str] = "blocks"
     spools: ClassVar[bool] = False
+    holds_gil: ClassVar[bool] = False
     preparing_tasks: ClassVar[int] = 0  # the block tasks it may run count as its meshes'
 
     @property

@@ -110,6 +110,7 @@ class AnnotationPlan(ExchangePlan):
     dataset: ClassVar[str] = DatasetKind.ANNOTATIONS
     preparing_unit: ClassVar[str] = "partitions"
     spools: ClassVar[bool] = True
+    holds_gil: ClassVar[bool] = False
     companions: ClassVar[tuple[()]] = ()
 
     @property

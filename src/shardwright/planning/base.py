@@ -84,6 +84,12 @@ class Plan(Protocol):
         ...
 
     @property
+    def holds_gil(self) -> bool:
+        """Whether its tasks hold the GIL for long (meshing and tracing): threads would take
+        turns, so a job's own cluster runs them in processes."""
+        ...
+
+    @property
     def spools(self) -> bool:
         """Whether its shards are made from spool tasks' output (the exchange): their count
         is an estimate until those ran, and the spools go once every shard is stored."""

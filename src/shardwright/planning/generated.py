@@ -96,6 +96,7 @@ class GeneratedPlan(ExchangePlan):
     dataset: ClassVar[str] = DatasetKind.GENERATED
     preparing_unit: ClassVar[str] = "blocks"
     spools: ClassVar[bool] = True
+    holds_gil: ClassVar[bool] = True
     companions: ClassVar[tuple[()]] = ()
 
     @property
