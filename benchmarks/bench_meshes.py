@@ -22,7 +22,9 @@ all its processes sampled every 0.1 s:
   --generate-skeletons` (DEST/mesh: sharded `neuroglancer_multilod_draco`, DEST/skeletons:
   sharded `neuroglancer_skeletons`). A failure is recorded with its output, not raised.
 - **meshes alone** (`igneous_meshes`, `shardwright_meshes`; `--skip-meshes-alone` leaves them
-  out): each tool making only the meshes, so that their times compare meshes with meshes.
+  out): each tool making only the meshes, so that their times compare meshes with meshes;
+  **skeletons alone** likewise (`igneous_skeletons`: Igneous's default task, the whole volume
+  in one, `shardwright_skeletons`; `--skip-skeletons-alone`).
 
 Quality, read back with CloudVolume from each output: per segment, the surface area of the level
 of detail 0 mesh over that of zmesh's unsimplified, closed mesh of the whole volume
@@ -102,8 +104,8 @@ FULL_SEGMENTS = 1000
 OUR_BLOCK = (128, 128, 128)  # shardwright's default --mesh-block (planning/generated.py)
 OFF = 0.15  # a skeleton whose cable is more than this fraction from the reference's is off
 MESHES, SKELETONS = "meshes", "skeletons"
-RUNS = ("igneous", "igneous_skeletons_at_block", "igneous_meshes", "shardwright",
-        "shardwright_meshes")  # fmt: skip
+RUNS = ("igneous", "igneous_skeletons_at_block", "igneous_meshes", "igneous_skeletons",
+        "shardwright", "shardwright_meshes", "shardwright_skeletons")  # fmt: skip
 
 
 # --------------------------------------------------------------------------- the segmentation
@@ -934,6 +936,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--skip-meshes-alone", action="store_true", help="no runs making the meshes alone"
     )
     parser.add_argument(
+        "--skip-skeletons-alone", action="store_true",
+        help="no runs making the skeletons alone",
+    )  # fmt: skip
+    parser.add_argument(
         "--only", default=None, help=f"comma-separated runs of {', '.join(RUNS)} (default all)"
     )
     return finish_args(parser.parse_args(argv))
@@ -958,6 +964,7 @@ def main(argv: list[str] | None = None) -> None:
     ref_info = add_quality(args, source, work, tools, outputs)
     ratio = time_ratio(tools, "igneous", "shardwright")
     meshes_ratio = time_ratio(tools, "igneous_meshes", "shardwright_meshes")
+    skeletons_ratio = time_ratio(tools, "igneous_skeletons", "shardwright_skeletons")
     record = {
         "benchmark": "meshes",
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -974,6 +981,7 @@ def main(argv: list[str] | None = None) -> None:
         "tools": tools,
         "igneous_over_shardwright_time": ratio,
         "igneous_over_shardwright_meshes_time": meshes_ratio,
+        "igneous_over_shardwright_skeletons_time": skeletons_ratio,
     }
     out = pathlib.Path(args.out) if args.out else RESULTS / f"meshes-{datetime.date.today()}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -983,6 +991,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"igneous / shardwright time: {ratio}")
     if meshes_ratio is not None:
         print(f"igneous / shardwright time, meshes alone: {meshes_ratio}")
+    if skeletons_ratio is not None:
+        print(f"igneous / shardwright time, skeletons alone: {skeletons_ratio}")
     print(f"wrote {out}")
 
 
@@ -999,9 +1009,15 @@ def runs(args: argparse.Namespace) -> dict[str, Any]:
         "igneous_meshes": lambda src, work: run_igneous(
             args, src, work, "igneous_meshes", igneous_parameters(args, (MESHES,))
         ),
+        "igneous_skeletons": lambda src, work: run_igneous(
+            args, src, work, "igneous_skeletons", igneous_parameters(args, (SKELETONS,))
+        ),
         "shardwright": lambda src, work: run_shardwright(args, src, work),
         "shardwright_meshes": lambda src, work: run_shardwright(
             args, src, work, "shardwright_meshes", (MESHES,)
+        ),
+        "shardwright_skeletons": lambda src, work: run_shardwright(
+            args, src, work, "shardwright_skeletons", (SKELETONS,)
         ),
     }  # fmt: skip
     wanted = set(args.only.split(",")) if args.only else set(RUNS)
@@ -1011,6 +1027,8 @@ def runs(args: argparse.Namespace) -> dict[str, Any]:
         wanted -= {n for n in RUNS if n.startswith("shardwright")}
     if args.skip_meshes_alone:
         wanted -= {"igneous_meshes", "shardwright_meshes"}
+    if args.skip_skeletons_alone:
+        wanted -= {"igneous_skeletons", "shardwright_skeletons"}
     unknown = wanted - set(RUNS)
     if unknown:
         raise SystemExit(f"--only: no run named {', '.join(sorted(unknown))}; runs: {RUNS}")
