@@ -93,7 +93,7 @@ def test_gcs_expects_the_generation_and_replaces_in_one_conditional_request(
     assert version == Expected(str(generation))
     del shim.log[:]
     store.write_object("info", b"after", version)
-    assert shim.log == [
+    assert _writes(shim.log) == [
         f"POST /upload/storage/v1/b/conditional/o?uploadType=multipart"
         f"&ifGenerationMatch={generation}"
     ]
@@ -101,7 +101,16 @@ def test_gcs_expects_the_generation_and_replaces_in_one_conditional_request(
     del shim.log[:]
     with pytest.raises(FileExistsError, match="changed since it was looked up"):
         store.write_object("info", b"stale", version)  # the generation is gone
-    assert len(shim.log) == 1 and store.read("info") == b"after"
+    assert len(_writes(shim.log)) == 1 and store.read("info") == b"after"
+
+
+def _writes(log: list[str]) -> list[str]:
+    """The requests of a log that write. One GET of the object was logged after the log was
+    cleared, once, in a loaded CI run: the shim logs a request when its thread takes the
+    connection, which under load can come after the lookup that sent it gave up on it
+    (gcsfs's `info` also lists in parallel and drops what it does not need); the write's
+    path sends no GET (the bytes buffered, then our one POST)."""
+    return [line for line in log if not line.startswith(("GET ", "HEAD "))]
 
 
 @pytest.mark.gcs
