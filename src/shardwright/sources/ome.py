@@ -262,6 +262,18 @@ def _compose(transforms: Any, outer: Any, rank: int) -> Affine:
     return scale, shift
 
 
+def dataset_affine(dataset: dict[str, Any], rank: int) -> Affine:
+    """One dataset's own scale and translation (none: 1 and 0), one number per axis; the
+    group's were checked when it was opened (`multiscale`), so a transform that is no scale
+    and translation is a SourceError here."""
+    try:
+        return _compose(dataset.get("coordinateTransformations"), None, rank)
+    except _Unplaceable:
+        raise SourceError(
+            f"dataset {dataset.get('path')!r}: its transforms are not a scale and a translation"
+        ) from None
+
+
 def _numbers(values: Any, rank: int) -> list[float] | None:
     """`rank` finite numbers (a path to binary transform data, or a text, is none)."""
     if not isinstance(values, list) or len(values) != rank:

@@ -62,6 +62,22 @@ def dataset_paths(group: Mapping[str, Any]) -> list[str] | None:
     return [str(d["path"]) for d in multiscales[0].get("datasets", [])]
 
 
+def added_dataset(path: str, scale: Sequence[float], shift: Sequence[float]) -> dict[str, Any]:
+    """A level added to a group that exists (Zarr v3 or v2): its path, scale and translation,
+    whole numbers as integers and the others as computed."""
+    return {
+        "path": path,
+        "coordinateTransformations": [
+            {"type": "scale", "scale": [_whole(v) for v in scale]},
+            {"type": "translation", "translation": [_whole(v) for v in shift]},
+        ],
+    }
+
+
+def _whole(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
 def _axis(letter: str, unit: str) -> dict[str, str]:
     if letter == "c":
         return {"name": "c", "type": "channel"}

@@ -15,7 +15,6 @@ that dataset's voxels 0 .. f - 1; or every level at one origin, where its datase
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -24,6 +23,7 @@ import numpy as np
 from shardwright.common.vocabulary import OutputFormat
 from shardwright.errors import NAMED, PlanError, within
 from shardwright.formats.zarr2 import Zarr2Array
+from shardwright.formats.zarr3 import ome_zarr
 from shardwright.planning import geometry, pyramid, sharding
 from shardwright.planning.layouts.base import (
     ByteStage,
@@ -34,6 +34,7 @@ from shardwright.planning.layouts.base import (
 )
 from shardwright.planning.pyramid import Triple
 from shardwright.planning.volume import ConversionPlan
+from shardwright.sources.ome import dataset_affine
 
 if TYPE_CHECKING:
     from shardwright.options import ConvertOptions
@@ -234,8 +235,8 @@ def zattrs_with_levels(
     assert pyr is not None
     multiscale = dict(zattrs["multiscales"][0])
     kept = [d for d in multiscale["datasets"] if str(d.get("path")) not in replaced]
-    top_scale, top_shift = _transforms(kept[-1], len(layout.axes))
-    centring = _centring(kept, len(layout.axes), layout.axes)
+    top_scale, top_shift = dataset_affine(kept[-1], len(layout.axes))
+    centring = _centring(kept, layout.axes)
     total = [1, 1, 1]
     added = []
     for k in range(1, levels.level_count):
@@ -244,13 +245,7 @@ def zattrs_with_levels(
         scale = [s * f for s, f in zip(top_scale, factor, strict=True)]
         shift = [o + (s - t) * centring for o, s, t in zip(top_shift, scale, top_scale,
                                                              strict=True)]  # fmt: skip
-        added.append({
-            "path": levels.level_plan(k).layout.level_key,
-            "coordinateTransformations": [
-                {"type": "scale", "scale": [_whole(v) for v in scale]},
-                {"type": "translation", "translation": [_whole(v) for v in shift]},
-            ],
-        })  # fmt: skip
+        added.append(ome_zarr.added_dataset(levels.level_plan(k).layout.level_key, scale, shift))
     multiscale["datasets"] = [*kept, *added]
     return {**zattrs, "multiscales": [multiscale, *zattrs["multiscales"][1:]]}
 
@@ -260,32 +255,18 @@ def level_arrays(levels: ConversionPlan) -> list[Document]:
     return levels.layout.metadata_documents(levels)[1:]
 
 
-def _centring(datasets: list[dict[str, Any]], dims: int, axes: str) -> float:
+def _centring(datasets: list[dict[str, Any]], axes: str) -> float:
     """The group's own rule for a level's translation: how far it moves per unit its scale
     grows, from its two coarsest datasets along the space axes that step between them (0.5:
     voxel centres line up, the format's rule, and what applies where the group does not
     say; 0: every level starts at the same point, as bioformats2raw writes them)."""
     if len(datasets) < 2:
         return 0.5
-    (finer, finer_shift), (coarser, coarser_shift) = (_transforms(d, dims) for d in datasets[-2:])
+    pair = (dataset_affine(dataset, len(axes)) for dataset in datasets[-2:])
+    (finer, finer_shift), (coarser, coarser_shift) = pair
     rules = {
         round((b - a) / (s - f), 9)
         for a, b, f, s, axis in zip(finer_shift, coarser_shift, finer, coarser, axes, strict=True)
         if axis in "xyz" and s != f
     }
     return rules.pop() if len(rules) == 1 else 0.5
-
-
-def _transforms(dataset: dict[str, Any], dims: int) -> tuple[list[float], list[float]]:
-    """A dataset's scale and translation (none: 0), each one number per axis."""
-    scale, shift = [1.0] * dims, [0.0] * dims
-    for transform in dataset.get("coordinateTransformations") or []:
-        if transform.get("type") == "scale":
-            scale = [float(v) for v in transform["scale"]]
-        elif transform.get("type") == "translation":
-            shift = [float(v) for v in transform["translation"]]
-    return scale, shift
-
-
-def _whole(value: float) -> int | float:
-    return int(value) if float(value).is_integer() and math.isfinite(value) else value

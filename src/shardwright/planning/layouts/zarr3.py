@@ -313,13 +313,7 @@ def group_with_levels(
     added = []
     for k in range(1, levels.level_count):
         scale, shift = layout.transforms(levels, k)
-        added.append({
-            "path": levels.level_plan(k).layout.level_key,
-            "coordinateTransformations": [
-                {"type": "scale", "scale": [_whole(v) for v in scale]},
-                {"type": "translation", "translation": [_whole(v) for v in shift]},
-            ],
-        })  # fmt: skip
+        added.append(ome_zarr.added_dataset(levels.level_plan(k).layout.level_key, scale, shift))
     kept = [d for d in multiscale["datasets"] if str(d.get("path")) not in replaced]
     multiscale["datasets"] = [*kept, *added]
     ome = {**group["attributes"]["ome"]}
@@ -335,7 +329,3 @@ def level_arrays(levels: ConversionPlan) -> list[Document]:
         assert isinstance(layout, Zarr3Layout)
         out.append((f"{layout.level_key}/zarr.json", layout.meta.to_json()))
     return out
-
-
-def _whole(value: float) -> int | float:
-    return int(value) if float(value).is_integer() else value
