@@ -206,10 +206,7 @@ def test_added_in_s3(cloudvolume_dataset: pathlib.Path, s3: Any) -> None:
     s3.make_bucket("lab")
     options = s3.options()
     url = "s3://lab/segmentation"
-    bucket = open_store(url, options)
-    local = open_store(str(cloudvolume_dataset))
-    for key in local.list_keys():
-        bucket.write_object(key, local.read(key))
+    bucket = existing_datasets.copied(str(cloudvolume_dataset), url, dest_options=options)
     before = existing_datasets.object_crc32cs(url, options)
     info_before = json.loads(bucket.read("info"))
     pending = api.convert(url, generate_meshes=True, generate_skeletons=True,

@@ -48,10 +48,8 @@ def test_added_in_gcs(tmp_path: pathlib.Path, gcs: GcsServer) -> None:
     gcs.make_bucket("lab")
     options = gcs.options(gcs.conformant_endpoint)
     url = "gs://lab/seg"
-    bucket = open_store(url, options)
-    local = open_store(label_shapes.write_precomputed(tmp_path / "cloudvolume"))
-    for key in local.list_keys():
-        bucket.write_object(key, local.read(key))
+    written = label_shapes.write_precomputed(tmp_path / "cloudvolume")
+    bucket = existing_datasets.copied(written, url, dest_options=options)
     before = existing_datasets.object_crc32cs(url, options)
     info_bytes = bucket.read("info")
     info_before = json.loads(info_bytes)

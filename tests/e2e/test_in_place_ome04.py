@@ -24,7 +24,6 @@ import pytest
 import shardwright
 from shardwright import api
 from shardwright.errors import DestinationError, PlanError
-from shardwright.stores import open_store
 from tests.support import SUPPORT, existing_datasets, label_shapes
 from tests.support.downsampling_reference import reference
 
@@ -290,10 +289,7 @@ def test_an_04_group_in_s3_gains_a_level(ome_zarr_py_image: pathlib.Path, s3: An
     s3.make_bucket("lab")
     options = s3.options()
     url = "s3://lab/image.ome.zarr"
-    bucket = open_store(url, options)
-    local = open_store(str(ome_zarr_py_image))
-    for key in local.list_keys():
-        bucket.write_object(key, local.read(key))
+    bucket = existing_datasets.copied(str(ome_zarr_py_image), url, dest_options=options)
     before = existing_datasets.object_crc32cs(url, options)
     api.convert(url, mips=1, factor=(2, 2, 1), storage_options=options, scheduler="sync",
                 progress=False)  # fmt: skip
@@ -324,10 +320,7 @@ def test_an_04_group_in_gcs_gains_a_level(
     gcs.make_bucket("lab")
     options = gcs.options(gcs.conformant_endpoint)
     url = "gs://lab/image.ome.zarr"
-    bucket = open_store(url, options)
-    local = open_store(str(ome_zarr_py_image))
-    for key in local.list_keys():
-        bucket.write_object(key, local.read(key))
+    bucket = existing_datasets.copied(str(ome_zarr_py_image), url, dest_options=options)
     before = existing_datasets.object_crc32cs(url, options)
     run: dict[str, Any] = dict(mips=1, factor=(2, 2, 1), storage_options=options,
                                scheduler="sync", progress=False)  # fmt: skip
@@ -341,9 +334,7 @@ def test_an_04_group_in_gcs_gains_a_level(
     api.convert(url, resume=True, **run)
     assert existing_datasets.kept(before, existing_datasets.object_crc32cs(url, options)) == [
         ".zattrs"]  # fmt: skip
-    copy = open_store(str(tmp_path / "copy"))
-    for key in bucket.list_keys():
-        copy.write_object(key, bucket.read(key))
+    existing_datasets.copied(url, str(tmp_path / "copy"), source_options=options)
     group = zarr.open_group(str(tmp_path / "copy"), mode="r")
     want = _average(np.asarray(group["s1"][...]), (2, 2, 1), "tczyx")
     assert np.array_equal(group["s2"][...], want)

@@ -11,7 +11,7 @@ from typing import Any
 import crc32c
 import numpy as np
 
-from shardwright.stores import open_store
+from shardwright.stores import Store, open_store
 from tests.support import label_shapes
 
 
@@ -46,6 +46,20 @@ def write_tensorstore_sharded(path: pathlib.Path, volume: np.ndarray | None = No
     array = ts.open(spec).result()
     array[...] = data[..., np.newaxis]
     return str(path)
+
+
+def copied(
+    source: str,
+    dest: str,
+    source_options: dict[str, Any] | None = None,
+    dest_options: dict[str, Any] | None = None,
+) -> Store:
+    """Every object below `source` written below `dest` (a dataset put in a test server's
+    bucket, as a lab's is already there, or read back out of it); `dest`'s store."""
+    origin, target = open_store(source, source_options), open_store(dest, dest_options)
+    for key in origin.list_keys():
+        target.write_object(key, origin.read(key))
+    return target
 
 
 def object_crc32cs(url: str, storage_options: dict[str, Any] | None = None) -> dict[str, int]:
