@@ -35,7 +35,14 @@ from shardwright.common.option_checks import (
     check_storage_options,
     whole,
 )
-from shardwright.common.vocabulary import IndexLocation, OutputFormat, ShardHash, VolumeType, names
+from shardwright.common.vocabulary import (
+    ADDED_ONLY_FORMATS,
+    IndexLocation,
+    OutputFormat,
+    ShardHash,
+    VolumeType,
+    names,
+)
 from shardwright.errors import OptionError
 from shardwright.generation.options import ObjectOptions
 
@@ -43,7 +50,7 @@ GiB = 1024**3
 MiB = 1024**2
 
 # What a conversion writes (Zarr v2 is written only as levels added to an OME-Zarr 0.4 group).
-FORMATS = tuple(name for name in names(OutputFormat) if name != OutputFormat.ZARR2)
+FORMATS = tuple(name for name in names(OutputFormat) if name not in ADDED_ONLY_FORMATS)
 LAYER_TYPES = ("auto", *names(VolumeType))  # auto: segmentation for integer labels
 ENCODINGS = tuple(CHUNK_ENCODINGS)  # the codecs' registry names them
 COMPRESSIONS = ("none", *BYTE_CODECS)

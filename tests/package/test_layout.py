@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 
 import shardwright
+from shardwright.common.vocabulary import OutputFormat
 
 SRC = pathlib.Path(shardwright.__file__).parent
 MAX_LINES = 500
@@ -257,17 +258,39 @@ FORMAT_TESTS = re.compile(
 )
 
 
-def test_only_the_layouts_test_which_format_a_plan_has() -> None:
-    """A volume's output format is its `layout` (`planning/layouts/`): other modules ask it
-    (methods, or a visitor with one method per format), never which format it is."""
+DRIVER_MODULES = ("layout", "producers", "driver")  # a format's driver, in its folder
+
+
+def _is_driver(name: str) -> bool:
+    """Whether module `name` is part of a format's driver (`formats/<name>/layout.py`, ...)."""
+    parts = name.split(".")
+    return len(parts) == 4 and parts[1] == "formats" and parts[3] in DRIVER_MODULES
+
+
+def test_only_the_drivers_test_which_format_a_plan_has() -> None:
+    """A volume's output format is its `layout` and its driver (`formats/<name>/`): other
+    modules ask them, never which format it is."""
     found = [
         f"{name}:{number}: {line.strip()}"
         for name, path in MODULES.items()
-        if ".planning.layouts" not in name
+        if not _is_driver(name)
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if FORMAT_TESTS.search(line)
     ]
     assert not found, found
+
+
+def test_each_format_is_its_folder_with_its_driver() -> None:
+    """Adding a format is its folder and its member of `OutputFormat`: every member has a
+    folder holding the three driver modules, and `planning/formats.py` finds its driver by
+    the name alone (it imports none)."""
+    for member in OutputFormat:
+        folder = SRC / "formats" / member.value
+        found = sorted(p.stem for p in folder.glob("*.py") if p.stem in DRIVER_MODULES)
+        assert found == sorted(DRIVER_MODULES), member
+    registry = _imports("shardwright.planning.formats", SRC / "planning" / "formats.py",
+                        type_checking=False)  # fmt: skip
+    assert not [m for m, _, _ in registry if m.startswith("shardwright.formats.")], registry
 
 
 def test_the_format_test_pattern_finds_format_tests() -> None:
@@ -358,21 +381,26 @@ def test_the_shared_modules_import_nothing_above_them() -> None:
     assert not reaches, "\n".join(reaches)
 
 
-def test_the_formats_import_only_the_codecs_and_what_lies_below() -> None:
-    """`formats/` is pure bytes (no Dask, no I/O): it imports the codecs, `common/`, the errors
-    and the version, and neither format imports the other (each lives in its own folder)."""
+def test_the_formats_bytes_import_only_the_codecs_and_what_lies_below() -> None:
+    """A format's bytes are pure (no Dask, no I/O): they import the codecs, `common/`, the
+    errors, the version and bytes of `formats/`, never a driver (which sits above the planner
+    and the engines), and neither format's bytes import the other's."""
     below = ("shardwright.codecs", "shardwright.common", "shardwright.formats")
     reaches = [
-        f"{name}:{line} imports {module}"
+        f"{name}:{line} imports {module}{'.' + member if member else ''}"
         for name, path in MODULES.items()
-        if _within(name, "shardwright.formats")
-        for module, _, line in _imports(name, path, type_checking=True)
+        if _within(name, "shardwright.formats") and not _is_driver(name)
+        for module, member, line in _imports(name, path, type_checking=True)
         if not any(_within(module, b) for b in below)
         and module not in ("shardwright.errors", "shardwright.version")
+        or _is_driver(module)
+        or member in DRIVER_MODULES
     ]
     for one, other in (("precomputed", "zarr3"), ("zarr3", "precomputed")):
         reaches += _imports_of(
             f"shardwright.formats.{other}",
-            lambda name, one=one: _within(name, f"shardwright.formats.{one}"),
+            lambda name, one=one: (
+                _within(name, f"shardwright.formats.{one}") and not _is_driver(name)
+            ),
         )
     assert not reaches, "\n".join(reaches)

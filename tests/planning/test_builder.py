@@ -13,8 +13,8 @@ from shardwright.errors import GpuUnavailable, OptionError, PlanError, Shardwrig
 from shardwright.options import ConvertOptions
 from shardwright.planning import builder
 from shardwright.planning.builder import make_plan
+from shardwright.planning.formats import conversion_formats
 from shardwright.planning.geometry import DEFAULT, OPTION
-from shardwright.planning.layouts import FORMATS
 from shardwright.sources import SourceHints
 
 
@@ -65,7 +65,7 @@ def test_an_unknown_layer_type_is_refused() -> None:
 
 def test_precomputed_label_volumes_default_to_compressed_segmentation() -> None:
     u32, u16 = np.dtype("uint32"), np.dtype("uint16")
-    precomputed, zarr3 = FORMATS["precomputed"], FORMATS["zarr3"]
+    precomputed, zarr3 = conversion_formats()["precomputed"], conversion_formats()["zarr3"]
     assert precomputed.default_encoding("segmentation", u32) == "compressed_segmentation"
     assert precomputed.default_encoding("segmentation", u16) == "raw"
     assert precomputed.default_encoding("image", u32) == "raw"

@@ -14,7 +14,7 @@ from shardwright.lifecycle.manifest import MANIFEST_KEY
 from shardwright.lifecycle.runs import CONTROL_PREFIX
 from shardwright.options import ConvertOptions
 from shardwright.planning import checks
-from shardwright.planning.layouts import check_options_for_format
+from shardwright.planning.formats import check_options_for_format
 from shardwright.sources.missing import Tally
 
 

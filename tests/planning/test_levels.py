@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from shardwright import api
 from shardwright.errors import PlanError, ShardwrightWarning
+from shardwright.formats.precomputed.layout import PrecomputedLayout
+from shardwright.formats.zarr3.layout import Zarr3Layout
 from shardwright.planning import ConversionPlan
-from shardwright.planning.layouts import PrecomputedLayout, Zarr3Layout
 from shardwright.planning.pyramid import alignment_step, box_aligned
 
 Triple = tuple[int, int, int]

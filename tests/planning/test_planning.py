@@ -16,10 +16,11 @@ from hypothesis import strategies as st
 from shardwright import api
 from shardwright.common.vocabulary import DatasetKind
 from shardwright.errors import PlanError
+from shardwright.formats.precomputed.layout import PrecomputedLayout
 from shardwright.formats.precomputed.morton import compressed_morton_code
+from shardwright.formats.zarr3.layout import Zarr3Layout
 from shardwright.planning import ConversionPlan, ObjectPlan, Plan, ShardTask
 from shardwright.planning.geometry import epoch_shape
-from shardwright.planning.layouts import PrecomputedLayout, Zarr3Layout
 from shardwright.planning.sharding import MAX_MINISHARD, MAX_PRESHIFT
 from tests.support import segment_objects, volumes
 

@@ -18,6 +18,10 @@ class OutputFormat(StrEnum):
     ZARR2 = "zarr2"  # unsharded: only levels added to an OME-Zarr 0.4 group, never converted to
 
 
+# The formats a conversion never writes (`--format` does not offer them).
+ADDED_ONLY_FORMATS = (OutputFormat.ZARR2,)
+
+
 class DatasetKind(StrEnum):
     """What a job writes (`Plan.dataset`, the manifest's `dataset`)."""
 

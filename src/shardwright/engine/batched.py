@@ -22,20 +22,15 @@ from typing import Protocol
 
 import numpy as np
 
-from shardwright import codecs
-from shardwright.codecs import ChunkEncoding, compressed_segmentation_batch
-from shardwright.common.arrays import Array, Namespace, contiguous, exclusive_scan, to_host
+from shardwright.common.arrays import Array, Namespace, exclusive_scan, to_host
 from shardwright.common.receipts import Receipt
-from shardwright.engine.aggregate import EncodedChunks, arrange_precomputed, arrange_zarr3
-from shardwright.engine.blocks import Block, epoch_blocks, grid_offset
-from shardwright.engine.scatter import precomputed_regions, zarr3_epoch_chunks
+from shardwright.engine.aggregate import EncodedChunks
+from shardwright.engine.blocks import Block, epoch_blocks
 from shardwright.engine.shard_task import run_task
 from shardwright.engine.stages import Stages, timer
-from shardwright.engine.zarr2 import chunk_object
 from shardwright.formats.shardfile import ShardFile
-from shardwright.formats.zarr3.chunks import InnerChunkChain
-from shardwright.planning import ConversionPlan, ShardTask, to_zarr_order
-from shardwright.planning.layouts import PrecomputedLayout, Zarr2Layout, Zarr3Layout
+from shardwright.planning import ConversionPlan, ShardTask
+from shardwright.planning.formats import driver
 from shardwright.stores import Store
 
 
@@ -60,7 +55,7 @@ class HostLoopCompressor:
         self, xp: Namespace, buffer: Array, offsets: np.ndarray, sizes: np.ndarray
     ) -> tuple[Array, np.ndarray, np.ndarray]:
         host = to_host(buffer)
-        return _pack(
+        return packed(
             xp,
             [
                 self.encode(host[start : start + size].tobytes())
@@ -94,8 +89,12 @@ def run_shard_batched(
 
 class BatchedProducer:
     """A volume shard from batches of chunks encoded in `xp`. `blocks` replaces the source
-    reads (a pyramid's upper levels encode the region handed up, already in `xp`). While it
-    produces, the plan's layout calls the method of its format (a `LayoutVisitor`)."""
+    reads (a pyramid's upper levels encode the region handed up, already in `xp`). What
+    differs per format is its driver's `batched_shard`, which encodes each block's chunks
+    into `hold` and arranges what `held` holds."""
+
+    held: EncodedChunks  # the encoded chunks, while it produces
+    _blocks: Iterable[Block]
 
     def __init__(
         self,
@@ -126,9 +125,9 @@ class BatchedProducer:
         if blocks is None:
             blocks = epoch_blocks(plan, task, xp, stages=self.stages)
         held = EncodedChunks(xp, device_budget=self.device_budget, host_budget=plan.spool_budget)
-        self._blocks, self._held = blocks, held
+        self._blocks, self.held = blocks, held
         try:
-            shard: ShardFile | None = plan.layout.accept(self)
+            shard = driver(plan.layout.format).batched_shard(self, plan.layout)
         except BaseException:
             held.close()
             raise
@@ -136,91 +135,22 @@ class BatchedProducer:
             held.close()
         return shard
 
-    def precomputed(self, layout: PrecomputedLayout) -> ShardFile:
-        plan, xp, stage, blocks, held = self.plan, self.xp, self.stage, self._blocks, self._held
-        encoding = layout.chunk_encoding
-        coords: list[np.ndarray] = []
-        for cstart, _, block in blocks:
-            with stage("scatter"):
-                regions = list(precomputed_regions(xp, block, plan.chunk_size))
-            del block
-            for chunks, local in regions:
-                with stage("encode"):
-                    buffer, sizes = _encode_precomputed(xp, encoding, chunks)
-                self._hold(held, buffer, sizes)
-                coords.append(local + np.asarray(cstart))
-            del regions
-        ids = layout.scale.chunk_ids(np.concatenate(coords))
-        with stage("aggregate"):
-            return arrange_precomputed(layout.sharding, ids, held, self.task.shard_number)
+    def region(self) -> Iterable[Block]:
+        """The shard's blocks (its epochs read into `xp`, or the region handed up)."""
+        return self._blocks
 
-    def zarr3(self, layout: Zarr3Layout) -> ShardFile | None:
-        xp, stage, blocks, held = self.xp, self.stage, self._blocks, self._held
-        meta, axes = layout.meta, layout.axes
-        chain = InnerChunkChain.of(meta)
-        positions: list[np.ndarray] = []
-        for cstart, _, block in blocks:
-            with stage("scatter"):
-                ordered = contiguous(xp, to_zarr_order(block, axes))
-                del block
-                offset = grid_offset(axes, cstart, self.task.chunk_start)
-                chunks, keep, in_shard = zarr3_epoch_chunks(xp, chain, ordered, offset)
-                del ordered
-                if not len(keep):
-                    continue
-                kept = chunks[xp.asarray(keep)].reshape(-1)
-                del chunks
-            self._hold(held, kept, np.full(len(keep), chain.nbytes, dtype=np.int64))
-            del kept
-            kept_at = in_shard[keep]
-            positions.append(np.ravel_multi_index(tuple(kept_at.T), meta.chunks_per_shard))
-        if not positions:
-            return None
-        with stage("aggregate"):
-            return arrange_zarr3(
-                meta.chunks_per_shard,
-                np.concatenate(positions),
-                held,
-                meta.index_location,
-                name=self.task.key,
-            )
-
-    def zarr2(self, layout: Zarr2Layout) -> ShardFile | None:
-        """One chunk object, encoded on the host (Zarr v2 levels: no batch to make)."""
-        with self.stage("encode"):
-            return chunk_object(self.plan, self.task, layout, self._blocks)
-
-    def _hold(self, held: EncodedChunks, buffer: Array, sizes: np.ndarray) -> None:
-        """One batch of encoded chunks through the byte stage, then held."""
+    def hold(self, buffer: Array, sizes: np.ndarray) -> None:
+        """One batch of encoded chunks through the byte stage, then held (`held`)."""
         with self.stage("encode"):
             offsets = exclusive_scan(np, sizes)
             if self.compressor is not None:
                 buffer, offsets, sizes = self.compressor.compress(self.xp, buffer, offsets, sizes)
         with self.stage("d2h"):  # beyond the budget, older epochs are copied out here
-            held.add(buffer, offsets, sizes)
+            self.held.add(buffer, offsets, sizes)
 
 
-def _encode_precomputed(
-    xp: Namespace, encoding: ChunkEncoding, chunks: Array
-) -> tuple[Array, np.ndarray]:
-    """One region's chunks [N, c, z, y, x] -> (encoded bytes back to back, sizes)."""
-    count = chunks.shape[0]
-    if encoding.name == "raw":  # the scattered chunks are the encoded chunks
-        per_chunk = int(np.prod(chunks.shape[1:])) * chunks.dtype.itemsize
-        little = chunks.astype(chunks.dtype.newbyteorder("<"), copy=False)
-        flat = xp.ascontiguousarray(little).reshape(-1)
-        return flat.view(xp.uint8), np.full(count, per_chunk, dtype=np.int64)
-    xyzc = chunks.transpose(0, 4, 3, 2, 1)
-    if isinstance(encoding, codecs.CompressedSegmentationEncoding):
-        return compressed_segmentation_batch.encode_batch(xp, xyzc, encoding.block_size)
-    # jpeg / png: no batched form; encoded chunk by chunk on the host.
-    host = to_host(xyzc)
-    buffer, _, sizes = _pack(xp, [encoding.encode(host[i]) for i in range(count)])
-    return buffer, sizes
-
-
-def _pack(xp: Namespace, blobs: list[bytes]) -> tuple[Array, np.ndarray, np.ndarray]:
-    """Blobs back to back in one device buffer: (buffer, offsets, sizes)."""
+def packed(xp: Namespace, blobs: list[bytes]) -> tuple[Array, np.ndarray, np.ndarray]:
+    """Blobs back to back in one buffer of `xp`: (buffer, offsets, sizes)."""
     sizes = np.array([len(b) for b in blobs], dtype=np.int64)
     joined = np.frombuffer(b"".join(blobs), dtype=np.uint8)
     return xp.asarray(joined), np.cumsum(sizes) - sizes, sizes

@@ -5,7 +5,8 @@
 - `pyramid`: pyramid geometry (level sizes, boxes) and what each level's shards may be.
 - `sharding`: the sharding choice by encoded bytes (sampled), precomputed and zarr3.
 - `volume`: `ConversionPlan` and `ShardTask`: shard list, epochs, memory, level relations.
-- `layouts`: the output formats (`precomputed`, `zarr3`), each a `VolumeLayout` the plan holds.
+- `layout`: what the plan asks of its output format (`VolumeLayout`, each format's own in its
+  folder of `formats/`); `formats`: the formats' drivers, found by name.
 - `levels`: the plans of a pyramid's upper levels. `builder`: `make_plan`.
 - `objects`: meshes and skeletons (`ObjectPlan`); `conversion`: what a source is planned as
   (`plan_conversion`), meshes and skeletons in a volume's job; `addition`: meshes and

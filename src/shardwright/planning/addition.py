@@ -27,7 +27,10 @@ from shardwright.common import deadlines
 from shardwright.common.urls import absolute
 from shardwright.common.vocabulary import DatasetKind
 from shardwright.errors import PlanError, SourceError
-from shardwright.formats.zarr2 import as_group_document
+from shardwright.formats.precomputed.layout import SEGMENT_PROPERTIES
+from shardwright.formats.zarr2 import layout as zarr2
+from shardwright.formats.zarr2.array import as_group_document
+from shardwright.formats.zarr3 import layout as zarr3
 from shardwright.formats.zarr3.ome_zarr import dataset_paths
 from shardwright.generation.exchange import MESH, SKELETON
 from shardwright.lifecycle.addition import (
@@ -72,8 +75,6 @@ from shardwright.planning.generated import (
     directory_names,
     generated_plans,
 )
-from shardwright.planning.layouts import zarr2, zarr3
-from shardwright.planning.layouts.precomputed import SEGMENT_PROPERTIES
 from shardwright.planning.text import counted, human_bytes, xyz
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source, open_source

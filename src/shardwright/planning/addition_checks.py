@@ -10,13 +10,13 @@ import json
 from typing import Any
 
 from shardwright.errors import NAMED, PlanError
+from shardwright.formats.precomputed.layout import SEGMENT_PROPERTIES
 from shardwright.generation.options import TEASAR_FIELDS
 from shardwright.lifecycle.addition import read_record, sha256, written_here
 from shardwright.lifecycle.journal import JOB_KEY, receipt_key
 from shardwright.lifecycle.manifest import MANIFEST_KEY
 from shardwright.options import ConvertOptions
 from shardwright.planning.generated import GENERATING
-from shardwright.planning.layouts.precomputed import SEGMENT_PROPERTIES
 from shardwright.sources.tables import segment_properties_of
 from shardwright.stores import Store
 

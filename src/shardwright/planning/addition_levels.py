@@ -21,28 +21,23 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from shardwright.codecs import CHUNK_ENCODINGS
 from shardwright.errors import NAMED, PlanError
-from shardwright.formats.zarr2 import as_group_document
+from shardwright.formats.zarr2 import layout as zarr2_layout
+from shardwright.formats.zarr2.array import as_group_document
+from shardwright.formats.zarr3.layout import levels_in_group
 from shardwright.formats.zarr3.ome_zarr import dataset_paths
 from shardwright.generation.grid import BlockGrid, Triple, three
 from shardwright.options import ConvertOptions
 from shardwright.planning import pyramid
 from shardwright.planning.builder import make_plan
-from shardwright.planning.layouts import zarr2 as zarr2_layout
-from shardwright.planning.layouts.base import VolumeLayout
-from shardwright.planning.layouts.zarr3 import levels_in_group
 from shardwright.planning.text import xyz
 from shardwright.planning.volume import ConversionPlan, ShardTask
 from shardwright.sources import Source, open_source
 from shardwright.sources.precomputed import own_step
 from shardwright.stores import Store
-
-if TYPE_CHECKING:
-    from shardwright.planning.layouts.precomputed import PrecomputedLayout
-    from shardwright.planning.layouts.zarr3 import Zarr3Layout
 
 
 def precomputed_levels(
@@ -113,7 +108,7 @@ def ome04_levels(
 ) -> ConversionPlan:
     """The levels above an OME-Zarr 0.4 group's coarsest dataset (`zattrs`: the group's
     attributes): Zarr v2 arrays stored as that dataset's array is, chunk by chunk, numbered
-    on from it, along the group's axes (planning/layouts/zarr2.py)."""
+    on from it, along the group's axes (formats/zarr2/layout.py)."""
     paths, name = _numbered(dest, dataset_paths(as_group_document(zattrs)) or [], replaced)
     base = _based(dest, paths, options, replaced)
     zarray = _zarray(store, dest, paths[-1])
@@ -198,36 +193,12 @@ def renamed_levels(levels: ConversionPlan, keys: dict[str, str]) -> ConversionPl
     info still names the old one."""
     if not keys:
         return levels
-    renaming = _Renaming(keys)
 
     def renamed(plan: ConversionPlan) -> ConversionPlan:
-        return dataclasses.replace(plan, layout=plan.layout.accept(renaming))
+        return dataclasses.replace(plan, layout=plan.layout.renamed(keys))
 
     upper = tuple(renamed(level) for level in levels.upper)
     return dataclasses.replace(renamed(levels), upper=upper)
-
-
-class _Renaming:
-    """A level's layout keyed anew: precomputed scales, an OME-Zarr group's level arrays
-    (`s2` -> `s2-2`)."""
-
-    def __init__(self, keys: dict[str, str]) -> None:
-        self.keys = keys
-
-    def precomputed(self, layout: PrecomputedLayout) -> VolumeLayout:
-        return layout.with_scale_keys(self.keys)
-
-    def zarr3(self, layout: Zarr3Layout) -> VolumeLayout:
-        return self._suffixed(layout)
-
-    def zarr2(self, layout: zarr2_layout.Zarr2Layout) -> VolumeLayout:
-        return self._suffixed(layout)
-
-    def _suffixed(self, layout: Zarr3Layout | zarr2_layout.Zarr2Layout) -> VolumeLayout:
-        key = layout.level_key
-        if key not in self.keys:
-            return layout
-        return dataclasses.replace(layout, level_suffix=self.keys[key][len(key) :])
 
 
 def feeding(levels: ConversionPlan, grid: BlockGrid, meshed: str, read: str) -> bool:

@@ -11,11 +11,11 @@ import numpy as np
 
 from shardwright.common.vocabulary import VolumeType, names
 from shardwright.errors import NAMED, PlanError, ShardwrightWarning
+from shardwright.formats.precomputed.layout import LABEL_DTYPES
 from shardwright.options import ConvertOptions
 from shardwright.planning import capabilities, checks, geometry, pyramid
+from shardwright.planning.formats import check_options_for_format, conversion_formats
 from shardwright.planning.geometry import DEFAULT, OPTION, Geometry, Placed
-from shardwright.planning.layouts import FORMATS, check_options_for_format
-from shardwright.planning.layouts.precomputed import LABEL_DTYPES
 from shardwright.planning.levels import add_levels
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source, open_source
@@ -45,7 +45,7 @@ def make_plan(
     dtype = np.dtype(src.dtype)
     checks.check_size(size, src.url)
     layer_type = _layer_type(options, src.hints.layer_type, dtype)
-    output = FORMATS[options.format]
+    output = conversion_formats()[options.format]
     encoding = options.encoding or output.default_encoding(layer_type, dtype)
     options = dataclasses.replace(options, encoding=encoding)
     output.check_encoding(given, encoding)

@@ -14,7 +14,7 @@ from typing import Any
 
 from shardwright.errors import NAMED, PlanError
 from shardwright.planning import pyramid
-from shardwright.planning.layouts.base import LevelGeometry
+from shardwright.planning.layout import LevelGeometry
 from shardwright.planning.pyramid import Triple
 from shardwright.planning.text import human_bytes, xyz
 from shardwright.planning.volume import ConversionPlan

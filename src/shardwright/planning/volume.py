@@ -1,10 +1,11 @@
 """A volume's plan: what is decided before any byte is written, and what follows from it.
 
-`ConversionPlan` holds a volume's geometry, its output format (`layout`: precomputed or
-zarr3, `planning/layouts/`), the shard and epoch shapes and, for pyramids, the plans of the
-levels above; from them it derives the shard list (a generator: a million shards are a few
-numbers, not a million objects), the epochs of a shard, the memory a task needs, which tasks
-feed which between pyramid levels, and the metadata documents. `builder.py` makes plans.
+`ConversionPlan` holds a volume's geometry, its output format (`layout`: a `VolumeLayout`,
+`planning/layout.py`; each format's own is in its folder of `formats/`), the shard and epoch
+shapes and, for pyramids, the plans of the levels above; from them it derives the shard list
+(a generator: a million shards are a few numbers, not a million objects), the epochs of a
+shard, the memory a task needs, which tasks feed which between pyramid levels, and the
+metadata documents. `builder.py` makes plans.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from shardwright.sources import missing
 from shardwright.sources.base import location_of
 
 if TYPE_CHECKING:
-    from shardwright.planning.layouts.base import ByteStage, Document, VolumeLayout
+    from shardwright.planning.layout import ByteStage, Document, VolumeLayout
 
 # Box shards made per batch by `ConversionPlan.shards()`: arrays of this many rows at a time.
 SHARD_BATCH = 4096

@@ -23,7 +23,7 @@ import numpy as np
 from shardwright.common.downsample import METHODS, downsample, factor_between
 from shardwright.common.receipts import ShardEntry
 from shardwright.errors import ShardwrightError
-from shardwright.formats.zarr2 import as_group_document
+from shardwright.formats.zarr2.array import as_group_document
 from shardwright.formats.zarr3.ome_zarr import dataset_paths
 from shardwright.lifecycle.addition import added_levels, read_additions
 from shardwright.lifecycle.journal import stream_crc32c

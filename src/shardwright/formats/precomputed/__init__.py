@@ -3,9 +3,8 @@ v1: spec, minishard indexes, builder), `sharded_reader` (chunks by ranged reads)
 `murmurhash` (shard and chunk names), `meshes`, `skeletons`. `shardwright.precomputed` is its
 public face.
 
-Where the rest of the format lives: its plan, the `PrecomputedLayout`
-(`shardwright.planning.layouts.precomputed`: the `info`, shard names, chunk encodings); the
-engines' hooks, the `LayoutVisitor.precomputed` methods (`shardwright.planning.layouts.base`):
-`CpuProducer.precomputed` (`shardwright.engine.cpu`) and `BatchedProducer.precomputed`
-(`shardwright.engine.batched`).
+Its driver (what planning and the engines ask of it, found by name: `planning/formats.py`):
+`layout` (its plan: the `PrecomputedLayout`, the `info`, shard names, chunk encodings, the
+options only it takes), `producers` (each engine's step from a task's blocks to its shard),
+`driver`.
 """

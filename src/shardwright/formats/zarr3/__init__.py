@@ -2,9 +2,8 @@
 `chunks` (the inner-chunk codec chain), `sharding` (`sharding_indexed` shards), `ome_zarr`
 (the multiscales group). `shardwright.zarr3` is its public face.
 
-Where the rest of the format lives: its plan, the `Zarr3Layout`
-(`shardwright.planning.layouts.zarr3`: array metadata, shard keys, the OME-Zarr group); the
-engines' hooks, the `LayoutVisitor.zarr3` methods (`shardwright.planning.layouts.base`):
-`CpuProducer.zarr3` (`shardwright.engine.cpu`) and `BatchedProducer.zarr3`
-(`shardwright.engine.batched`).
+Its driver (what planning and the engines ask of it, found by name: `planning/formats.py`):
+`layout` (its plan: the `Zarr3Layout`, array metadata, shard keys, the OME-Zarr group, the
+options only it takes), `producers` (each engine's step from a task's blocks to its shard),
+`driver`.
 """

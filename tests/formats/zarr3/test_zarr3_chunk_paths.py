@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from shardwright import api
-from shardwright.engine import cpu
+from shardwright.formats.zarr3 import producers
 
 CASES = {
     "edges-zstd": dict(compression="zstd"),
@@ -45,9 +45,9 @@ def test_chunk_by_chunk_and_epoch_scatter_write_the_same_bytes(
     axes = "zyxc" if "channels" in name else "zyx"
     options = dict(format="zarr3", chunk_size=(64, 64, 64), resolution=(8, 8, 40),
                    source_axes=axes, scheduler="sync", progress=False, **CASES[name])  # fmt: skip
-    assert cpu.CHUNK_BY_CHUNK_BYTES <= 64**3  # the default takes the chunk-by-chunk way
+    assert producers.CHUNK_BY_CHUNK_BYTES <= 64**3  # the default takes the chunk-by-chunk way
     api.convert(str(tmp_path / "v.npy"), str(tmp_path / "by-chunk"), **options)
-    monkeypatch.setattr(cpu, "CHUNK_BY_CHUNK_BYTES", 2**62)  # every chunk scattered
+    monkeypatch.setattr(producers, "CHUNK_BY_CHUNK_BYTES", 2**62)  # every chunk scattered
     api.convert(str(tmp_path / "v.npy"), str(tmp_path / "scattered"), **options)
     by_chunk, scattered = _objects(tmp_path / "by-chunk"), _objects(tmp_path / "scattered")
     assert by_chunk.keys() == scattered.keys() and len(by_chunk) > 2

@@ -20,13 +20,7 @@ from shardwright.formats.zarr3.chunks import InnerChunkChain
 from shardwright.formats.zarr3.metadata import ZarrArrayMetadata
 from shardwright.planning import checks, geometry, pyramid, sharding
 from shardwright.planning.geometry import output_axes, to_axes, to_zarr_order
-from shardwright.planning.layouts.base import (
-    ByteStage,
-    Document,
-    LayoutVisitor,
-    LevelGeometry,
-    Result,
-)
+from shardwright.planning.layout import ByteStage, Document, LevelGeometry
 from shardwright.planning.pyramid import Triple
 from shardwright.planning.text import xyz
 from shardwright.planning.volume import ConversionPlan
@@ -70,8 +64,13 @@ class Zarr3Layout:
     def gpu_refusal(self) -> str | None:
         return None  # inner chunks are raw: the device scatters them, nvCOMP compresses
 
-    def accept(self, visitor: LayoutVisitor[Result]) -> Result:
-        return visitor.zarr3(self)
+    def renamed(self, keys: dict[str, str]) -> Zarr3Layout:
+        """This level with the key `keys` gives it (`s2` -> `s2-2`: written beside the
+        array it replaces)."""
+        key = self.level_key
+        if key not in keys:
+            return self
+        return dataclasses.replace(self, level_suffix=keys[key][len(key) :])
 
     def byte_stage(self, compression_level: int | None) -> ByteStage:
         """The compressor's own level is in the metadata (`compression_level` made it)."""

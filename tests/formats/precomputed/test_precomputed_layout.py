@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from shardwright import api
 from shardwright.errors import OptionError, PlanError
+from shardwright.formats.precomputed.layout import PrecomputedLayout
 from shardwright.planning import ConversionPlan
-from shardwright.planning.layouts import PrecomputedLayout
 
 Triple = tuple[int, int, int]
 

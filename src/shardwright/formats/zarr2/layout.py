@@ -6,7 +6,7 @@ An added level's task is one chunk of the new array: the smallest box of the lev
 that keeps downsampling blocks whole (one chunk, where the chunk size is a multiple of the
 factor). The array takes the group's axes (`tczyx` as bioformats2raw writes them: its one time
 point and every channel in each chunk), and the data type, compressor, fill value, order and
-key separator of the array it is reduced from (`formats/zarr2.py`). The group's `.zattrs`
+key separator of the array it is reduced from (`array.py`). The group's `.zattrs`
 gains a dataset per level, its scale and translation derived from the coarsest dataset's own
 by the group's rule (voxel centres lined up, as the format asks: level k's voxel 0 summarises
 that dataset's voxels 0 .. f - 1; or every level at one origin, where its datasets are so).
@@ -22,16 +22,10 @@ import numpy as np
 
 from shardwright.common.vocabulary import OutputFormat
 from shardwright.errors import NAMED, PlanError, within
-from shardwright.formats.zarr2 import Zarr2Array
+from shardwright.formats.zarr2.array import Zarr2Array
 from shardwright.formats.zarr3 import ome_zarr
 from shardwright.planning import geometry, pyramid, sharding
-from shardwright.planning.layouts.base import (
-    ByteStage,
-    Document,
-    LayoutVisitor,
-    LevelGeometry,
-    Result,
-)
+from shardwright.planning.layout import ByteStage, Document, LevelGeometry
 from shardwright.planning.pyramid import Triple
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources.ome import dataset_affine
@@ -70,11 +64,16 @@ class Zarr2Layout:
     def gpu_refusal(self) -> str | None:
         return None  # the device reduces; each chunk object is encoded on the host
 
-    def accept(self, visitor: LayoutVisitor[Result]) -> Result:
-        return visitor.zarr2(self)
+    def renamed(self, keys: dict[str, str]) -> Zarr2Layout:
+        """This level with the key `keys` gives it (`s2` -> `s2-2`: written beside the
+        array it replaces)."""
+        key = self.level_key
+        if key not in keys:
+            return self
+        return dataclasses.replace(self, level_suffix=keys[key][len(key) :])
 
     def byte_stage(self, compression_level: int | None) -> ByteStage:
-        """Each chunk's compressor runs in `formats/zarr2.py`, on the whole chunk."""
+        """Each chunk's compressor runs in `array.py`, on the whole chunk."""
         compressor = self.array.compressor
         return ByteStage(None if compressor is None else str(compressor.get("id")), None,
                          False, None)  # fmt: skip

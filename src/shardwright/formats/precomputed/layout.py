@@ -20,13 +20,7 @@ from shardwright.formats.precomputed.info import DATA_TYPES, PrecomputedInfo, Pr
 from shardwright.formats.precomputed.morton import compressed_morton_code
 from shardwright.formats.precomputed.sharding import ShardingSpec
 from shardwright.planning import checks, geometry, pyramid, sharding
-from shardwright.planning.layouts.base import (
-    ByteStage,
-    Document,
-    LayoutVisitor,
-    LevelGeometry,
-    Result,
-)
+from shardwright.planning.layout import ByteStage, Document, LevelGeometry
 from shardwright.planning.pyramid import Triple
 from shardwright.planning.text import xyz
 from shardwright.planning.volume import ConversionPlan
@@ -89,9 +83,6 @@ class PrecomputedLayout:
             f"the GPU engine encodes {' and '.join(GPU_ENCODINGS)}; "
             f"use the CPU engine for {self.scale.encoding}"
         )
-
-    def accept(self, visitor: LayoutVisitor[Result]) -> Result:
-        return visitor.precomputed(self)
 
     def byte_stage(self, compression_level: int | None) -> ByteStage:
         encoding = self.sharding.data_encoding
@@ -190,7 +181,7 @@ class PrecomputedLayout:
             raise within(exc, "pyramid scales: ") from exc
         return [dataclasses.replace(self, info=info, level=k) for k in range(len(parts) + 1)]
 
-    def with_scale_keys(self, keys: dict[str, str]) -> PrecomputedLayout:
+    def renamed(self, keys: dict[str, str]) -> PrecomputedLayout:
         """This level's layout, its info's scales keyed anew where `keys` (old -> new) says
         (an addition's level that replaces one of the same resolution)."""
         scales = tuple(dataclasses.replace(s, key=keys.get(s.key, s.key)) for s in self.info.scales)

@@ -1,6 +1,7 @@
 """Zarr v2 arrays as shardwright stores the levels it adds to an OME-Zarr 0.4 group
-(`formats/zarr2.py`): like the array they are reduced from, refused where they cannot be, and
-every chunk object read back by zarr-python (an independent reader) as the values written."""
+(`formats/zarr2/array.py`): like the array they are reduced from, refused where they cannot
+be, and every chunk object read back by zarr-python (an independent reader) as the values
+written."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from shardwright.formats.zarr2 import Zarr2Array
+from shardwright.formats.zarr2.array import Zarr2Array
 
 ZSTD = {"id": "zstd", "level": 0}
 BLOSC = {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 0}

@@ -6,8 +6,7 @@ fill value, memory order and chunk key separator are those of the array it is re
 (`Zarr2Array.like`), so that every reader of the group reads the new level as it reads the
 others. The compressor is run through numcodecs, by the configuration the array names, as
 zarr-python and TensorStore read it back; filters are not carried (the added level is stored
-without any). Where the planner and the engines' hooks are: `shardwright.planning.layouts.
-zarr2` (`Zarr2Layout`), `CpuProducer.zarr2` and `BatchedProducer.zarr2`.
+without any). Its plan and the engines' step are its driver's (`layout.py`, `producers.py`).
 """
 
 from __future__ import annotations

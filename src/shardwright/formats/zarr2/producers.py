@@ -1,19 +1,33 @@
-"""A Zarr v2 level's task, for both producers: its region is one chunk of the level's array
-(planning/layouts/zarr2.py), pasted from the blocks in the array's axis order and encoded
-whole on the host, or nothing where every element is the fill value (zarr stores no object).
-"""
+"""A Zarr v2 level's task, for both engines: its region is one chunk of the level's array
+(`layout.py`), pasted from the blocks in the array's axis order and encoded whole on the host,
+or nothing where every element is the fill value (zarr stores no object)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from shardwright.common.arrays import to_host
 from shardwright.engine.blocks import Block
 from shardwright.formats.shardfile import ShardFile
+from shardwright.formats.zarr2.layout import Zarr2Layout
 from shardwright.planning import ConversionPlan, ShardTask
-from shardwright.planning.layouts import Zarr2Layout
+
+if TYPE_CHECKING:
+    from shardwright.engine.batched import BatchedProducer
+    from shardwright.engine.cpu import CpuProducer
+
+
+def cpu_shard(producer: CpuProducer, layout: Zarr2Layout) -> ShardFile | None:
+    return chunk_object(producer.plan, producer.task, layout, producer.region())
+
+
+def batched_shard(producer: BatchedProducer, layout: Zarr2Layout) -> ShardFile | None:
+    """Encoded on the host (Zarr v2 levels: no batch to make)."""
+    with producer.stage("encode"):
+        return chunk_object(producer.plan, producer.task, layout, producer.region())
 
 
 def chunk_object(

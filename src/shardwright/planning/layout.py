@@ -1,19 +1,17 @@
-"""What every output format of a volume provides: the `VolumeLayout` protocol.
+"""What every output format of a volume provides at planning: the `VolumeLayout` protocol.
 
-A plan holds one layout (`PrecomputedLayout`, `Zarr3Layout`; `Zarr2Layout` for the levels
-added to an OME-Zarr 0.4 group) and asks it, never which format
-it is: the metadata documents, the keys of a batch of box shards, the shards of a scattered
-(hashed) layout, a pyramid's level layouts, the byte stage applied to encoded chunks, the
-plan report's rows. The engines' per-format steps are reached through `accept` (a visitor
-with one method per format), so the engine layer needs no format test either. A third format
-is one more module here, one more method in `LayoutVisitor`, one entry in `FORMATS`.
+A plan holds one layout (each format's `layout` module in its folder of `formats/`) and asks
+it, never which format it is: the metadata documents, the keys of a batch of box shards, the
+shards of a scattered (hashed) layout, a pyramid's level layouts, the byte stage applied to
+encoded chunks, the plan report's rows. What the engines do per format is the format's
+driver's (`planning/formats.py`), so neither planning nor the engines test a format's name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -21,12 +19,8 @@ from shardwright.planning.pyramid import Triple
 
 if TYPE_CHECKING:
     from shardwright.options import ConvertOptions
-    from shardwright.planning.layouts.precomputed import PrecomputedLayout
-    from shardwright.planning.layouts.zarr2 import Zarr2Layout
-    from shardwright.planning.layouts.zarr3 import Zarr3Layout
     from shardwright.planning.volume import ConversionPlan
 
-Result = TypeVar("Result", covariant=True)
 Document = tuple[str, dict[str, Any]]  # (key, JSON) of a metadata object
 
 
@@ -58,16 +52,6 @@ class LevelGeometry:
     step: Triple
 
 
-class LayoutVisitor(Protocol[Result]):
-    """What differs per format in a step outside planning (an engine's producer)."""
-
-    def precomputed(self, layout: PrecomputedLayout) -> Result: ...
-
-    def zarr3(self, layout: Zarr3Layout) -> Result: ...
-
-    def zarr2(self, layout: Zarr2Layout) -> Result: ...
-
-
 class VolumeLayout(Protocol):
     """One volume level's output format, decided."""
 
@@ -93,8 +77,6 @@ class VolumeLayout(Protocol):
     def gpu_refusal(self) -> str | None:
         """Why the GPU engine cannot encode this level's chunks (None: it can)."""
         ...
-
-    def accept(self, visitor: LayoutVisitor[Result]) -> Result: ...
 
     def byte_stage(self, compression_level: int | None) -> ByteStage: ...
 
@@ -123,6 +105,11 @@ class VolumeLayout(Protocol):
 
     def with_levels(self, parts: list[Any]) -> Sequence[VolumeLayout]:
         """The layouts of every level, this one first, from `plan_level`'s parts."""
+        ...
+
+    def renamed(self, keys: dict[str, str]) -> VolumeLayout:
+        """This level keyed anew where `keys` (old -> new) names its key (a level that
+        replaces one of the same resolution is written beside it, never over it)."""
         ...
 
     def naming(self, names: dict[str, Any]) -> VolumeLayout:

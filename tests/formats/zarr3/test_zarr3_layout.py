@@ -11,8 +11,8 @@ import pytest
 
 from shardwright import api
 from shardwright.errors import OptionError, PlanError, ShardwrightWarning
+from shardwright.formats.zarr3.layout import Zarr3Layout
 from shardwright.planning import ConversionPlan
-from shardwright.planning.layouts import Zarr3Layout
 
 Triple = tuple[int, int, int]
 

@@ -1,0 +1,83 @@
+"""The output formats' drivers, found by name: a format is its folder of `formats/` and its
+member of `OutputFormat` (the registry: `driver(name)` imports `formats/<name>/driver.py`).
+
+A driver is what planning and the engines ask of a format beyond its bytes: the conversion's
+part of planning (`FormatPlanner`: its plan from the decided geometry, the options only it
+takes, which every other format refuses, its checks of them, its default chunk encoding; none
+for `zarr2`, which only the levels added to an OME-Zarr 0.4 group take, planned from the array
+they are reduced from) and each engine's step that turns a task's blocks into its object
+(`cpu_shard`, `batched_shard`). The drivers import the planner and the engines; they are
+imported by name, when first asked for, so that neither imports them back.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from shardwright.options import FORMATS
+from shardwright.planning import checks
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from shardwright.formats.shardfile import ShardFile
+    from shardwright.options import ConvertOptions
+    from shardwright.planning.geometry import Geometry
+    from shardwright.planning.volume import ConversionPlan
+
+# One engine's step for one format: (the engine's producer, the plan's layout) -> the task's
+# object, or None where zarr stores none (every chunk the fill value). The producers are the
+# engines' (`engine/cpu.CpuProducer`, `engine/batched.BatchedProducer`), below the drivers.
+ShardStep = Callable[[Any, Any], "ShardFile | None"]
+
+
+@dataclass(frozen=True)
+class FormatPlanner:
+    """A conversion format's part of planning."""
+
+    plan_volume: Callable[[Geometry], ConversionPlan]
+    own_options: tuple[str, ...]  # options only this format takes
+    check_options: Callable[[ConvertOptions], None]  # its checks of what it takes
+    default_encoding: Callable[[str, np.dtype], str]  # of a layer type and data type
+    check_encoding: Callable[[ConvertOptions, str], None]  # once the encoding is decided
+
+
+@dataclass(frozen=True)
+class FormatDriver:
+    """An output format's parts beyond its bytes (`formats/<name>/driver.py`'s `DRIVER`)."""
+
+    planner: FormatPlanner | None  # None: never a conversion's --format
+    cpu_shard: ShardStep
+    batched_shard: ShardStep
+
+
+@functools.cache
+def driver(name: str) -> FormatDriver:
+    """The driver of the output format `name` (a member of `OutputFormat`)."""
+    found: FormatDriver = importlib.import_module(f"shardwright.formats.{name}.driver").DRIVER
+    return found
+
+
+def conversion_formats() -> dict[str, FormatPlanner]:
+    """Each format a conversion may write (`--format`), with its planner."""
+    planners = {name: driver(name).planner for name in FORMATS}
+    return {name: planner for name, planner in planners.items() if planner is not None}
+
+
+def check_options_for_format(options: ConvertOptions) -> None:
+    """Refuse the options the chosen format would ignore (another format's own), then what
+    it refuses of its own, so that what the user asked for is honoured or refused, never
+    dropped."""
+    formats = conversion_formats()
+    chosen = formats[options.format]
+    for name, other in formats.items():
+        if name != options.format:
+            ignored = [o for o in other.own_options if o not in chosen.own_options]
+            checks.refuse_given(options, ignored, f"{name} output; {options.format} output "
+                                "ignores it")  # fmt: skip
+    chosen.check_options(options)
+    checks.check_compression_level(options)
