@@ -86,11 +86,11 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from _common import cli_options, compile_package, dir_bytes, write_result  # noqa: E402
 
 from shardwright import api  # noqa: E402
+from shardwright.cli.demo import write_demo_volumes  # noqa: E402
 from shardwright.codecs.compressed_segmentation import CompressedSegmentationEncoding  # noqa: E402
 from shardwright.codecs.gzip import isal_level  # noqa: E402
 from shardwright.codecs.zstd import ZstdCodec  # noqa: E402
 from shardwright.common.arrays import copy_runs  # noqa: E402
-from shardwright.viewing.demo import write_demo_volumes  # noqa: E402
 
 TENSORSTORE_PRECOMPUTED = """
 import json, sys, numpy as np, tensorstore as ts

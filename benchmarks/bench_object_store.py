@@ -26,7 +26,7 @@ for _name, _value in (
     os.environ.setdefault(_name, _value)
 
 from shardwright import api  # noqa: E402
-from shardwright.viewing.demo import write_demo_volumes  # noqa: E402
+from shardwright.cli.demo import write_demo_volumes  # noqa: E402
 
 
 def main() -> None:

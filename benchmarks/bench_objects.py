@@ -32,7 +32,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1]))  # the tests' helpers: tests.support
 from _common import compile_package, write_result  # noqa: E402
 
-from shardwright.lifecycle.manifest import MANIFEST_KEY  # noqa: E402
+from shardwright.common.control_keys import MANIFEST_KEY  # noqa: E402
 from tests.support.segment_objects import (  # noqa: E402
     segment_ids,
     write_multilod_meshes,

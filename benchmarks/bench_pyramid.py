@@ -32,8 +32,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from _common import cli_options, dir_bytes, write_result  # noqa: E402
 
 from shardwright import api  # noqa: E402
+from shardwright.cli.demo import write_demo_volumes  # noqa: E402
 from shardwright.common.downsample import downsample  # noqa: E402
-from shardwright.viewing.demo import write_demo_volumes  # noqa: E402
 
 
 def _timed(args: list[str]) -> float:

@@ -28,7 +28,7 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from _common import write_result  # noqa: E402
 
-from shardwright.viewing.demo import write_demo_volumes  # noqa: E402
+from shardwright.cli.demo import write_demo_volumes  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 COMMON = ["--chunk-size", "64,64,64", "--resolution", "8,8,40", "--quiet"]

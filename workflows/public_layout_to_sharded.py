@@ -30,7 +30,7 @@ import tensorstore as ts
 
 from shardwright import api
 from shardwright.cli import main as shardwright_cli
-from shardwright.viewing.demo import write_demo_volumes
+from shardwright.cli.demo import write_demo_volumes
 
 DEMO_SIZE_XYZ = (256, 256, 32)
 DEMO_RESOLUTION = (8.0, 8.0, 40.0)

@@ -5,14 +5,16 @@ from __future__ import annotations
 import concurrent.futures
 from typing import TYPE_CHECKING, Any
 
+from shardwright.additions import plan_addition
 from shardwright.common.flags import command_line_fields
 from shardwright.errors import LeaseHeld, OptionError, PlanError
+from shardwright.jobs.pending import TopPlan
 from shardwright.lifecycle.destination import check_plan_places
 from shardwright.lifecycle.manifest import Manifest
 from shardwright.lifecycle.run_options import RunOptions, split_keywords
 from shardwright.lifecycle.status import JobStatus, job_status
 from shardwright.options import ConvertOptions
-from shardwright.planning import TopPlan, plan_addition, plan_conversion
+from shardwright.planning import plan_conversion
 from shardwright.sources import Source
 from shardwright.verification import verify
 

@@ -23,8 +23,8 @@ import pytest
 from neuroglancer.read_precomputed_annotations import AnnotationReader
 
 from shardwright import api
+from shardwright.common.control_keys import MANIFEST_KEY
 from shardwright.errors import OptionError, PlanError, SourceError
-from shardwright.lifecycle.manifest import MANIFEST_KEY
 from tests.support.tables import FORMS, table_as
 
 DRIVER = pathlib.Path(__file__).parents[1] / "support" / "lifecycle_driver.py"

@@ -30,7 +30,7 @@ from distributed import Client, LocalCluster
 from distributed.cli import dask_scheduler, dask_worker
 
 from shardwright.cli import build_parser
-from shardwright.lifecycle.manifest import MANIFEST_KEY
+from shardwright.common.control_keys import MANIFEST_KEY
 from tests.support.helm_chart import (
     CHART,
     FULLNAME,

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 from shardwright import api
+from shardwright.cli.demo import write_demo_volumes
 from shardwright.formats.precomputed.meshes import MultiLodManifest
 from shardwright.formats.precomputed.sharded_reader import ShardedReader
 from shardwright.formats.precomputed.sharding import ShardBuilder, ShardingSpec
 from shardwright.formats.precomputed.skeletons import encode_skeleton
 from shardwright.stores import open_store
-from shardwright.viewing.demo import write_demo_volumes
 from tests.support import label_shapes
 
 zmesh = pytest.importorskip("zmesh")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from shardwright import api
-from shardwright.planning import AdditionPlan
+from shardwright.additions import AdditionPlan
 from shardwright.sources.precomputed import PrecomputedSource
 from tests.support import label_shapes
 from tests.support.opened import opened_below

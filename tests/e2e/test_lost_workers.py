@@ -28,7 +28,7 @@ import tensorstore as ts
 from distributed import Client, LocalCluster
 
 from shardwright import api
-from shardwright.lifecycle.manifest import MANIFEST_KEY
+from shardwright.common.control_keys import MANIFEST_KEY
 from shardwright.planning import ConversionPlan
 from shardwright.stores.base import TMP_MARKER
 from tests.support import volumes

@@ -18,11 +18,11 @@ from cloudvolume import CloudVolume
 
 from shardwright import api
 from shardwright.cli import main as cli_main
+from shardwright.common.control_keys import MANIFEST_KEY
 from shardwright.errors import PlanError
 from shardwright.formats.precomputed import meshes, skeletons
 from shardwright.formats.precomputed.sharded_reader import ShardedReader
 from shardwright.formats.precomputed.sharding import ShardBuilder, ShardingSpec
-from shardwright.lifecycle.manifest import MANIFEST_KEY
 from shardwright.planning.objects import ObjectPlan
 from tests.support.segment_objects import (
     segment_ids,

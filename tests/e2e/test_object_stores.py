@@ -19,8 +19,8 @@ import zarr
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from shardwright import api
+from shardwright.common.control_keys import MANIFEST_KEY
 from shardwright.errors import StoreError
-from shardwright.lifecycle.manifest import MANIFEST_KEY
 from shardwright.stores import open_store
 from tests.support import volumes
 from tests.support.object_store_servers import FaultyProxy, GcsServer, S3Server

@@ -22,9 +22,9 @@ from cloudvolume import CloudVolume
 
 from shardwright import api
 from shardwright.cli import main as cli_main
+from shardwright.common.control_keys import MANIFEST_KEY
 from shardwright.errors import PlanError
 from shardwright.jobs.cluster import SMALL_JOB_BYTES, connect, wants_dashboard
-from shardwright.lifecycle.manifest import MANIFEST_KEY
 from tests.support import volumes
 
 SIZE_XYZ = (45, 38, 21)  # not a multiple of any chunk size used below

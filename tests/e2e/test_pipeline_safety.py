@@ -18,10 +18,10 @@ import pytest
 import tensorstore as ts
 
 from shardwright import api
+from shardwright.common.control_keys import MANIFEST_KEY
 from shardwright.engine import run_shard
 from shardwright.errors import PlanError
 from shardwright.lifecycle.journal import RECEIPTS
-from shardwright.lifecycle.manifest import MANIFEST_KEY
 from shardwright.stores import open_store
 from tests.support import volumes
 

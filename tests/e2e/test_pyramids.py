@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 from shardwright import api
 from shardwright.cli import main as cli_main
 from shardwright.common import downsample
+from shardwright.common.control_keys import MANIFEST_KEY
 from shardwright.engine.pyramid import run_pyramid_shard
 from shardwright.errors import PlanError
-from shardwright.lifecycle.manifest import MANIFEST_KEY
 from shardwright.sources import NpySource, SourceHints
 from shardwright.stores import open_store
 from tests.support import volumes

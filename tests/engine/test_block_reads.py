@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from shardwright import api
+from shardwright.additions import AdditionPlan
 from shardwright.engine.block_reads import GroupReads
 from shardwright.engine.generated_objects import BlockProducer, block_key, run_block_group
 from shardwright.generation import faces
 from shardwright.lifecycle.runs import FencedStore, JobRun
-from shardwright.planning import AdditionPlan
 from shardwright.planning.generated import GeneratedPlan
 from shardwright.sources import chunk_reuse
 from shardwright.stores import open_store

@@ -12,8 +12,8 @@ import tensorstore as ts
 import zarr
 
 from shardwright import api, cli
+from shardwright.cli.demo import MARKER
 from shardwright.errors import DestinationError
-from shardwright.viewing.demo import MARKER
 from tests.support import volumes
 
 RUN = dict(scheduler="sync", progress=False, chunk_size=(16, 16, 8))

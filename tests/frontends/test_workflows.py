@@ -20,8 +20,8 @@ import tensorstore as ts
 from distributed import Client
 from nbclient import NotebookClient
 
-from shardwright.lifecycle.manifest import MANIFEST_KEY
-from shardwright.viewing.demo import write_demo_volumes
+from shardwright.cli.demo import write_demo_volumes
+from shardwright.common.control_keys import MANIFEST_KEY
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / "workflows"

@@ -28,11 +28,11 @@ import tensorstore as ts
 
 from shardwright import api
 from shardwright.cli import main as cli_main
+from shardwright.common.control_keys import MANIFEST_KEY
 from shardwright.errors import LeaseHeld, LeaseLost, LeaseUnrenewed, PlanError, StoreError
 from shardwright.jobs.supervision import WATCH_S, Supervisor
 from shardwright.lifecycle import fencing
 from shardwright.lifecycle.lease import Lease, Renewer, heartbeat_key, lease_key
-from shardwright.lifecycle.manifest import MANIFEST_KEY
 from shardwright.lifecycle.run_options import flag_wording
 from shardwright.lifecycle.runs import FencedStore
 from shardwright.stores import halted, open_store

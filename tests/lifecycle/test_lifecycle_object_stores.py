@@ -14,9 +14,9 @@ import pytest
 import tensorstore as ts
 
 from shardwright import api
+from shardwright.common.control_keys import MANIFEST_KEY
 from shardwright.errors import LeaseHeld, PlanError
 from shardwright.lifecycle.lease import Lease
-from shardwright.lifecycle.manifest import MANIFEST_KEY
 from shardwright.stores import Store, open_store
 from tests.support import volumes
 from tests.support.object_store_servers import GcsServer, S3Server

@@ -185,7 +185,7 @@ def test_status_of_meshes_whose_blocks_still_run_gives_no_rate(tmp_path: pathlib
     """While the blocks of generated meshes run, the mesh dataset holds only its metadata:
     its status says running, its tasks done and the time left, and no byte rate (it said
     "434 B, 7 B/s")."""
-    from shardwright.viewing.demo import write_demo_volumes
+    from shardwright.cli.demo import write_demo_volumes
 
     write_demo_volumes((256, 256, 96), str(tmp_path / "image.npy"), str(tmp_path / "seg.npy"))
     dest = tmp_path / "out"

@@ -9,9 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from shardwright.common.control_keys import CONTROL_PREFIX, MANIFEST_KEY
 from shardwright.errors import OptionError, PlanError
-from shardwright.lifecycle.manifest import MANIFEST_KEY
-from shardwright.lifecycle.runs import CONTROL_PREFIX
 from shardwright.options import ConvertOptions
 from shardwright.planning import checks
 from shardwright.planning.formats import check_options_for_format

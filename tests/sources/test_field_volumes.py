@@ -20,7 +20,7 @@ import tensorstore as ts
 from cloudvolume import CloudVolume
 
 from shardwright import api, cli
-from shardwright.lifecycle.manifest import MANIFEST_KEY
+from shardwright.common.control_keys import MANIFEST_KEY
 from shardwright.planning.sharding import sample_cells
 from shardwright.sources import open_source
 from shardwright.sources.missing import MissingChunksError

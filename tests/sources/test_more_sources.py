@@ -18,8 +18,8 @@ import tifffile
 import zarr
 
 from shardwright import api
+from shardwright.common.control_keys import MANIFEST_KEY
 from shardwright.errors import SourceError
-from shardwright.lifecycle.manifest import MANIFEST_KEY
 from shardwright.sources import open_source
 from shardwright.sources.missing import MissingChunksError
 from tests.support import volumes

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from shardwright import api
+from shardwright.common.control_keys import MANIFEST_KEY
 from shardwright.lifecycle.lease import heartbeat_key, lease_key
-from shardwright.lifecycle.manifest import MANIFEST_KEY
 
 OPTIONS: dict[str, Any] = dict(chunk_size=(8, 8, 8), target_shard_bytes=2048)
 

@@ -27,12 +27,12 @@ import pytest
 import tensorstore as ts
 
 from shardwright import api
+from shardwright.cli.demo import write_demo_volumes
 from shardwright.errors import ShardwrightWarning
 from shardwright.formats.precomputed.meshes import MultiLodManifest
 from shardwright.formats.precomputed.sharded_reader import ShardedReader
 from shardwright.formats.precomputed.sharding import ShardingSpec
 from shardwright.stores import open_store
-from shardwright.viewing.demo import write_demo_volumes
 from shardwright.viewing.serve import make_server
 from shardwright.viewing.viewer import ViewError, capture_png, headless_browser, open_view
 from tests.support import label_shapes

@@ -149,7 +149,7 @@ def _run(args: argparse.Namespace, own_process: bool = False) -> int:
     if args.command == "view":
         return _view(args)
     if args.command == "demo":
-        from shardwright.viewing.demo import run_demo
+        from shardwright.cli.demo import run_demo
 
         if own_process:
             _freeze_startup_objects()

@@ -36,7 +36,7 @@ from shardwright.engine.generated_objects import BlockDone, run_block_group
 from shardwright.engine.shard_task import Producer, run_task
 from shardwright.errors import PyramidError
 from shardwright.planning import ConversionPlan, ShardTask, pyramid
-from shardwright.planning.addition_levels import group_consumers
+from shardwright.planning.feeding import group_consumers
 from shardwright.planning.generated import GeneratedPlan
 from shardwright.stores import Store
 

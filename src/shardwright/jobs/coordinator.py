@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Sequence
 
+from shardwright.additions import AdditionPlan
 from shardwright.common.vocabulary import DatasetKind
 from shardwright.lifecycle import addition, journal, lease
 from shardwright.lifecycle.job import Claim, begin
@@ -27,7 +28,7 @@ from shardwright.lifecycle.manifest import (
     write_manifest,
 )
 from shardwright.lifecycle.runs import CONTROL_DIR, FencedStore, JobRun, run_of
-from shardwright.planning import AdditionPlan, Plan
+from shardwright.planning import Plan
 from shardwright.stores import Store
 
 

@@ -6,6 +6,7 @@ job's other steps in jobs/.
 
 from __future__ import annotations
 
+from shardwright.additions import AdditionPlan
 from shardwright.engine.engines import engine_for
 from shardwright.engine.gpu import cupy_module
 from shardwright.errors import NAMED, LeaseUnrenewed, PlanError
@@ -22,8 +23,12 @@ from shardwright.jobs.submission import run_job
 from shardwright.lifecycle.job import Job
 from shardwright.lifecycle.manifest import Manifest
 from shardwright.lifecycle.run_options import RunOptions
-from shardwright.planning import ConversionPlan, TopPlan
+from shardwright.planning import AnnotationPlan, ConversionPlan, ObjectPlan
 from shardwright.stores import backend_for
+
+# What `plan_conversion` returns: a volume's plan, a mesh or skeleton directory's, a table's;
+# and `plan_addition`: what is added to a dataset that exists.
+TopPlan = ConversionPlan | ObjectPlan | AnnotationPlan | AdditionPlan
 
 
 def check_job(the_plan: TopPlan, settings: RunOptions) -> Job:

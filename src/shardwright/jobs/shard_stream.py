@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any, Generic, TypeVar
 
+from shardwright.additions import AdditionPlan
 from shardwright.common.receipts import Receipt
 from shardwright.common.vocabulary import DatasetKind
 from shardwright.engine.annotations import run_annotation_shard, run_partition
@@ -42,14 +43,9 @@ from shardwright.engine.pyramid import Handoff, Piece, run_feeding_group
 from shardwright.generation.exchange import Exchange, SpooledShardTask
 from shardwright.lifecycle import journal
 from shardwright.lifecycle.runs import run_of
-from shardwright.planning import (
-    AdditionPlan,
-    ConversionPlan,
-    Plan,
-    ShardTask,
-)
-from shardwright.planning.addition_levels import group_consumers, group_producers
+from shardwright.planning import ConversionPlan, Plan, ShardTask
 from shardwright.planning.annotations import AnnotationPlan, TablePartition
+from shardwright.planning.feeding import group_consumers, group_producers
 from shardwright.planning.generated import GeneratedPlan
 from shardwright.planning.objects import ObjectPlan, ObjectShardTask
 from shardwright.stores import Store
@@ -290,7 +286,7 @@ def _pyramid_nodes(
 def _fed_levels_nodes(
     plan: AdditionPlan, token: str, exchanges: Exchanges
 ) -> Iterator[Node | Barrier]:
-    """An addition's levels fed by its meshes' block tasks (planning/addition_levels.py),
+    """An addition's levels fed by its meshes' block tasks (additions/levels.py),
     then a barrier: the meshes' and skeletons' shards are made from every block's spool."""
     feeding = plan.feeding_blocks
     assert plan.levels is not None and feeding is not None

@@ -3,7 +3,7 @@ checks before it runs, its first step and its last.
 
 The dataset itself is never written but for its metadata document (the `info` of a
 precomputed volume, the `zarr.json` of an OME-Zarr group: its "root"), last, in one write
-conditional on the version the job read (planning/addition.py), and `.shardwright/` beside its
+conditional on the version the job read (additions/plan.py), and `.shardwright/` beside its
 objects (the lease that keeps other jobs out, the record of the running addition, one record
 per finished addition). What the addition makes are new objects: meshes and skeletons,
 datasets of their own in directories below it, each with its own lease, receipts and
@@ -28,6 +28,7 @@ import json
 import time
 from typing import Any
 
+from shardwright.common.control_keys import CONTROL_PREFIX
 from shardwright.common.vocabulary import DatasetKind
 from shardwright.errors import NAMED, DestinationError, ManifestError
 from shardwright.lifecycle import fencing, lease
@@ -42,7 +43,7 @@ from shardwright.lifecycle.manifest import (
     parse_manifest,
     write_manifest,
 )
-from shardwright.lifecycle.runs import CONTROL_PREFIX, FencedStore, JobRun, run_of
+from shardwright.lifecycle.runs import FencedStore, JobRun, run_of
 from shardwright.stores import Store
 from shardwright.stores.base import Expected
 from shardwright.version import __version__

@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from shardwright.common.control_keys import CONTROL_PREFIX, MANIFEST_KEY
 from shardwright.common.urls import local_path, scheme_of
 from shardwright.common.vocabulary import DatasetKind
 from shardwright.errors import DestinationError, ManifestError
 from shardwright.lifecycle import fingerprint as fingerprints
 from shardwright.lifecycle.journal import JOB_KEY, read_job
 from shardwright.lifecycle.lease import LEASE_NAME
-from shardwright.lifecycle.manifest import MANIFEST_KEY, Manifest, read_manifest
-from shardwright.lifecycle.runs import CONTROL_PREFIX
+from shardwright.lifecycle.manifest import Manifest, read_manifest
 from shardwright.stores import Store
 
 if TYPE_CHECKING:

@@ -25,11 +25,12 @@ from typing import Any
 
 import crc32c
 
+from shardwright.common.control_keys import CONTROL_PREFIX, MANIFEST_KEY
 from shardwright.common.receipts import Receipt
 from shardwright.errors import ManifestError
 from shardwright.lifecycle.fingerprint import Fingerprint
-from shardwright.lifecycle.manifest import MANIFEST_KEY, Manifest, owned_keys
-from shardwright.lifecycle.runs import CONTROL_DIR, CONTROL_PREFIX, run_of
+from shardwright.lifecycle.manifest import Manifest, owned_keys
+from shardwright.lifecycle.runs import CONTROL_DIR, run_of
 from shardwright.stores import Store
 from shardwright.version import __version__
 

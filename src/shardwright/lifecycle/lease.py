@@ -31,9 +31,10 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from shardwright.common.control_keys import CONTROL_PREFIX
 from shardwright.errors import LeaseHeld, LeaseUnrenewed, ManifestError, PlanError, StoreError
 from shardwright.lifecycle.run_options import DEFAULT_LEASE_TIMEOUT
-from shardwright.lifecycle.runs import CONTROL_PREFIX, FencedStore, JobRun, run_of
+from shardwright.lifecycle.runs import FencedStore, JobRun, run_of
 from shardwright.stores import Store, halt, halted
 from shardwright.version import __version__
 

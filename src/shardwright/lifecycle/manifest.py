@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from shardwright.common.control_keys import MANIFEST_KEY
 from shardwright.common.receipts import Receipt, ShardEntry, check_key, sum_requests
 from shardwright.common.vocabulary import DatasetKind, OutputFormat, names
 from shardwright.errors import ManifestError
@@ -29,7 +30,6 @@ from shardwright.version import __version__
 
 DATASETS = names(DatasetKind)
 
-MANIFEST_KEY = "shardwright-manifest.json"
 MISSING_EXAMPLES = 5  # absent source chunks a manifest names
 FORMATS = names(OutputFormat)
 

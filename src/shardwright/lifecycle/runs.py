@@ -16,12 +16,12 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Self
 
+from shardwright.common.control_keys import CONTROL_PREFIX
 from shardwright.errors import StoreError
 from shardwright.formats.shardfile import Piece
 from shardwright.stores import Store
 from shardwright.stores.base import Data, Expected
 
-CONTROL_PREFIX = ".shardwright/"  # a job's own objects in its destination (lifecycle/)
 # Its folder: one in a folder of the destination marks a dataset nested there (a volume's
 # meshes), with jobs of its own (whose temporaries a cleanup of ours leaves alone).
 CONTROL_DIR = CONTROL_PREFIX.rstrip("/")

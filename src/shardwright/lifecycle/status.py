@@ -19,13 +19,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from shardwright.common.control_keys import CONTROL_PREFIX, MANIFEST_KEY
 from shardwright.errors import DestinationError, ManifestError
 from shardwright.lifecycle.addition import read_additions, read_record
 from shardwright.lifecycle.destination import readable_manifest
 from shardwright.lifecycle.journal import Planned, journal_of, prepares, read_job, tally
 from shardwright.lifecycle.lease import current_lease, lease_key
-from shardwright.lifecycle.manifest import MANIFEST_KEY, read_manifest
-from shardwright.lifecycle.runs import CONTROL_PREFIX
+from shardwright.lifecycle.manifest import read_manifest
 from shardwright.planning.text import human_bytes
 from shardwright.stores import Store, open_store
 

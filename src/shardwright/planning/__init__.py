@@ -9,15 +9,15 @@
   folder of `formats/`); `formats`: the formats' drivers, found by name.
 - `levels`: the plans of a pyramid's upper levels. `builder`: `make_plan`.
 - `objects`: meshes and skeletons (`ObjectPlan`); `conversion`: what a source is planned as
-  (`plan_conversion`), meshes and skeletons in a volume's job; `addition`: meshes and
-  skeletons added to a dataset that exists (`plan_addition`).
+  (`plan_conversion`), meshes and skeletons in a volume's job. `feeding`: block groups that
+  hand a pyramid's first new level its voxels. (What is added to a dataset that exists is
+  planned in `additions/`, above the formats' drivers.)
 - `capabilities`: what each engine can run, as data. `checks`: values no conversion can
   honour. `report`, `text`: the printed plan.
 """
 
 from __future__ import annotations
 
-from shardwright.planning.addition import AdditionPlan, plan_addition
 from shardwright.planning.annotations import AnnotationPlan
 from shardwright.planning.base import Plan
 from shardwright.planning.builder import make_plan
@@ -27,12 +27,7 @@ from shardwright.planning.objects import ObjectPlan, ObjectShardTask, make_objec
 from shardwright.planning.pyramid import Box
 from shardwright.planning.volume import ConversionPlan, ShardTask
 
-# What `plan_conversion` returns: a volume's plan, a mesh or skeleton directory's, a table's;
-# and `plan_addition`: what is added to a dataset that exists.
-TopPlan = ConversionPlan | ObjectPlan | AnnotationPlan | AdditionPlan
-
 __all__ = [
-    "AdditionPlan",
     "AnnotationPlan",
     "Box",
     "ConversionPlan",
@@ -40,10 +35,8 @@ __all__ = [
     "ObjectShardTask",
     "Plan",
     "ShardTask",
-    "TopPlan",
     "make_object_plan",
     "make_plan",
-    "plan_addition",
     "plan_conversion",
     "to_zarr_order",
     "with_companions",

@@ -11,7 +11,7 @@ import numpy as np
 
 from shardwright.common.vocabulary import VolumeType, names
 from shardwright.errors import NAMED, PlanError, ShardwrightWarning
-from shardwright.formats.precomputed.layout import LABEL_DTYPES
+from shardwright.formats.precomputed.info import LABEL_DTYPES
 from shardwright.options import ConvertOptions
 from shardwright.planning import capabilities, checks, geometry, pyramid
 from shardwright.planning.formats import check_options_for_format, conversion_formats

@@ -13,9 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from shardwright.common.control_keys import CONTROL_PREFIX, MANIFEST_KEY
 from shardwright.errors import NAMED, Alias, OptionError, PlanError
-from shardwright.lifecycle.manifest import MANIFEST_KEY
-from shardwright.lifecycle.runs import CONTROL_PREFIX
 from shardwright.options import ConvertOptions
 from shardwright.planning.text import xyz
 from shardwright.sources import missing

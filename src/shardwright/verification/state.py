@@ -9,10 +9,11 @@ import os
 import time
 from typing import Any
 
+from shardwright.common.control_keys import MANIFEST_KEY
 from shardwright.errors import ManifestError
 from shardwright.lifecycle.journal import JOB_KEY, RETIRED
 from shardwright.lifecycle.lease import current_lease
-from shardwright.lifecycle.manifest import MANIFEST_KEY, Manifest, owned_keys, read_manifest
+from shardwright.lifecycle.manifest import Manifest, owned_keys, read_manifest
 from shardwright.stores import Store
 from shardwright.verification.report import VerifyReport
 

@@ -31,8 +31,8 @@ from shardwright.common import deadlines
 from shardwright.common.vocabulary import VolumeType, names
 from shardwright.errors import ShardwrightError, ShardwrightWarning
 from shardwright.formats.precomputed.annotations import ANNOTATIONS_TYPE
+from shardwright.formats.precomputed.info import LABEL_DTYPES
 from shardwright.lifecycle.manifest import read_manifest
-from shardwright.planning.builder import LABEL_DTYPES
 from shardwright.sources import open_source
 from shardwright.sources.tensorstore_array import endpoint_url
 from shardwright.stores import Store, open_store

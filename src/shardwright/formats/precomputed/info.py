@@ -26,6 +26,7 @@ VOLUME_TYPE = "neuroglancer_multiscale_volume"
 LAYER_TYPES = names(VolumeType)
 # Neuroglancer's data types: what it reads from precomputed, and from zarr too.
 DATA_TYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "float32")
+LABEL_DTYPES = (np.dtype(np.uint32), np.dtype(np.uint64))  # what compressed_segmentation takes
 
 
 def _triple(value: Any, name: str, kind: type = int, positive: bool = False) -> tuple[Any, ...]:

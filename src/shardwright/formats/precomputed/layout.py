@@ -16,8 +16,14 @@ import numpy as np
 from shardwright.codecs import ChunkEncoding, byte_codec
 from shardwright.common.vocabulary import OutputFormat
 from shardwright.errors import NAMED, OptionError, PlanError, ShardwrightWarning, within
-from shardwright.formats.precomputed.info import DATA_TYPES, PrecomputedInfo, PrecomputedScale
+from shardwright.formats.precomputed.info import (
+    DATA_TYPES,
+    LABEL_DTYPES,
+    PrecomputedInfo,
+    PrecomputedScale,
+)
 from shardwright.formats.precomputed.morton import compressed_morton_code
+from shardwright.formats.precomputed.segment_properties import SEGMENT_PROPERTIES
 from shardwright.formats.precomputed.sharding import ShardingSpec
 from shardwright.planning import checks, geometry, pyramid, sharding
 from shardwright.planning.layout import ByteStage, Document, LevelGeometry
@@ -29,7 +35,6 @@ if TYPE_CHECKING:
     from shardwright.options import ConvertOptions
     from shardwright.planning.geometry import Geometry
 
-SEGMENT_PROPERTIES = "segment_properties"  # the folder the info names
 # Chunk encodings the GPU engine encodes on the device.
 GPU_ENCODINGS = ("raw", "compressed_segmentation")
 
@@ -207,7 +212,6 @@ class PrecomputedLayout:
 # The options only precomputed output takes (zarr3 refuses them).
 OWN_OPTIONS = ("scale_key", "preshift_bits", "minishard_bits", "shard_bits", "hash",
                "jpeg_quality", "compressed_segmentation_block_size")  # fmt: skip
-LABEL_DTYPES = (np.dtype(np.uint32), np.dtype(np.uint64))  # what compressed_segmentation takes
 
 
 def check_options(options: ConvertOptions) -> None:

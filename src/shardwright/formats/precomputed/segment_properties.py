@@ -18,6 +18,7 @@ import numpy.typing as npt
 from shardwright.errors import FormatError
 
 SEGMENT_PROPERTIES_TYPE = "neuroglancer_segment_properties"
+SEGMENT_PROPERTIES = "segment_properties"  # the folder a segmentation's info names
 NUMBER_TYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "float32")
 
 

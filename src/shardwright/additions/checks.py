@@ -9,12 +9,12 @@ import dataclasses
 import json
 from typing import Any
 
+from shardwright.common.control_keys import MANIFEST_KEY
 from shardwright.errors import NAMED, PlanError
-from shardwright.formats.precomputed.layout import SEGMENT_PROPERTIES
+from shardwright.formats.precomputed.segment_properties import SEGMENT_PROPERTIES
 from shardwright.generation.options import TEASAR_FIELDS
 from shardwright.lifecycle.addition import read_record, sha256, written_here
 from shardwright.lifecycle.journal import JOB_KEY, receipt_key
-from shardwright.lifecycle.manifest import MANIFEST_KEY
 from shardwright.options import ConvertOptions
 from shardwright.planning.generated import GENERATING
 from shardwright.sources.tables import segment_properties_of

@@ -7,11 +7,11 @@ Zarr v2 arrays, chunk by chunk), levels above its coarsest.
 Meshes and skeletons are made by block tasks that read the scale meshed (planning/
 generated.py) and written below the dataset (`mesh/`, `skeletons/`) as datasets of their
 own; segment properties are one document; levels are a pyramid whose base is the coarsest
-level, read and never written (planning/addition_levels.py). The dataset's own objects are
+level, read and never written (additions/levels.py). The dataset's own objects are
 never written: only its metadata document (its root: `info`, `zarr.json` or `.zattrs`), last, naming
 what was added, in one write conditional on the version read here (lifecycle/addition.py),
 and `.shardwright/` beside its objects. What cannot be done is refused here, before anything
-is written (planning/addition_checks.py).
+is written (additions/checks.py).
 """
 
 from __future__ import annotations
@@ -23,26 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from shardwright.common import deadlines
-from shardwright.common.urls import absolute
-from shardwright.common.vocabulary import DatasetKind
-from shardwright.errors import PlanError, SourceError
-from shardwright.formats.precomputed.layout import SEGMENT_PROPERTIES
-from shardwright.formats.zarr2 import layout as zarr2
-from shardwright.formats.zarr2.array import as_group_document
-from shardwright.formats.zarr3 import layout as zarr3
-from shardwright.formats.zarr3.ome_zarr import dataset_paths
-from shardwright.generation.exchange import MESH, SKELETON
-from shardwright.lifecycle.addition import (
-    added_levels,
-    read_additions,
-    read_record,
-    root_before,
-    sha256,
-)
-from shardwright.lifecycle.manifest import MANIFEST_KEY, metadata_text
-from shardwright.options import ConvertOptions
-from shardwright.planning.addition_checks import (
+from shardwright.additions.checks import (
     GROUP,
     INFO,
     PROPERTIES_KEY,
@@ -57,8 +38,7 @@ from shardwright.planning.addition_checks import (
     read_root,
     root_document,
 )
-from shardwright.planning.addition_levels import (
-    feeding,
+from shardwright.additions.levels import (
     ome04_levels,
     ome_levels,
     precomputed_levels,
@@ -66,6 +46,27 @@ from shardwright.planning.addition_levels import (
     renamed_levels,
     without_scales,
 )
+from shardwright.common import deadlines
+from shardwright.common.control_keys import MANIFEST_KEY
+from shardwright.common.urls import absolute
+from shardwright.common.vocabulary import DatasetKind
+from shardwright.errors import PlanError, SourceError
+from shardwright.formats.precomputed.segment_properties import SEGMENT_PROPERTIES
+from shardwright.formats.zarr2 import layout as zarr2
+from shardwright.formats.zarr2.array import as_group_document
+from shardwright.formats.zarr3 import layout as zarr3
+from shardwright.formats.zarr3.ome_zarr import dataset_paths
+from shardwright.generation.exchange import MESH, SKELETON
+from shardwright.lifecycle.addition import (
+    added_levels,
+    read_additions,
+    read_record,
+    root_before,
+    sha256,
+)
+from shardwright.lifecycle.manifest import metadata_text
+from shardwright.options import ConvertOptions
+from shardwright.planning.feeding import feeding
 from shardwright.planning.generated import (
     DIRECTORIES,
     GeneratedPlan,
@@ -129,7 +130,7 @@ class AdditionPlan:
     @property
     def feeding_blocks(self) -> GeneratedPlan | None:
         """The meshes' (or skeletons') plan whose block tasks are also the levels' base
-        tasks, where they are: this addition's stream runs them (planning/addition_levels)."""
+        tasks, where they are: this addition's stream runs them (planning/feeding.py)."""
         first = self.companions[0] if self.companions else None
         return first if first is not None and first.feeds_levels else None
 

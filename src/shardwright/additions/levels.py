@@ -29,12 +29,11 @@ from shardwright.formats.zarr2 import layout as zarr2_layout
 from shardwright.formats.zarr2.array import as_group_document
 from shardwright.formats.zarr3.layout import levels_in_group
 from shardwright.formats.zarr3.ome_zarr import dataset_paths
-from shardwright.generation.grid import BlockGrid, Triple, three
+from shardwright.generation.grid import three
 from shardwright.options import ConvertOptions
-from shardwright.planning import pyramid
 from shardwright.planning.builder import make_plan
 from shardwright.planning.text import xyz
-from shardwright.planning.volume import ConversionPlan, ShardTask
+from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source, open_source
 from shardwright.sources.precomputed import own_step
 from shardwright.stores import Store
@@ -199,36 +198,6 @@ def renamed_levels(levels: ConversionPlan, keys: dict[str, str]) -> ConversionPl
 
     upper = tuple(renamed(level) for level in levels.upper)
     return dataclasses.replace(renamed(levels), upper=upper)
-
-
-def feeding(levels: ConversionPlan, grid: BlockGrid, meshed: str, read: str) -> bool:
-    """Whether block tasks on `grid`, reading scale `meshed`, can be the base tasks of
-    `levels` (which reduce scale `read`): the same voxels, every block starting on the
-    reduction's grid (its size a multiple of the factor)."""
-    assert levels.pyramid is not None
-    return (
-        meshed == read
-        and grid.factor == (1, 1, 1)
-        and grid.shape == three(levels.size)
-        and all(b % f == 0 for b, f in zip(grid.block, levels.pyramid.step(0), strict=True))
-    )
-
-
-def group_consumers(
-    levels: ConversionPlan, grid: BlockGrid, group: Triple
-) -> list[tuple[ShardTask, pyramid.Box]]:
-    """The first new level's tasks that take a part of a block group's reduced voxels, each
-    with that part (in the new level's voxels)."""
-    return levels.takers(0, grid.group_core(group))
-
-
-def group_producers(levels: ConversionPlan, grid: BlockGrid, task: ShardTask) -> list[Triple]:
-    """The block groups whose reduced voxels make up a first new level task's region."""
-    assert levels.pyramid is not None and task.level == 1
-    region = pyramid.preimage(
-        levels.level_plan(1).voxel_box(task), levels.pyramid.step(0), three(levels.size)
-    )
-    return grid.groups_over(*region)
 
 
 def _level_options(options: ConvertOptions, key: str, **chosen: Any) -> ConvertOptions:
