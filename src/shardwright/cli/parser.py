@@ -6,14 +6,17 @@ options from `RunOptions`' (run_options.py)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 from collections.abc import Callable
 from typing import Any, NoReturn
 
 from shardwright.common.flags import (
+    Flag,
     command_line_fields,
     default_of,
     format_size,
+    option_groups,
     parse_json_object,
     parse_port,
     parse_positive_int,
@@ -110,32 +113,40 @@ def _add_conversion_options(p: argparse.ArgumentParser, *, dest_alone: bool = Fa
 
 
 def _add_flags(p: argparse.ArgumentParser, cls: type) -> None:
-    """A flag for every field of options dataclass `cls` the command line offers."""
-    for f, flag in command_line_fields(cls):
-        if flag.switch is not None:
-            p.add_argument(
-                flag.name,
-                action="store_const",
-                const=flag.switch,
-                default=default_of(f),
-                dest=f.name,
-                help=flag.help,
-            )
-        else:
-            default = default_of(f)
-            text = flag.help
-            if flag.parse is parse_size:  # 1 GiB, not 1073741824
-                text = f"{text} (default: {format_size(default)})"
-            p.add_argument(
-                flag.name,
-                type=flag.parse or str,
-                choices=flag.choices,
-                metavar=flag.metavar,
-                default=None if flag.repeat else default,  # appended to: the field's default
-                dest=f.name,
-                help=text,
-                action="append" if flag.repeat else "store",
-            )
+    """A flag for every field of options dataclass `cls` the command line offers, a section
+    of `--help` per group of options it is made of."""
+    for title, offered in option_groups(cls):
+        where = p.add_argument_group(title) if title else p
+        for f, flag in offered:
+            _add_flag(where, f, flag)
+
+
+def _add_flag(p: argparse._ActionsContainer, f: dataclasses.Field[Any], flag: Flag) -> None:
+    """One field's flag: a switch, or a value (appended to where it repeats)."""
+    if flag.switch is not None:
+        p.add_argument(
+            flag.name,
+            action="store_const",
+            const=flag.switch,
+            default=default_of(f),
+            dest=f.name,
+            help=flag.help,
+        )
+    else:
+        default = default_of(f)
+        text = flag.help
+        if flag.parse is parse_size:  # 1 GiB, not 1073741824
+            text = f"{text} (default: {format_size(default)})"
+        p.add_argument(
+            flag.name,
+            type=flag.parse or str,
+            choices=flag.choices,
+            metavar=flag.metavar,
+            default=None if flag.repeat else default,  # appended to: the field's default
+            dest=f.name,
+            help=text,
+            action="append" if flag.repeat else "store",
+        )
 
 
 def options_from(args: argparse.Namespace) -> ConvertOptions:

@@ -219,6 +219,21 @@ def command_line_fields(cls: type) -> Iterator[tuple[dataclasses.Field[Any], Fla
             yield f, f.metadata["cli"]
 
 
+def option_groups(cls: type) -> Iterator[tuple[str, list[tuple[dataclasses.Field[Any], Flag]]]]:
+    """(title, its fields the command line offers) of each group an options dataclass `cls`
+    is made of (a base with a `TITLE`), in `--help` order; the fields of `cls` that no group
+    declares (a class of one group) form the last, untitled."""
+    offered = list(command_line_fields(cls))
+    groups = [base for base in reversed(cls.__mro__) if "TITLE" in vars(base)]
+    for group in groups:
+        own = set(vars(group).get("__annotations__", {}))
+        yield group.TITLE, [(f, flag) for f, flag in offered if f.name in own]  # type: ignore[attr-defined]
+    grouped = {name for g in groups for name in vars(g).get("__annotations__", {})}
+    rest = [(f, flag) for f, flag in offered if f.name not in grouped]
+    if rest:
+        yield "", rest
+
+
 def default_of(f: dataclasses.Field[Any]) -> Any:
     """A field's default value (a fresh one where it has a factory)."""
     if f.default_factory is not dataclasses.MISSING:

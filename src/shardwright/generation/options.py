@@ -6,7 +6,7 @@ surfaces are simplified, and TEASAR's parameters with the field's defaults (thos
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from shardwright.common.flags import XYZ, cli, parse_ids, parse_mips, parse_xyz
 from shardwright.common.option_checks import whole
@@ -54,6 +54,8 @@ def _teasar(name: str, unit: str) -> Any:
 @dataclass(frozen=True)
 class ObjectOptions:
     """Meshes and skeletons made from the segmentation itself, in the same job."""
+
+    TITLE: ClassVar[str] = "meshes and skeletons made from the segmentation"
 
     generate_meshes: bool = field(
         default=False,
