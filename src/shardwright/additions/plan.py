@@ -107,6 +107,7 @@ class AdditionPlan:
 
     dataset: ClassVar[str] = DatasetKind.ADDITION
     preparing_unit: ClassVar[str] = "blocks"
+    in_place: ClassVar[bool] = True
     spools: ClassVar[bool] = False
     holds_gil: ClassVar[bool] = False
     preparing_tasks: ClassVar[int] = 0  # the block tasks it may run count as its meshes'

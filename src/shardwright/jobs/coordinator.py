@@ -15,7 +15,6 @@ import time
 from collections.abc import Sequence
 
 from shardwright.additions import AdditionPlan
-from shardwright.common.vocabulary import DatasetKind
 from shardwright.lifecycle import addition, journal, lease
 from shardwright.lifecycle.job import Claim, begin
 from shardwright.lifecycle.manifest import (
@@ -63,7 +62,7 @@ def begin_dataset(
     run: JobRun | None = None
     if claim is not None:
         run, notices = (
-            _begin_addition(plan, store, claim) if plan.dataset == DatasetKind.ADDITION
+            _begin_addition(plan, store, claim) if plan.in_place
             else begin(store, claim)
         )  # fmt: skip
         for notice in notices:
@@ -85,7 +84,7 @@ def finish_dataset(
     the manifest's own PUT) are not in the manifest's totals."""
     store = begun.store
     run = run_of(store)
-    if begun.plan.dataset == DatasetKind.ADDITION:
+    if begun.plan.in_place:
         assert isinstance(begun.plan, AdditionPlan)
         return addition.finish_addition(
             store,

@@ -20,7 +20,6 @@ from urllib.parse import urlparse
 
 from shardwright.common.control_keys import CONTROL_PREFIX, MANIFEST_KEY
 from shardwright.common.urls import local_path, scheme_of
-from shardwright.common.vocabulary import DatasetKind
 from shardwright.errors import DestinationError, ManifestError
 from shardwright.lifecycle import fingerprint as fingerprints
 from shardwright.lifecycle.journal import JOB_KEY, read_job
@@ -227,7 +226,6 @@ def check_plan_places(plan: Plan) -> None:
     """`check_location` for every destination of a plan (a volume's, its meshes' and
     skeletons'), from the names alone: `plan` refuses them before it prints, as a job does
     before it reads its destinations."""
-    in_place = plan.dataset == DatasetKind.ADDITION  # inside the dataset it reads, by design
-    for part in (plan, *plan.companions):
-        sources = [] if in_place else plan_sources(part)
+    for part in (plan, *plan.companions):  # an addition: inside the dataset it reads
+        sources = [] if plan.in_place else plan_sources(part)
         check_location(part.dest, part.options.storage_options, sources)

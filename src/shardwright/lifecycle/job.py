@@ -22,7 +22,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from shardwright.common.vocabulary import DatasetKind
 from shardwright.lifecycle import fencing, journal
 from shardwright.lifecycle import fingerprint as fingerprints
 from shardwright.lifecycle.addition import check_addition
@@ -112,7 +111,7 @@ class Job:
                     planned=_planned(p),
                     words=fingerprints.in_words(p),
                 ),
-                in_place=plan.dataset == DatasetKind.ADDITION,
+                in_place=plan.in_place,
             )
             for p in [plan, *plan.companions]
         ]
@@ -121,7 +120,7 @@ class Job:
         """Everything that can be refused without writing a byte (reads only): where each
         destination lies, whether another job is writing it, what it holds."""
         for dataset in self.datasets:
-            if dataset.plan.dataset == DatasetKind.ADDITION:
+            if dataset.plan.in_place:
                 claim = dataset.claim
                 check_addition(dataset.store, mode=self.mode, job=claim.job,
                                fingerprint=claim.fingerprint, words=claim.words,

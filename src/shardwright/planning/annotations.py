@@ -109,6 +109,7 @@ class AnnotationPlan(ExchangePlan):
 
     dataset: ClassVar[str] = DatasetKind.ANNOTATIONS
     preparing_unit: ClassVar[str] = "partitions"
+    in_place: ClassVar[bool] = False
     spools: ClassVar[bool] = True
     holds_gil: ClassVar[bool] = False
     companions: ClassVar[tuple[()]] = ()

@@ -84,6 +84,13 @@ class Plan(Protocol):
         ...
 
     @property
+    def in_place(self) -> bool:
+        """Whether it writes inside a dataset that exists, which it also reads (an addition):
+        its lease and record are the dataset's, its root written last, its source the
+        destination itself."""
+        ...
+
+    @property
     def holds_gil(self) -> bool:
         """Whether its tasks hold the GIL for long (meshing and tracing): threads would take
         turns, so a job's own cluster runs them in processes."""

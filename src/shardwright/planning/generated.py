@@ -95,6 +95,7 @@ class GeneratedPlan(ExchangePlan):
 
     dataset: ClassVar[str] = DatasetKind.GENERATED
     preparing_unit: ClassVar[str] = "blocks"
+    in_place: ClassVar[bool] = False
     spools: ClassVar[bool] = True
     holds_gil: ClassVar[bool] = True
     companions: ClassVar[tuple[()]] = ()

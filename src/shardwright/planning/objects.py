@@ -81,6 +81,7 @@ class ObjectPlan:
 
     dataset: ClassVar[str] = DatasetKind.OBJECTS
     preparing_unit: ClassVar[str] = "blocks"
+    in_place: ClassVar[bool] = False
     spools: ClassVar[bool] = False
     holds_gil: ClassVar[bool] = False
     companions: ClassVar[tuple[()]] = ()  # meshes and skeletons have none

@@ -75,6 +75,7 @@ class ConversionPlan(Geometry):
 
     dataset: ClassVar[str] = DatasetKind.VOLUME
     preparing_unit: ClassVar[str] = "blocks"
+    in_place: ClassVar[bool] = False
     spools: ClassVar[bool] = False
     holds_gil: ClassVar[bool] = False
 
