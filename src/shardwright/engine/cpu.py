@@ -1,10 +1,11 @@
 """The CPU engine: the streaming producer of a volume shard (the oracle of the GPU engine).
 
-Chunks are taken one by one from the shard's blocks (its epochs read from the source, or a
-pyramid level's region), encoded with the C codecs and added to the format's streaming
-builder, whose spool keeps encoded chunks in memory up to the plan's spool budget and on local
-disk beyond it. The builder's finished file is the shard's pieces; `shard_task.run_task` does
-the rest (resume, the one write, the receipt).
+A shard's region (its epochs read from the source, or a pyramid level's region handed up)
+goes to its format's step (`cpu_shard` of the format's driver, `formats/<name>/producers.py`),
+which encodes chunks with the C codecs into the format's streaming builder, whose spool keeps
+encoded chunks in memory up to the plan's spool budget and on local disk beyond it. The
+builder's finished file is the shard's pieces; `shard_task.run_task` does the rest (resume,
+the one write, the receipt).
 """
 
 from __future__ import annotations

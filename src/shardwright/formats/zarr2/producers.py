@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 
 def cpu_shard(producer: CpuProducer, layout: Zarr2Layout) -> ShardFile | None:
+    """The chunk object, encoded whole."""
     return chunk_object(producer.plan, producer.task, layout, producer.region())
 
 
