@@ -9,11 +9,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from shardwright.codecs import (
-    ChunkEncoding,
-    CompressedSegmentationEncoding,
-    compressed_segmentation_batch,
-)
+from shardwright import codecs
+from shardwright.codecs import ChunkEncoding, compressed_segmentation_batch
 from shardwright.codecs.base import Buffer
 from shardwright.codecs.raw import RawEncoding
 from shardwright.common.arrays import Array, Namespace, to_host
@@ -93,7 +90,7 @@ def _encode_batch(
         flat = xp.ascontiguousarray(little).reshape(-1)
         return flat.view(xp.uint8), np.full(count, per_chunk, dtype=np.int64)
     xyzc = chunks.transpose(0, 4, 3, 2, 1)
-    if isinstance(encoding, CompressedSegmentationEncoding):
+    if isinstance(encoding, codecs.CompressedSegmentationEncoding):  # imported when used
         return compressed_segmentation_batch.encode_batch(xp, xyzc, encoding.block_size)
     # jpeg / png: no batched form; encoded chunk by chunk on the host.
     host = to_host(xyzc)
