@@ -1,7 +1,7 @@
 """The command line's parser: every command, its options with their defaults, and errors of
 three lines (a short usage, the problem with the option meant for a typo, where the full list
-is). The conversion options come from `ConvertOptions`' fields (options.py), `convert`'s run
-options from `RunOptions`' (run_options.py)."""
+is). The conversion options come from `ConvertOptions`' fields (options/: a section of
+`--help` per group), `convert`'s run options from `RunOptions`' (run_options.py)."""
 
 from __future__ import annotations
 

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 from shardwright.errors import NAMED, PyramidError
 
 # NumPy is imported by the functions that use it: the command line's parser reads METHODS and
-# METHOD_HELP (options.py), and `--help` imports no NumPy.
+# METHOD_HELP (options/volume.py), and `--help` imports no NumPy.
 if TYPE_CHECKING:
     import numpy as np
 

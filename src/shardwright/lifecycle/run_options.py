@@ -1,4 +1,4 @@
-"""How a checked job runs, as opposed to what it writes (options.py): whether it continues or
+"""How a checked job runs, as opposed to what it writes (options/): whether it continues or
 replaces what DEST holds, where its tasks run, its lease, what it shows. These never change an
 output byte, so they are not in the job's fingerprint.
 
