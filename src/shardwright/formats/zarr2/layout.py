@@ -24,6 +24,7 @@ from shardwright.common.vocabulary import OutputFormat
 from shardwright.errors import NAMED, PlanError, within
 from shardwright.formats.zarr2.array import Zarr2Array
 from shardwright.formats.zarr3 import ome_zarr
+from shardwright.formats.zarr3.layout import level_renamed, refuse_companions
 from shardwright.planning import geometry, pyramid, sharding
 from shardwright.planning.layout import ByteStage, Document, LevelGeometry
 from shardwright.planning.pyramid import Triple
@@ -65,12 +66,7 @@ class Zarr2Layout:
         return None  # the device reduces; each chunk object is encoded on the host
 
     def renamed(self, keys: dict[str, str]) -> Zarr2Layout:
-        """This level with the key `keys` gives it (`s2` -> `s2-2`: written beside the
-        array it replaces)."""
-        key = self.level_key
-        if key not in keys:
-            return self
-        return dataclasses.replace(self, level_suffix=keys[key][len(key) :])
+        return level_renamed(self, self.level_key, keys)
 
     def byte_stage(self, compression_level: int | None) -> ByteStage:
         """Each chunk's compressor runs in `array.py`, on the whole chunk."""
@@ -138,11 +134,7 @@ class Zarr2Layout:
         )
 
     def naming(self, names: dict[str, Any]) -> Zarr2Layout:
-        raise PlanError(
-            "{with_meshes} / {with_skeletons} need a precomputed volume source",
-            with_meshes=NAMED,
-            with_skeletons=NAMED,
-        )
+        refuse_companions()
 
     def describe(self, plan: ConversionPlan) -> dict[str, Any]:
         return {

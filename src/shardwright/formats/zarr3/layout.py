@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
 
 import numpy as np
 
@@ -27,6 +27,8 @@ from shardwright.planning.volume import ConversionPlan
 from shardwright.sources.units import nm_per
 
 if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
     from shardwright.options import ConvertOptions
     from shardwright.planning.geometry import Geometry
 
@@ -65,12 +67,7 @@ class Zarr3Layout:
         return None  # inner chunks are raw: the device scatters them, nvCOMP compresses
 
     def renamed(self, keys: dict[str, str]) -> Zarr3Layout:
-        """This level with the key `keys` gives it (`s2` -> `s2-2`: written beside the
-        array it replaces)."""
-        key = self.level_key
-        if key not in keys:
-            return self
-        return dataclasses.replace(self, level_suffix=keys[key][len(key) :])
+        return level_renamed(self, self.level_key, keys)
 
     def byte_stage(self, compression_level: int | None) -> ByteStage:
         """The compressor's own level is in the metadata (`compression_level` made it)."""
@@ -164,11 +161,7 @@ class Zarr3Layout:
         )  # fmt: skip
 
     def naming(self, names: dict[str, Any]) -> Zarr3Layout:
-        raise PlanError(
-            "{with_meshes} / {with_skeletons} need a precomputed volume source",
-            with_meshes=NAMED,
-            with_skeletons=NAMED,
-        )
+        refuse_companions()
 
     def describe(self, plan: ConversionPlan) -> dict[str, Any]:
         return {
@@ -181,6 +174,27 @@ class Zarr3Layout:
 
     def describe_level(self) -> dict[str, Any]:
         return {}
+
+
+Level = TypeVar("Level", bound="DataclassInstance")
+
+
+def level_renamed(layout: Level, key: str, keys: dict[str, str]) -> Level:
+    """An OME-Zarr group's level array (0.5 or 0.4), key `key`, with the key `keys` gives it
+    (`s2` -> `s2-2`: written beside the array it replaces)."""
+    if key not in keys:
+        return layout
+    return dataclasses.replace(layout, level_suffix=keys[key][len(key) :])
+
+
+def refuse_companions() -> NoReturn:
+    """An OME-Zarr group's metadata names no mesh or skeleton directory: a precomputed
+    volume's does."""
+    raise PlanError(
+        "{with_meshes} / {with_skeletons} need a precomputed volume source",
+        with_meshes=NAMED,
+        with_skeletons=NAMED,
+    )
 
 
 OWN_OPTIONS = ("shard_shape", "index_location", "zarr_layout")  # what precomputed refuses
