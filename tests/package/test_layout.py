@@ -286,12 +286,14 @@ FORMAT_TESTS = re.compile(
 
 
 DRIVER_MODULES = ("layout", "producers", "driver")  # a format's driver, in its folder
+# and, where its datasets hold shards, what verify asks of them
+DRIVER_PARTS = (*DRIVER_MODULES, "verifying")
 
 
 def _is_driver(name: str) -> bool:
     """Whether module `name` is part of a format's driver (`formats/<name>/layout.py`, ...)."""
     parts = name.split(".")
-    return len(parts) == 4 and parts[1] == "formats" and parts[3] in DRIVER_MODULES
+    return len(parts) == 4 and parts[1] == "formats" and parts[3] in DRIVER_PARTS
 
 
 def test_only_the_drivers_test_which_format_a_plan_has() -> None:
@@ -422,7 +424,7 @@ def test_the_formats_bytes_import_only_the_codecs_and_what_lies_below() -> None:
         if not any(_within(module, b) for b in below)
         and module not in ("shardwright.errors", "shardwright.version")
         or _is_driver(module)
-        or member in DRIVER_MODULES
+        or member in DRIVER_PARTS
     ]
     for one, other in (("precomputed", "zarr3"), ("zarr3", "precomputed")):
         reaches += _imports_of(

@@ -6,18 +6,21 @@ part of planning (`FormatPlanner`: its plan from the decided geometry, the optio
 takes, which every other format refuses, its checks of them, its default chunk encoding; none
 for `zarr2`, which only the levels added to an OME-Zarr 0.4 group take, planned from the array
 they are reduced from) and each engine's step that turns a task's blocks into its object
-(`cpu_shard`, `batched_shard`). The drivers import the planner and the engines; they are
-imported by name, when first asked for, so that neither imports them back.
+(`cpu_shard`, `batched_shard`), and what verify asks of a dataset in the format, from its
+metadata documents (`FormatReader`, in `formats/<name>/verifying.py`). The drivers import the
+planner, the engines and verify's checks; they are imported by name, when first asked for,
+so that none imports them back.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from shardwright.common.vocabulary import OutputFormat
 from shardwright.options import FORMATS
 from shardwright.planning import checks
 
@@ -28,6 +31,8 @@ if TYPE_CHECKING:
     from shardwright.options import ConvertOptions
     from shardwright.planning.geometry import Geometry
     from shardwright.planning.volume import ConversionPlan
+    from shardwright.stores import Store
+    from shardwright.verification.shards import Dataset
 
 # One engine's step for one format: (the engine's producer, the plan's layout) -> the task's
 # object, or None where zarr stores none (every chunk the fill value). The producers are the
@@ -47,12 +52,26 @@ class FormatPlanner:
 
 
 @dataclass(frozen=True)
+class FormatReader:
+    """What verify asks of a dataset in a format (ours or another tool's), from its metadata
+    documents: the one that names the format, whether any level is sharded, the shards its
+    geometry names with how to check and read them (None: the format has no shards), and
+    the further documents one names (an OME-Zarr group's level arrays')."""
+
+    metadata_key: str  # info, zarr.json, .zattrs
+    holds_shards: Callable[[dict[str, Any]], bool]
+    dataset: Callable[[Store, dict[str, Any]], Dataset] | None
+    linked: Callable[[Any], list[str]]
+
+
+@dataclass(frozen=True)
 class FormatDriver:
     """An output format's parts beyond its bytes (`formats/<name>/driver.py`'s `DRIVER`)."""
 
     planner: FormatPlanner | None  # None: never a conversion's --format
     cpu_shard: ShardStep
     batched_shard: ShardStep
+    reader: FormatReader
 
 
 @functools.cache
@@ -60,6 +79,16 @@ def driver(name: str) -> FormatDriver:
     """The driver of the output format `name` (a member of `OutputFormat`)."""
     found: FormatDriver = importlib.import_module(f"shardwright.formats.{name}.driver").DRIVER
     return found
+
+
+def reader_of(documents: Mapping[str, Any]) -> tuple[str, FormatReader] | None:
+    """The format whose metadata document is among `documents` (keyed by name), with its
+    reader; None where no format's is."""
+    for name in OutputFormat:
+        reader = driver(name).reader
+        if reader.metadata_key in documents:
+            return name, reader
+    return None
 
 
 def conversion_formats() -> dict[str, FormatPlanner]:

@@ -11,10 +11,11 @@ base level's voxels equal the source's.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from shardwright.errors import ShardwrightError
-from shardwright.formats.zarr3 import ome_zarr
+from shardwright.planning.formats import reader_of
 from shardwright.planning.geometry import DEFAULT_CHUNK
 from shardwright.sources import Source, open_source
 from shardwright.stores import Store
@@ -46,9 +47,11 @@ def verify_foreign(
     """Check the dataset whose metadata is `metadata_key` (`info`, `zarr.json`, `.zattrs`) as
     its format defines it; every problem goes into `report`. `source`: the one `against`
     names, read at `scale`; the dataset's placement is compared with it, sharded or not."""
-    report.format = {"info": "precomputed", "zarr.json": "zarr3"}.get(metadata_key, "zarr2")
+    found = reader_of({metadata_key: None})
+    assert found is not None, metadata_key  # state.foreign_metadata finds one of theirs
+    report.format, reader = found
     report.notes.append(NOTE)
-    documents = _documents(report, store, metadata_key)
+    documents = _documents(report, store, metadata_key, reader.linked)
     if documents is not None and not holds_shards(documents):
         _verify_unsharded(report, documents, source, full, sample, against, scale,
                           storage_options)  # fmt: skip
@@ -144,9 +147,12 @@ def _compare_placement(
     check_foreign_placement(report, output, source)
 
 
-def _documents(report: VerifyReport, store: Store, key: str) -> dict[str, Any] | None:
-    """The metadata documents: `info`, or the root `zarr.json` with an OME-Zarr group's level
-    arrays' `k/zarr.json`; None, with the problem, where one is unreadable."""
+def _documents(
+    report: VerifyReport, store: Store, key: str, linked: Callable[[Any], list[str]]
+) -> dict[str, Any] | None:
+    """The metadata documents: `key` (`info`, `zarr.json`, `.zattrs`) and those it names
+    (`linked`: an OME-Zarr group's level arrays' `k/zarr.json`); None, with the problem,
+    where one is unreadable."""
     documents: dict[str, Any] = {}
     keys = [key]
     while keys:
@@ -159,7 +165,6 @@ def _documents(report: VerifyReport, store: Store, key: str) -> dict[str, Any] |
         except ValueError as exc:
             report.problems.append(f"{name}: not valid JSON ({exc})")
             return None
-        if name == "zarr.json":
-            paths = ome_zarr.dataset_paths(documents[name]) or []
-            keys += [f"{path}/zarr.json" for path in paths]
+        if name == key:
+            keys += linked(documents[name])
     return documents

@@ -1,6 +1,7 @@
-"""Neuroglancer precomputed's driver: its part of planning and its engines' steps."""
+"""Neuroglancer precomputed's driver: its part of planning, its engines' steps and
+what verify asks of its datasets."""
 
-from shardwright.formats.precomputed import layout, producers
+from shardwright.formats.precomputed import layout, producers, verifying
 from shardwright.planning import checks
 from shardwright.planning.formats import FormatDriver, FormatPlanner
 
@@ -9,4 +10,5 @@ DRIVER = FormatDriver(
                   layout.default_encoding, checks.check_block_size),
     producers.cpu_shard,
     producers.batched_shard,
+    verifying.READER,
 )  # fmt: skip

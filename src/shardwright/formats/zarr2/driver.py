@@ -1,7 +1,11 @@
 """Zarr v2's driver: no conversion writes it (only levels added to an OME-Zarr 0.4 group,
-planned from the array they are reduced from by `layout.plan_volume`); its engines' steps."""
+planned from the array they are reduced from by `layout.plan_volume`); its engines' steps;
+what verify asks of a group of its arrays (unsharded: read as a source)."""
 
 from shardwright.formats.zarr2 import producers
-from shardwright.planning.formats import FormatDriver
+from shardwright.planning.formats import FormatDriver, FormatReader
 
-DRIVER = FormatDriver(None, producers.cpu_shard, producers.batched_shard)
+# An OME-Zarr 0.4 group (`.zattrs`): its arrays have no shards; verify reads it as a source.
+READER = FormatReader(".zattrs", lambda documents: False, None, lambda document: [])
+
+DRIVER = FormatDriver(None, producers.cpu_shard, producers.batched_shard, READER)

@@ -1,0 +1,52 @@
+"""What verify asks of a Neuroglancer precomputed dataset, from its `info`: whether any
+scale is sharded, and the shards its geometry names with how to check and read them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shardwright.errors import ShardFormatError
+from shardwright.formats.precomputed.info import PrecomputedInfo
+from shardwright.planning.formats import FormatReader
+from shardwright.stores import Store
+from shardwright.verification.compare import ChunkComparer, PrecomputedComparer
+from shardwright.verification.integrity import check_precomputed_shard
+from shardwright.verification.shards import Dataset
+
+
+def holds_shards(documents: dict[str, Any]) -> bool:
+    """Whether any scale of the `info` is sharded (a malformed one counts as sharded, for
+    `dataset` to name what is wrong with it)."""
+    scales = documents["info"].get("scales") if isinstance(documents["info"], dict) else None
+    if not isinstance(scales, list):
+        return True
+    return any(not isinstance(s, dict) or s.get("sharding") is not None for s in scales)
+
+
+def dataset(store: Store, documents: dict[str, Any]) -> Dataset:
+    """The sharded scales' shards: those the geometry names, those stored, their checks."""
+    info = PrecomputedInfo.from_json(documents["info"])
+    scales = {s.key: s for s in info.scales}
+    expected: set[str] = set()
+    listed: set[str] = set()
+    for scale in info.scales:
+        if scale.sharding is None:
+            continue
+        expected.update(
+            f"{scale.key}/{scale.sharding.shard_filename(n)}" for n in scale.shard_numbers()
+        )
+        listed.update(f"{scale.key}/{name}" for name in store.list_sizes(scale.key))
+
+    def check(key: str) -> Any:
+        spec = scales[key.rsplit("/", 1)[0]].sharding  # the scale key prefixes the shard
+        if spec is None:
+            raise ShardFormatError(f"{key}: its scale is not sharded")
+        return check_precomputed_shard(store, key, spec)
+
+    comparers: list[ChunkComparer] = [
+        PrecomputedComparer(store, info, s.key) for s in info.scales if s.sharding
+    ]
+    return Dataset(expected, listed, check, comparers, may_skip_empty=False)
+
+
+READER = FormatReader("info", holds_shards, dataset, lambda document: [])
