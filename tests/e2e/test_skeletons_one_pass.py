@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from shardwright import api
+from shardwright.generation.exchange import Piece
 from shardwright.generation.tracing import Tracing
 from tests.support import cells, label_shapes
 
@@ -142,3 +143,46 @@ def test_a_tracing_option_without_skeletons_is_refused_not_dropped(tmp_path: pat
                 "--tick-threshold", "3500")  # fmt: skip
     assert done.returncode == 2 and "add --generate-skeletons" in done.stderr, done.stderr
     assert "--tick-threshold" in done.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_part_left_untraced_by_its_block_is_traced_as_the_block_would_have(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cell bodies across block faces, paired into segments of two far-apart bodies (a box
+    larger than a 16 MiB budget traces whole): each block leaves its large blob-like parts to
+    the output shard's task, which traces them from the handed-over voxels; the skeleton
+    shards are the bytes of the same job whose blocks trace every part themselves."""
+    labels = cells.cell_bodies((192, 192, 48), RESOLUTION, 30, seed=1)
+    ids = [int(s) for s in np.unique(labels) if s]
+    for first, second in zip(ids[: len(ids) // 2], ids[len(ids) // 2 :], strict=False):
+        labels[labels == second] = first
+    source = label_shapes.write_precomputed(tmp_path / "labels", labels, RESOLUTION, (64, 64, 16))
+
+    from shardwright.engine import generated_objects
+    from shardwright.generation import tracing
+
+    left: list[int] = []
+    retraced: list[int] = []
+    trace_left = tracing._traced_as_its_block
+
+    def counted(*args: object) -> set[int]:
+        found = tracing.left_to_the_shard(*args)  # type: ignore[arg-type]
+        left.extend(found)
+        return found
+
+    def counted_trace(piece: Piece, *args: object) -> Piece:
+        retraced.append(piece.segment)
+        return trace_left(piece, *args)  # type: ignore[arg-type]
+
+    def skeleton_shards(name: str) -> dict[str, bytes]:
+        dest = tmp_path / name
+        api.convert(source, str(dest), generate_skeletons=True, mesh_block=(64, 64, 16),
+                    memory_budget="16M", scheduler="sync", progress=False)  # fmt: skip
+        return {p.name: p.read_bytes() for p in sorted((dest / "skeletons").glob("*.shard"))}
+
+    monkeypatch.setattr(generated_objects, "left_to_the_shard", counted)
+    monkeypatch.setattr(tracing, "_traced_as_its_block", counted_trace)
+    with_left = skeleton_shards("left")
+    assert 10 <= len(retraced) < len(left)  # parts retraced; the others' segments traced whole
+    monkeypatch.setattr(generated_objects, "left_to_the_shard", lambda *args: set())
+    assert skeleton_shards("all traced in blocks") == with_left and with_left

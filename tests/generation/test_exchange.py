@@ -37,6 +37,7 @@ def pieces(draw: st.DrawFn, output: int) -> Piece:
         radii=rng.random(n).astype(np.float32) if output == SKELETON else None,
         box=box,
         mask=mask,
+        traced=output == MESH or mask is None or draw(st.booleans()),  # a part left untraced
     )
 
 
@@ -71,7 +72,7 @@ def test_a_spool_reads_back_every_piece_of_every_section(
             assert (have.radii is None) == (piece.radii is None)
             if piece.radii is not None and have.radii is not None:
                 assert have.radii.tobytes() == piece.radii.tobytes()
-            assert (have.mask is None) == (piece.mask is None)
+            assert (have.mask is None) == (piece.mask is None) and have.traced == piece.traced
             if piece.mask is not None and have.mask is not None:
                 assert (have.mask.low, have.mask.high) == (piece.mask.low, piece.mask.high)
                 assert np.array_equal(have.mask.voxels(), piece.mask.voxels())

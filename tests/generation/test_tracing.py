@@ -1,6 +1,7 @@
 """Skeleton tracing's pure steps, by hand: the one edge across a segment TEASAR left none in,
-which segments reach a face a block shares, their voxels handed over, and a segment put
-together from them traced as one pass over the whole volume traces it."""
+which segments reach a face a block shares, their voxels handed over, a segment put
+together from them traced as one pass over the whole volume traces it, and a piece a block
+left untraced traced from them as the block would have."""
 
 from __future__ import annotations
 
@@ -8,11 +9,15 @@ import numpy as np
 import pytest
 
 from shardwright.generation import census
+from shardwright.generation.exchange import Piece
 from shardwright.generation.grid import BlockGrid
 from shardwright.generation.tracing import (
     Tracing,
     _across,
+    _traced_as_its_block,
     block_masks,
+    block_skeletons,
+    left_to_the_shard,
     reaching_segments,
     trace_cutout,
 )
@@ -71,3 +76,55 @@ def test_a_segment_put_together_is_traced_as_the_whole_volume_traces_it() -> Non
     got = {tuple(v) for v in (at * np.asarray(grid.resolution)).tolist()}
     assert got == {tuple(v) for v in np.asarray(whole.vertices, np.float64).tolist()}
     assert len(edges) == len(whole.edges)
+
+
+def test_a_piece_left_to_the_shard_is_traced_as_its_block_would_have() -> None:
+    """Every block hands over the segments reaching past its faces as the job does; each such
+    piece traced from the pieces' masks (its own core and its neighbours' first layers)
+    equals kimimaro's trace of it in the block's read box among the other segments, vertex
+    for vertex and edge for edge."""
+    grid = BlockGrid((48, 40, 12), (16, 16, 4), (8.0, 8.0, 40.0), (1, 1, 1), (0.0, 0.0, 0.0))
+    labels = np.zeros(grid.shape, np.uint64)
+    labels[0:30, 10:14, 4:8] = 9  # a bent tube across three blocks and a z face
+    labels[26:30, 10:36, 4:8] = 9
+    labels[10:24, 12:30, 0:12] = 4  # a blob across x, y and z faces, touching the tube
+    labels[40:44, 20:24, 1:3] = 3  # within one block's core
+    traced, pieces = {}, []
+    for position in grid.positions():
+        (start, stop), (core_start, core_stop) = grid.read_box(position), grid.core(position)
+        block = labels[tuple(slice(a, b) for a, b in zip(start, stop, strict=True))]
+        core = labels[tuple(slice(a, b) for a, b in zip(core_start, core_stop, strict=True))]
+        counted = census.block_census(core, core_start)
+        reaching = reaching_segments(block, grid, position) & set(counted)
+        masks = block_masks(core, core_start, {s: counted[s][1] for s in reaching})
+        for segment, (vertices, edges, radii) in block_skeletons(
+            block, grid, counted, Tracing()
+        ).items():
+            traced[(segment, position)] = (vertices, edges, radii)
+        for segment in reaching:
+            voxels, box = counted[segment]
+            empty = np.zeros((0, 3), np.float32), np.zeros((0, 2), np.uint32)
+            pieces.append(Piece(segment, voxels, position, *empty, np.zeros(0, np.float32),
+                                box, masks[segment], traced=False))  # fmt: skip
+    assert {p.segment for p in pieces} == {4, 9} and len(pieces) >= 8
+    for piece in pieces:
+        same = [p for p in pieces if p.segment == piece.segment]
+        got = _traced_as_its_block(piece, same, grid, Tracing())
+        vertices, edges, radii = traced[(piece.segment, piece.block)]
+        assert got.traced and len(got.links) == len(edges) > 0
+        assert {tuple(v) for v in got.vertices.tolist()} == {tuple(v) for v in vertices.tolist()}
+        assert np.isclose(sorted(got.radii), sorted(radii)).all()
+
+
+def test_a_block_leaves_to_the_shard_only_a_large_blob_like_part_it_would_trace_whole() -> None:
+    """A part of 10,000 voxels or more that fills a third of its box, no side over three
+    times another in nm, is left; a smaller, sparser or longer one, or one whose box the
+    memory budget does not trace whole, is traced in its block."""
+    cube = ((0, 0, 0), (30, 30, 30))
+    counted = {1: (20_000, cube), 2: (8_000, cube), 3: (9_999, ((0, 0, 0), (20, 20, 25))),
+               4: (12_000, ((0, 0, 0), (90, 30, 10)))}  # fmt: skip
+    fits, small = Tracing(whole_pass_voxels=27_000), Tracing(whole_pass_voxels=26_999)
+    assert left_to_the_shard(counted, {1, 2, 3, 4}, (1.0, 1.0, 1.0), fits) == {1}
+    assert left_to_the_shard(counted, {1}, (1.0, 1.0, 1.0), small) == set()
+    assert left_to_the_shard(counted, {1}, (8.0, 8.0, 40.0), fits) == set()  # 5x longer in z
+    assert left_to_the_shard(counted, {4}, (1.0, 3.0, 10.0), fits) == {4}  # 90 x 90 x 100 nm

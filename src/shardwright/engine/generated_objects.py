@@ -35,6 +35,7 @@ from shardwright.generation.tracing import (
     block_masks,
     block_skeletons,
     joined_skeleton,
+    left_to_the_shard,
     reaching_segments,
 )
 from shardwright.lifecycle.journal import CENSUS, EXCHANGE
@@ -177,8 +178,9 @@ class BlockProducer:
                 piece = Piece(segment, voxels, self.position, vertices, faces, None, box)
                 sections[(MESH, shard)].append(piece.to_bytes())
         if SKELETON in g.outputs:
-            skeletons = block_skeletons(labels, g.grid, counted, g.tracing)
             reaching = reaching_segments(labels, g.grid, self.position) & set(counted)
+            left = left_to_the_shard(counted, reaching, g.grid.resolution, g.tracing)
+            skeletons = block_skeletons(labels, g.grid, set(counted) - left, g.tracing)
             masks = block_masks(core, start, {s: counted[s][1] for s in reaching})
             nothing = (np.zeros((0, 3), np.float32), np.zeros((0, 2), np.uint32),
                        np.zeros(0, np.float32))  # fmt: skip
@@ -186,7 +188,7 @@ class BlockProducer:
                 vertices, edges, radii = skeletons.get(segment, nothing)
                 voxels, box = counted[segment]
                 piece = Piece(segment, voxels, self.position, vertices, edges, radii, box,
-                              masks.get(segment))  # fmt: skip
+                              masks.get(segment), traced=segment not in left)  # fmt: skip
                 sections[(SKELETON, shard)].append(piece.to_bytes())
         parts, self.index = exchange.spool(sections)
         key = f"block-{g.grid.key(self.position)}"

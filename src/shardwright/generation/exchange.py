@@ -27,11 +27,12 @@ from shardwright.generation.grid import three
 
 MESH, SKELETON = 0, 1  # which output a section feeds
 ENTRY = np.dtype([("output", "<u4"), ("shard", "<u4"), ("start", "<u8"), ("stop", "<u8")])
-MAGIC = b"SWXCHG03"
+MAGIC = b"SWXCHG04"
 TRAILER = 8 + len(MAGIC)
 # segment, voxels, block x y z, box low x y z, box high x y z, vertices, faces/edges
 _HEADER = struct.Struct("<QQIIIIIIIIIII")
-_MASK = struct.Struct("<IIIIIII")  # a skeleton piece's mask: low x y z, shape x y z, bytes
+# a skeleton piece's mask: low x y z, shape x y z, bytes; whether the block traced the piece
+_MASK = struct.Struct("<IIIIIIII")
 
 
 @dataclass(frozen=True)
@@ -65,9 +66,11 @@ class Mask:
 class Piece:
     """One segment within one block: a surface (faces [m, 3]) or a skeleton (edges [m, 2],
     radii), either possibly empty, with a skeleton the segment's voxels in the block's core
-    where it reaches a face the block shares (`mask`). Vertices are float32 nm from the
-    block's origin (grid.block_origin_nm). `voxels` and `box` (low, high: voxels of the level
-    meshed, high exclusive) are the segment's in the block's core: the census sums them."""
+    where it reaches a face the block shares (`mask`); a piece the block left to the output
+    shard's task to trace (`traced` false: tracing.left_to_the_shard) has no skeleton yet.
+    Vertices are float32 nm from the block's origin (grid.block_origin_nm). `voxels` and
+    `box` (low, high: voxels of the level meshed, high exclusive) are the segment's in the
+    block's core: the census sums them."""
 
     segment: int
     voxels: int
@@ -77,6 +80,7 @@ class Piece:
     radii: np.ndarray | None = None
     box: Box = NO_BOX
     mask: Mask | None = None
+    traced: bool = True
 
     def to_bytes(self) -> bytes:
         header = _HEADER.pack(
@@ -91,7 +95,7 @@ class Piece:
         if self.radii is not None:
             parts.append(np.ascontiguousarray(self.radii, "<f4").tobytes())
             mask = self.mask or Mask((0, 0, 0), (0, 0, 0), b"")
-            parts += [_MASK.pack(*mask.low, *mask.shape, len(mask.bits)), mask.bits]
+            parts += [_MASK.pack(*mask.low, *mask.shape, len(mask.bits), self.traced), mask.bits]
         return b"".join(parts)
 
 
@@ -108,11 +112,12 @@ def read_pieces(data: bytes | memoryview, output: int) -> Iterator[Piece]:
             offset += 12 * nv
             links = np.frombuffer(view, "<u4", width * nl, offset).reshape(-1, width)
             offset += 4 * width * nl
-            radii, mask = None, None
+            radii, mask, traced = None, None, True
             if output == SKELETON:
                 radii = np.frombuffer(view, "<f4", nv, offset)
                 offset += 4 * nv
-                *where_mask, length = _MASK.unpack_from(view, offset)
+                *where_mask, length, traced_flag = _MASK.unpack_from(view, offset)
+                traced = bool(traced_flag)
                 offset += _MASK.size
                 if length:
                     bits = bytes(view[offset : offset + length])
@@ -124,7 +129,7 @@ def read_pieces(data: bytes | memoryview, output: int) -> Iterator[Piece]:
             raise MeshFormatError(f"an exchange section is truncated: {exc}") from None
         block, low, high = where[:3], where[3:6], where[6:]
         yield Piece(segment, voxels, three(block), vertices, links, radii,
-                    (three(low), three(high)), mask)  # fmt: skip
+                    (three(low), three(high)), mask, traced)  # fmt: skip
 
 
 def spool(

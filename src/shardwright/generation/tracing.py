@@ -1,7 +1,7 @@
 """Skeletons: TEASAR (kimimaro) per block, joined across blocks (generation/joining.py), or
 traced whole where the segment is thick and its box fits a task's memory.
 
-A block traces every segment of its core in one pass over its read box. Of a segment that
+A block traces the segments of its core in one pass over its read box. Of a segment that
 reaches a face the block shares with a neighbour it also hands over its voxels there
 (`block_masks`, in the block's spool). The output shard's task then traces such a segment
 whole from its pieces' voxels where `Tracing.traces_whole` says so (its box has at most
@@ -9,14 +9,20 @@ whole from its pieces' voxels where `Tracing.traces_whole` says so (its box has 
 pass over the volume would (the same voxels, the same border targets at the dataset's edges),
 whatever the block size; a cell body cut into blocks otherwise grows a branch from every face
 it crosses. A thin segment (a neurite: tracing its box whole would cost many times its
-voxels) and one too large keep the blocks' pieces, joined. A segment TEASAR leaves no edge in
-(one voxel, say) gets one edge across its box, so that every segment has a skeleton to show;
-branches shorter than the tick threshold are removed last, as Igneous's merge removes them.
+voxels) and one too large keep the blocks' pieces, joined. A block does not trace a part
+that is blob-like, as a cell body's is (`left_to_the_shard`), which the shard's task would
+trace whole: it traces the segment whole, or, where the whole segment does not pass, traces
+that part from the handed-over voxels bit for bit as its block would have
+(`_traced_as_its_block`), so that a cell body's blocks do not trace it for nothing.
+A segment TEASAR leaves no edge in (one voxel, say) gets one edge across its box, so that
+every segment has a skeleton to show; branches shorter than the tick threshold are removed
+last, as Igneous's merge removes them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,12 +33,19 @@ from shardwright.formats.precomputed.skeletons import encode_skeleton
 from shardwright.generation import census, joining
 from shardwright.generation.census import Box, Triple
 from shardwright.generation.exchange import Mask, Piece
-from shardwright.generation.grid import BlockGrid
+from shardwright.generation.grid import BlockGrid, three
 from shardwright.generation.options import TEASAR_DEFAULTS
 
 RADIUS_ATTRIBUTE = {"id": "radius", "data_type": "float32", "num_components": 1}
 # A segment filling less than 1 / SPARSEST of its box keeps the blocks' pieces (Tracing).
 SPARSEST = 16
+# A block leaves to the shard's task a large blob-like part: of at least LEFT_FEWEST voxels,
+# filling at least 1 / LEFT_SPARSEST of its box, no side of which (nm) is over LEFT_ELONGATION
+# times another. A part left costs tens of milliseconds more to trace than within its block
+# where its segment is not traced whole, as a neurite's rarely is.
+LEFT_FEWEST = 10_000
+LEFT_SPARSEST = 3
+LEFT_ELONGATION = 3.0
 Skeleton = joining.Skeleton
 
 
@@ -107,6 +120,29 @@ def reaching_segments(labels: np.ndarray, grid: BlockGrid, position: Triple) -> 
     return set(np.unique(np.concatenate(planes)).tolist()) - {0}
 
 
+def left_to_the_shard(
+    counted: Mapping[int, tuple[int, Box]],
+    reaching: Iterable[int],
+    resolution: Sequence[float],
+    tracing: Tracing,
+) -> set[int]:
+    """The segments reaching past a block's faces whose part in its core (`counted`: the
+    census's voxels and box; `resolution` nm) is large and blob-like, as a cell body's is:
+    the block hands them over untraced, since the output shard's task traces such a segment
+    whole, which would make the block's trace of it wasted work (and traces the part as the
+    block would have where the segment is not traced whole)."""
+    left = set()
+    for segment in reaching:
+        voxels, (low, high) = counted[segment]
+        shape = np.subtract(high, low)
+        sides = shape * np.asarray(resolution)
+        if (voxels >= LEFT_FEWEST and np.prod(shape) <= LEFT_SPARSEST * voxels
+                and sides.max() <= LEFT_ELONGATION * sides.min()
+                and tracing.traces_whole(voxels, shape)):  # fmt: skip
+            left.add(segment)
+    return left
+
+
 def block_masks(core: np.ndarray, start: Triple, boxes: dict[int, Box]) -> dict[int, Mask]:
     """Each segment's voxels in the block's core `core` (first voxel `start`), in its box there
     (the census's). A segment's cores together hold all its voxels: every voxel of it that
@@ -160,6 +196,7 @@ def joined_skeleton(pieces: Sequence[Piece], grid: BlockGrid, box: Box, tracing:
         if tracing.traces_whole(voxels, np.subtract(high, low)):
             parts.append(_whole(masked, low, high, grid, tracing))
             pieces = [piece for piece in pieces if piece.mask is None]
+    pieces = [p if p.traced else _traced_as_its_block(p, masked, grid, tracing) for p in pieces]
     parts.append(joining.joined(pieces, grid, tracing.params()))
     points, links, radius = _concatenated(parts)
     if tracing.tick_threshold and len(links):
@@ -181,6 +218,51 @@ def _whole(
                                     tracing)  # fmt: skip
     points = np.asarray(grid.origin_nm) + at * np.asarray(grid.resolution)
     return points, edges, radii
+
+
+def _traced_as_its_block(
+    piece: Piece, masked: Sequence[Piece], grid: BlockGrid, tracing: Tracing
+) -> Piece:
+    """A piece its block left untraced, traced as the block would have traced it: the
+    segment's voxels in the block's read box, put together from the masks that reach into it
+    (its own core's, its neighbours' first layers), at the same places in the array (which
+    border target kimimaro takes as the root depends on them), the array ending a layer past
+    the segment where the read box goes on, unless that moves a border target: then the read
+    box's whole shape (`_same_border_targets`)."""
+    start, stop = grid.read_box(piece.block)
+    voxels = np.zeros(np.subtract(stop, start), bool)
+    for other in masked:
+        assert other.mask is not None
+        first, last = np.maximum(other.mask.low, start), np.minimum(other.mask.high, stop)
+        if (last > first).all():
+            shared = (three(first.tolist()), three(last.tolist()))
+            voxels[within(shared, start)] |= other.mask.voxels()[within(shared, other.mask.low)]
+    ends = [int(np.flatnonzero(voxels.any(axis=tuple(a for a in range(3) if a != axis)))[-1])
+            for axis in range(3)]  # fmt: skip
+    x, y, z = (min(end + 2, n) for end, n in zip(ends, voxels.shape, strict=True))
+    cropped = voxels[:x, :y, :z]
+    if not _same_border_targets(voxels, cropped, grid.resolution):
+        cropped = voxels
+    traced = block_skeletons(cropped.view(np.uint8), grid, [1], tracing)
+    empty = (np.zeros((0, 3), np.float32), np.zeros((0, 2), np.uint32), np.zeros(0, np.float32))
+    vertices, edges, radii = traced.get(1, empty)
+    return dataclasses.replace(piece, vertices=vertices, links=edges, radii=radii, traced=True)
+
+
+def _same_border_targets(
+    whole: np.ndarray, cropped: np.ndarray, resolution: Sequence[float]
+) -> bool:
+    """Whether kimimaro places the same border targets on the faces of `cropped` (`whole`
+    less layers past the segment at its high sides) as on `whole`'s: it breaks a tie between
+    a face's widest points by their distance to the face's centre, so a cropped face may
+    choose another voxel, which the neighbouring block would not share."""
+    from kimimaro.intake import compute_border_targets
+
+    anisotropy = np.asarray(resolution, np.float32)
+    targets = [compute_border_targets(np.asfortranarray(a.view(np.uint8)), anisotropy)
+               for a in (whole, cropped)]  # fmt: skip
+    placed = [{tuple(t) for t in np.asarray(one[1]).reshape(-1, 3).tolist()} for one in targets]
+    return placed[0] == placed[1]
 
 
 def _concatenated(parts: Sequence[Skeleton]) -> Skeleton:
