@@ -47,8 +47,7 @@ def test_documents_of_no_sharded_format_are_one_problem() -> None:
     report = VerifyReport("out", "zarr2")
     assert dataset_of(report, open_store("memory://readers"), {".zattrs": {}}) is None
     assert report.problems == [
-        "the metadata does not describe a dataset: no sharded format's metadata among "
-        "['.zattrs']"
+        "the metadata does not describe a dataset: no sharded format's metadata among ['.zattrs']"
     ]
 
 
