@@ -1,7 +1,8 @@
 """What verify asks of a dataset's format (`FormatReader`, each format driver's
 `verifying.py`), found by the metadata document the dataset has: on datasets a conversion
 wrote, the shards its geometry names are those stored, each checked; on documents by hand,
-whether any level is sharded and which documents a group names."""
+whether any level is sharded, which documents a group names and its levels; another tool's
+dataset found by its format's documents."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ import numpy as np
 import pytest
 
 from shardwright import api
-from shardwright.planning.formats import reader_of
+from shardwright.planning.formats import reader_of, readers
 from shardwright.stores import open_store
 from shardwright.verification.report import VerifyReport
 from shardwright.verification.shards import dataset_of, holds_shards
+from shardwright.verification.state import foreign_metadata
 
 
 def test_each_metadata_document_names_its_format() -> None:
@@ -78,3 +80,32 @@ def test_a_converted_datasets_shards_are_those_its_geometry_names(
     assert dataset.listed == dataset.expected and len(dataset.expected) >= 2
     assert len(dataset.comparers) == 2  # one per level
     assert sum(dataset.check_shard(k).chunks for k in dataset.listed) == 4 * 4 * 2 + 2 * 2 * 1
+
+
+def test_each_format_names_its_levels_finest_first() -> None:
+    found = {name: reader for name, reader in readers()}
+    info = {"scales": [{"key": "8_8_40"}, {"key": "16_16_40"}, "not a scale"]}
+    assert found["precomputed"].levels(info) == ["8_8_40", "16_16_40"]
+    group = {"node_type": "group", "attributes": {"ome": {"version": "0.5", "multiscales": [
+        {"axes": [{"name": a, "type": "space"} for a in "zyx"],
+         "datasets": [{"path": p, "coordinateTransformations": [
+             {"type": "scale", "scale": [1.0, 1.0, 1.0]}]} for p in ("0", "1")]}]}}}  # fmt: skip
+    assert found["zarr3"].levels(group) == ["0", "1"]
+    assert found["zarr3"].levels({"node_type": "array"}) == []
+    zattrs = {"multiscales": group["attributes"]["ome"]["multiscales"]}  # type: ignore[index]
+    assert found["zarr2"].levels(zattrs) == ["0", "1"]
+
+
+def test_another_tools_dataset_is_found_by_its_formats_documents(tmp_path: pathlib.Path) -> None:
+    """`verify` of a destination no job wrote reads it by the first format whose documents are
+    there: a Zarr v2 group only with its `.zgroup` beside its `.zattrs`."""
+    store = open_store(str(tmp_path))
+    assert foreign_metadata(store) is None
+    store.write_object(".zattrs", b"{}")
+    assert foreign_metadata(store) is None  # a .zattrs alone is no group
+    store.write_object(".zgroup", b'{"zarr_format": 2}')
+    assert foreign_metadata(store) == ".zattrs"
+    store.write_object("zarr.json", b"{}")
+    assert foreign_metadata(store) == "zarr.json"
+    store.write_object("info", b"{}")
+    assert foreign_metadata(store) == "info"

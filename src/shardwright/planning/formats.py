@@ -55,13 +55,16 @@ class FormatPlanner:
 class FormatReader:
     """What verify asks of a dataset in a format (ours or another tool's), from its metadata
     documents: the one that names the format, whether any level is sharded, the shards its
-    geometry names with how to check and read them (None: the format has no shards), and
-    the further documents one names (an OME-Zarr group's level arrays')."""
+    geometry names with how to check and read them (None: the format has no shards), the
+    further documents one names (an OME-Zarr group's level arrays'), its levels' keys
+    (finest first), and the objects a dataset of the format holds beside its document."""
 
     metadata_key: str  # info, zarr.json, .zattrs
     holds_shards: Callable[[dict[str, Any]], bool]
     dataset: Callable[[Store, dict[str, Any]], Dataset] | None
     linked: Callable[[Any], list[str]]
+    levels: Callable[[dict[str, Any]], list[str]]
+    beside: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -81,14 +84,16 @@ def driver(name: str) -> FormatDriver:
     return found
 
 
+def readers() -> list[tuple[str, FormatReader]]:
+    """Every format's reader, in `OutputFormat`'s order (the order a dataset's metadata
+    documents are looked for in)."""
+    return [(name, driver(name).reader) for name in OutputFormat]
+
+
 def reader_of(documents: Mapping[str, Any]) -> tuple[str, FormatReader] | None:
     """The format whose metadata document is among `documents` (keyed by name), with its
     reader; None where no format's is."""
-    for name in OutputFormat:
-        reader = driver(name).reader
-        if reader.metadata_key in documents:
-            return name, reader
-    return None
+    return next(((n, r) for n, r in readers() if r.metadata_key in documents), None)
 
 
 def conversion_formats() -> dict[str, FormatPlanner]:

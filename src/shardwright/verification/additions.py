@@ -23,12 +23,11 @@ import numpy as np
 from shardwright.common.downsample import METHODS, downsample, factor_between
 from shardwright.common.receipts import ShardEntry
 from shardwright.errors import ShardwrightError
-from shardwright.formats.zarr2.array import as_group_document
-from shardwright.formats.zarr3.ome_zarr import dataset_paths
 from shardwright.lifecycle.addition import added_levels, read_additions
 from shardwright.lifecycle.journal import stream_crc32c
 from shardwright.lifecycle.manifest import Manifest
 from shardwright.planning import pyramid
+from shardwright.planning.formats import readers
 from shardwright.sources import open_source
 from shardwright.stores import Store
 from shardwright.verification.objects import verify_directories
@@ -100,19 +99,14 @@ def verify_additions(
 def _levels_named(store: Store) -> tuple[dict[str, Any], list[str]]:
     """The dataset's metadata document (a precomputed info, or an OME-Zarr group's) and the
     keys of its levels, finest first."""
-    for key in ("info", "zarr.json", ".zattrs"):
+    for _, reader in readers():
         try:
-            document = json.loads(store.read(key))
+            document = json.loads(store.read(reader.metadata_key))
         except (FileNotFoundError, ValueError):
             continue
         if not isinstance(document, dict):
             break
-        if key == "zarr.json":
-            return document, dataset_paths(document) or []
-        if key == ".zattrs":
-            return document, dataset_paths(as_group_document(document)) or []
-        return document, [str(s.get("key")) for s in document.get("scales", [])
-                          if isinstance(s, dict)]  # fmt: skip
+        return document, reader.levels(document)
     return {}, []
 
 

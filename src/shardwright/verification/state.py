@@ -14,6 +14,7 @@ from shardwright.errors import ManifestError
 from shardwright.lifecycle.journal import JOB_KEY, RETIRED
 from shardwright.lifecycle.lease import current_lease
 from shardwright.lifecycle.manifest import Manifest, owned_keys, read_manifest
+from shardwright.planning.formats import readers
 from shardwright.stores import Store
 from shardwright.verification.report import VerifyReport
 
@@ -57,8 +58,10 @@ def foreign_metadata(store: Store) -> str | None:
     otherwise."""
     if store.exists(MANIFEST_KEY) or store.exists(JOB_KEY):
         return None
-    found = next((key for key in ("info", "zarr.json") if store.exists(key)), None)
-    return found or (".zattrs" if store.exists(".zgroup") and store.exists(".zattrs") else None)
+    for _, reader in readers():
+        if all(store.exists(key) for key in (reader.metadata_key, *reader.beside)):
+            return reader.metadata_key
+    return None
 
 
 def check_state(report: VerifyReport, store: Store) -> None:

@@ -1,5 +1,6 @@
 """What verify asks of a Neuroglancer precomputed dataset, from its `info`: whether any
-scale is sharded, and the shards its geometry names with how to check and read them."""
+scale is sharded, the shards its geometry names with how to check and read them, and its
+scales' keys."""
 
 from __future__ import annotations
 
@@ -49,4 +50,9 @@ def dataset(store: Store, documents: dict[str, Any]) -> Dataset:
     return Dataset(expected, listed, check, comparers, may_skip_empty=False)
 
 
-READER = FormatReader("info", holds_shards, dataset, lambda document: [])
+def levels(info: dict[str, Any]) -> list[str]:
+    """The scales' keys, finest first."""
+    return [str(s.get("key")) for s in info.get("scales", []) if isinstance(s, dict)]
+
+
+READER = FormatReader("info", holds_shards, dataset, lambda document: [], levels)

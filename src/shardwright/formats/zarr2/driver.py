@@ -3,9 +3,15 @@ planned from the array they are reduced from by `layout.plan_volume`); its engin
 what verify asks of a group of its arrays (unsharded: read as a source)."""
 
 from shardwright.formats.zarr2 import producers
+from shardwright.formats.zarr2.array import as_group_document
+from shardwright.formats.zarr3.ome_zarr import dataset_paths
 from shardwright.planning.formats import FormatDriver, FormatReader
 
-# An OME-Zarr 0.4 group (`.zattrs`): its arrays have no shards; verify reads it as a source.
-READER = FormatReader(".zattrs", lambda documents: False, None, lambda document: [])
+# An OME-Zarr 0.4 group (`.zattrs` beside `.zgroup`): its arrays have no shards; verify reads
+# it as a source.
+READER = FormatReader(
+    ".zattrs", lambda documents: False, None, lambda document: [],
+    lambda zattrs: dataset_paths(as_group_document(zattrs)) or [], beside=(".zgroup",),
+)  # fmt: skip
 
 DRIVER = FormatDriver(None, producers.cpu_shard, producers.batched_shard, READER)

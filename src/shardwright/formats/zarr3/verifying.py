@@ -78,4 +78,9 @@ def dataset(store: Store, documents: dict[str, Any]) -> Dataset:
     return Dataset(expected, listed, check, comparers, may_skip_empty=True)
 
 
-READER = FormatReader("zarr.json", holds_shards, dataset, linked)
+def levels(root: dict[str, Any]) -> list[str]:
+    """An OME-Zarr group's level arrays' paths, finest first (a bare array: none)."""
+    return ome_zarr.dataset_paths(root) or []
+
+
+READER = FormatReader("zarr.json", holds_shards, dataset, linked, levels)
