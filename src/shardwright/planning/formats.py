@@ -31,7 +31,10 @@ if TYPE_CHECKING:
     from shardwright.options import ConvertOptions
     from shardwright.planning.geometry import Geometry
     from shardwright.planning.volume import ConversionPlan
+    from shardwright.sources import Source
     from shardwright.stores import Store
+    from shardwright.verification.placement import Expected
+    from shardwright.verification.report import VerifyReport
     from shardwright.verification.shards import Dataset
 
 # One engine's step for one format: (the engine's producer, the plan's layout) -> the task's
@@ -57,7 +60,8 @@ class FormatReader:
     documents: the one that names the format, whether any level is sharded, the shards its
     geometry names with how to check and read them (None: the format has no shards), the
     further documents one names (an OME-Zarr group's level arrays'), its levels' keys
-    (finest first), and the objects a dataset of the format holds beside its document."""
+    (finest first), the objects a dataset of the format holds beside its document, and the
+    check of where it places the volume against where it should (None: it records none)."""
 
     metadata_key: str  # info, zarr.json, .zattrs
     holds_shards: Callable[[dict[str, Any]], bool]
@@ -65,6 +69,7 @@ class FormatReader:
     linked: Callable[[Any], list[str]]
     levels: Callable[[dict[str, Any]], list[str]]
     beside: tuple[str, ...] = ()
+    check_placement: Callable[[VerifyReport, dict[str, Any], Expected, Source], None] | None = None
 
 
 @dataclass(frozen=True)

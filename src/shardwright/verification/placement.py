@@ -1,8 +1,9 @@
 """Where the output sits against its source: voxel size, offset, axis order and unit, compared
 as voxels are.
 
-The output's placement is read as readers read it: `info`'s finest scale (resolution and
-voxel offset), or the OME-Zarr group's transforms of level 0 (scale and translation, in nm).
+The output's placement is read as readers read it, by its format's reader
+(`formats/<name>/verifying.py`): `info`'s finest scale (resolution and voxel offset), or the
+OME-Zarr group's transforms of level 0 (scale and translation, in nm).
 The expected placement is the source's own (its metadata, read again), or the value the job
 was given (`--resolution`, `--voxel-offset`, recorded in its plan), which a note names. Every
 difference is a problem.
@@ -15,11 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shardwright.formats.precomputed.info import PrecomputedInfo
-from shardwright.planning.geometry import DEFAULT, OPTION, Placed, output_axes
+from shardwright.planning.formats import reader_of
+from shardwright.planning.geometry import DEFAULT, OPTION, Placed
 from shardwright.planning.text import xyz
 from shardwright.sources import Source
-from shardwright.sources.ome import multiscale
 from shardwright.verification.report import VerifyReport
 
 FLAGS = {"resolution": "--resolution", "voxel_offset": "--voxel-offset"}
@@ -47,51 +47,11 @@ def check_placement(
         report.notes.append("the manifest does not record the job's placement: not compared")
         return
     expected = _expected(report, plan, source)
-    if "info" in documents:
-        scale = PrecomputedInfo.from_json(documents["info"]).scales[0]
-        _compare(
-            report, "voxel size (nm)", scale.resolution, expected.resolution, expected, "resolution"
-        )
-        _compare(
-            report,
-            "voxel offset",
-            scale.voxel_offset,
-            expected.voxel_offset,
-            expected,
-            "voxel_offset",
-        )
+    found = reader_of(documents)
+    if found is None or found[1].check_placement is None:
+        report.notes.append("the output's metadata records no placement: not compared")
         return
-    group = documents.get("zarr.json") or {}
-    if group.get("node_type") != "group":
-        report.notes.append("a bare zarr3 array (--zarr-layout array) records no placement")
-        return
-    chosen = multiscale(report.dest, group.get("attributes") or {}, None)
-    want_axes = output_axes(source.axes, source.num_channels)
-    if chosen.axes != want_axes:
-        report.problems.append(
-            f"placement: the output's axes are {chosen.axes}, the source read as "
-            f"{source.axes} gives {want_axes}"
-        )
-        return
-    want_unit = expected.unit
-    units = {chosen.units[chosen.axes.index(a)] for a in "xyz"}
-    if units != {want_unit}:
-        report.problems.append(
-            f"placement: the output's unit is {'/'.join(map(str, units))}, expected {want_unit}"
-        )
-    physical = chosen.physical(chosen.axes)
-    if physical is None:
-        report.problems.append("placement: the output's OME-Zarr transforms give no placement")
-        return
-    voxel_size, translation = physical
-    corner = [
-        (o + s) * r
-        for o, s, r in zip(
-            expected.voxel_offset, expected.subvoxel_offset, expected.resolution, strict=True
-        )
-    ]
-    _compare(report, "voxel size (nm)", voxel_size, expected.resolution, expected, "resolution")
-    _compare(report, "translation (nm)", translation, corner, expected, "voxel_offset")
+    found[1].check_placement(report, documents, expected, source)
 
 
 def _expected(report: VerifyReport, plan: dict[str, Any], source: Source) -> Expected:
@@ -137,7 +97,7 @@ def _expected(report: VerifyReport, plan: dict[str, Any], source: Source) -> Exp
     )
 
 
-def _compare(
+def compare_placed(
     report: VerifyReport,
     what: str,
     got: Sequence[float],
@@ -145,6 +105,8 @@ def _compare(
     expected: Expected,
     field: str,
 ) -> None:
+    """A problem where the output's `what` (`got`) differs from `want`, saying where the
+    expected value comes from (`expected.whence[field]`)."""
     if not _same(got, want):
         report.problems.append(
             f"placement: the output's {what} is {_xyz(got)}, expected {_xyz(want)} "

@@ -1,6 +1,6 @@
 """What verify asks of a Neuroglancer precomputed dataset, from its `info`: whether any
-scale is sharded, the shards its geometry names with how to check and read them, and its
-scales' keys."""
+scale is sharded, the shards its geometry names with how to check and read them, its
+scales' keys and where it places the volume."""
 
 from __future__ import annotations
 
@@ -9,9 +9,12 @@ from typing import Any
 from shardwright.errors import ShardFormatError
 from shardwright.formats.precomputed.info import PrecomputedInfo
 from shardwright.planning.formats import FormatReader
+from shardwright.sources import Source
 from shardwright.stores import Store
 from shardwright.verification.compare import ChunkComparer, PrecomputedComparer
 from shardwright.verification.integrity import check_precomputed_shard
+from shardwright.verification.placement import Expected, compare_placed
+from shardwright.verification.report import VerifyReport
 from shardwright.verification.shards import Dataset
 
 
@@ -55,4 +58,16 @@ def levels(info: dict[str, Any]) -> list[str]:
     return [str(s.get("key")) for s in info.get("scales", []) if isinstance(s, dict)]
 
 
-READER = FormatReader("info", holds_shards, dataset, lambda document: [], levels)
+def check_placement(
+    report: VerifyReport, documents: dict[str, Any], expected: Expected, source: Source
+) -> None:
+    """The finest scale's resolution and voxel offset against where the output should sit."""
+    scale = PrecomputedInfo.from_json(documents["info"]).scales[0]
+    compare_placed(report, "voxel size (nm)", scale.resolution, expected.resolution, expected,
+                   "resolution")  # fmt: skip
+    compare_placed(report, "voxel offset", scale.voxel_offset, expected.voxel_offset, expected,
+                   "voxel_offset")  # fmt: skip
+
+
+READER = FormatReader("info", holds_shards, dataset, lambda document: [], levels,
+                      check_placement=check_placement)  # fmt: skip

@@ -1,6 +1,7 @@
 """What verify asks of a Zarr v3 dataset (an array, or an OME-Zarr 0.5 group of level
 arrays), from its `zarr.json` documents: whether any array is sharded, the level arrays a
-group names, and the shards their geometry names with how to check and read them."""
+group names, the shards their geometry names with how to check and read them, and where a
+group places the volume."""
 
 from __future__ import annotations
 
@@ -12,9 +13,14 @@ from shardwright.errors import ZarrMetadataError
 from shardwright.formats.zarr3 import metadata as zarr3_metadata
 from shardwright.formats.zarr3 import ome_zarr
 from shardwright.planning.formats import FormatReader
+from shardwright.planning.geometry import output_axes
+from shardwright.sources import Source
+from shardwright.sources.ome import multiscale
 from shardwright.stores import Store
 from shardwright.verification.compare import ChunkComparer, ZarrComparer
 from shardwright.verification.integrity import check_zarr3_shard
+from shardwright.verification.placement import Expected, compare_placed
+from shardwright.verification.report import VerifyReport
 from shardwright.verification.shards import Dataset
 
 
@@ -83,4 +89,39 @@ def levels(root: dict[str, Any]) -> list[str]:
     return ome_zarr.dataset_paths(root) or []
 
 
-READER = FormatReader("zarr.json", holds_shards, dataset, linked, levels)
+def check_placement(
+    report: VerifyReport, documents: dict[str, Any], expected: Expected, source: Source
+) -> None:
+    """An OME-Zarr group's axes, unit and level 0's transforms (voxel size and translation,
+    nm) against where the output should sit; a bare array records none (a note)."""
+    group = documents.get("zarr.json") or {}
+    if group.get("node_type") != "group":
+        report.notes.append("a bare zarr3 array (--zarr-layout array) records no placement")
+        return
+    chosen = multiscale(report.dest, group.get("attributes") or {}, None)
+    want_axes = output_axes(source.axes, source.num_channels)
+    if chosen.axes != want_axes:
+        report.problems.append(
+            f"placement: the output's axes are {chosen.axes}, the source read as "
+            f"{source.axes} gives {want_axes}"
+        )
+        return
+    units = {chosen.units[chosen.axes.index(a)] for a in "xyz"}
+    if units != {expected.unit}:
+        report.problems.append(
+            f"placement: the output's unit is {'/'.join(map(str, units))}, expected {expected.unit}"
+        )
+    physical = chosen.physical(chosen.axes)
+    if physical is None:
+        report.problems.append("placement: the output's OME-Zarr transforms give no placement")
+        return
+    voxel_size, translation = physical
+    corner = [(o + s) * r for o, s, r in zip(expected.voxel_offset, expected.subvoxel_offset,
+                                             expected.resolution, strict=True)]  # fmt: skip
+    compare_placed(report, "voxel size (nm)", voxel_size, expected.resolution, expected,
+                   "resolution")  # fmt: skip
+    compare_placed(report, "translation (nm)", translation, corner, expected, "voxel_offset")
+
+
+READER = FormatReader("zarr.json", holds_shards, dataset, linked, levels,
+                      check_placement=check_placement)  # fmt: skip
