@@ -28,12 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from shardwright.common.boxes import within
+from shardwright.common.boxes import intersect, within
 from shardwright.formats.precomputed.skeletons import encode_skeleton
 from shardwright.generation import census, joining
 from shardwright.generation.census import Box, Triple
 from shardwright.generation.exchange import Mask, Piece
-from shardwright.generation.grid import BlockGrid, three
+from shardwright.generation.grid import BlockGrid
 from shardwright.generation.options import TEASAR_DEFAULTS
 
 RADIUS_ATTRIBUTE = {"id": "radius", "data_type": "float32", "num_components": 1}
@@ -210,14 +210,23 @@ def _whole(
     masked: Sequence[Piece], low: Triple, high: Triple, grid: BlockGrid, tracing: Tracing
 ) -> Skeleton:
     """The segment's voxels the blocks handed over, put together and traced as one."""
-    voxels = np.zeros(np.subtract(high, low), bool)
-    for piece in masked:
-        assert piece.mask is not None
-        voxels[within((piece.mask.low, piece.mask.high), low)] |= piece.mask.voxels()
+    voxels = _voxels_in((low, high), masked)
     at, edges, radii = trace_cutout(voxels, low, ((0, 0, 0), grid.shape), grid.resolution,
                                     tracing)  # fmt: skip
     points = np.asarray(grid.origin_nm) + at * np.asarray(grid.resolution)
     return points, edges, radii
+
+
+def _voxels_in(box: Box, masked: Sequence[Piece]) -> np.ndarray:
+    """A segment's voxels in `box` (bool), put together from the handed-over masks that
+    reach into it (each its voxels in a block's core)."""
+    voxels = np.zeros(np.subtract(box[1], box[0]), bool)
+    for piece in masked:
+        assert piece.mask is not None
+        shared = intersect((piece.mask.low, piece.mask.high), box)
+        if shared is not None:
+            voxels[within(shared, box[0])] |= piece.mask.voxels()[within(shared, piece.mask.low)]
+    return voxels
 
 
 def _traced_as_its_block(
@@ -229,14 +238,7 @@ def _traced_as_its_block(
     border target kimimaro takes as the root depends on them), the array ending a layer past
     the segment where the read box goes on, unless that moves a border target: then the read
     box's whole shape (`_same_border_targets`)."""
-    start, stop = grid.read_box(piece.block)
-    voxels = np.zeros(np.subtract(stop, start), bool)
-    for other in masked:
-        assert other.mask is not None
-        first, last = np.maximum(other.mask.low, start), np.minimum(other.mask.high, stop)
-        if (last > first).all():
-            shared = (three(first.tolist()), three(last.tolist()))
-            voxels[within(shared, start)] |= other.mask.voxels()[within(shared, other.mask.low)]
+    voxels = _voxels_in(grid.read_box(piece.block), masked)
     ends = [int(np.flatnonzero(voxels.any(axis=tuple(a for a in range(3) if a != axis)))[-1])
             for axis in range(3)]  # fmt: skip
     x, y, z = (min(end + 2, n) for end, n in zip(ends, voxels.shape, strict=True))
