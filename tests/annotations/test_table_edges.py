@@ -254,7 +254,8 @@ def test_a_csv_header_with_spaces_after_its_commas(tmp_path: pathlib.Path) -> No
 
 def test_refusals_say_what_fixes_them_in_one_line(tmp_path: pathlib.Path) -> None:
     """`--property` on a text column names `--enum` (the fix); an empty CSV and a file named
-    .parquet that is none are one line of ours, not a library's two-line wrapper."""
+    .parquet that is none are one line of ours, not a library's two-line wrapper; so is a
+    `--format` annotations are not stored in."""
     frame = _points(4)
     frame["nt"] = ["gaba", "ach", "gaba", "glu"]
     frame.to_csv(tmp_path / "t.csv", index=False)
@@ -269,6 +270,10 @@ def test_refusals_say_what_fixes_them_in_one_line(tmp_path: pathlib.Path) -> Non
     (tmp_path / "t.parquet").write_text(frame.to_csv(index=False))
     line = _one_line_refusal(_cli("convert", "t.parquet", "out", *FLAGS, cwd=tmp_path))
     assert line.endswith("t.parquet: not a Parquet file (a CSV is named .csv)")
+    frame.drop(columns="nt").to_csv(tmp_path / "t.csv", index=False)
+    line = _one_line_refusal(_cli("convert", "t.csv", "out", *FLAGS, "--format", "zarr3",
+                                  cwd=tmp_path))  # fmt: skip
+    assert line.endswith("annotations are precomputed only (drop --format zarr3)")
     assert not (tmp_path / "out").exists()
 
 

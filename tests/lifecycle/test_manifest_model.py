@@ -16,6 +16,7 @@ from shardwright.lifecycle.manifest import (
     Manifest,
     Totals,
     build_manifest,
+    owned_keys,
     parse_manifest,
 )
 
@@ -143,6 +144,22 @@ def test_a_manifest_of_an_earlier_version_reads_with_its_dataset_inferred() -> N
     assert manifest.dataset == "objects"
     assert manifest.totals == Totals(shards=1, bytes=5, chunks=2, seconds=1.5)
     assert Manifest.from_json({**document, "plan": {}}).dataset == "volume"
+
+
+def test_a_manifest_before_the_metadata_member_owns_the_documents_its_format_always_has() -> None:
+    """Without `metadata` (an earlier version's manifest), what the job stored is its shards
+    and the documents its format's reader names: a precomputed `info`; a Zarr v3 group's
+    `zarr.json` and each level array's. With it, the documents it names."""
+    shards = [{"key": "0/c/0", "size": 5, "crc32c": 1, "chunks": 2}]
+    totals = {"shards": 1, "bytes": 5, "chunks": 2, "seconds": 1.5}
+    zarr = Manifest.from_json({"format": "zarr3", "plan": PLAN, "totals": totals, "shards": shards})
+    assert owned_keys(zarr) == ["0/c/0", "zarr.json", "0/zarr.json", "1/zarr.json"]
+    info = Manifest.from_json({"format": "precomputed", "plan": {"levels": [{"level": 0}]},
+                               "totals": totals, "shards": shards})  # fmt: skip
+    assert owned_keys(info) == ["0/c/0", "info"]
+    named = Manifest.from_json({"format": "zarr3", "plan": PLAN, "totals": totals,
+                                "shards": shards, "metadata": {"zarr.json": "0" * 64}})  # fmt: skip
+    assert owned_keys(named) == ["0/c/0", "zarr.json"]
 
 
 @pytest.mark.parametrize(

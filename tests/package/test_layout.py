@@ -281,6 +281,8 @@ FORMAT_TESTS = re.compile(
     r"isinstance\([^)]*Layout\b"  # which layout class a plan holds
     r"|\b(plan|base|volume|level|self\.plan)\.format\s*(==|!=|\bin\b)"  # a plan's format name
     r"|\.layout\.format\s*(==|!=|\bin\b)"
+    r"|\.format\s*(==|!=)\s*[\"'A-Z]"  # any object's format against a name or a member
+    r"|\[[\"']format[\"']\]\s*(==|!=)"  # a described plan's
     r"|\.(info|zarr) is (not )?None"  # the two optional documents plans once carried
 )
 
@@ -328,10 +330,13 @@ def test_the_format_test_pattern_finds_format_tests() -> None:
         "assert isinstance(layout, Zarr3Layout)",
         "x = 1 if plan.info is not None else 2",
         "if plan.layout.format in names:",
+        'if manifest.format == "zarr3":',
+        "if options.format != OutputFormat.PRECOMPUTED:",
+        'in_unit = d["format"] == "zarr3"',
     ]
     assert all(FORMAT_TESTS.search(line) for line in caught)
-    assert not FORMAT_TESTS.search('if manifest.format == "zarr3":')
-    assert not FORMAT_TESTS.search('if options.format == "precomputed":')
+    assert not FORMAT_TESTS.search("if options.format != written:")  # against a kind's own
+    assert not FORMAT_TESTS.search('if driver == "zarr3":')  # a TensorStore source's driver
 
 
 def test_the_codecs_import_nothing_of_the_formats() -> None:

@@ -122,5 +122,6 @@ def test_placement_says_where_each_value_came_from_and_the_unit_written() -> Non
     )  # precomputed output is written in nm: no unit said
     zarr = _described(placement=placed, format="zarr3", zarr_axes="zyx", zarr_shape=[1],
                       zarr_shard_shape=[1], zarr_chunk_shape=[1])  # fmt: skip
-    line = next(x for x in volume_report(zarr, 1).splitlines() if x.startswith("placement"))
+    report = volume_report(zarr, 1, unit_written="micrometer")
+    line = next(x for x in report.splitlines() if x.startswith("placement"))
     assert line.endswith("; written in micrometers")

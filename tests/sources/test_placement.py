@@ -94,6 +94,9 @@ def test_ome_zarr_translation_reaches_both_formats(
     image = _write_ome(source, version, axes, unit)
     plan = api.plan(str(source), str(tmp_path / "p"))
     assert "offset 50 x 10 x 4 voxels (400 x 80 x 160 nm)" in plan.report()
+    assert "written in" not in plan.report()  # precomputed records nanometres
+    zarr3_report = api.plan(str(source), str(tmp_path / "p"), format="zarr3").report()
+    assert ("; written in micrometers" in zarr3_report) == (unit == "micrometer")
     api.convert(str(source), str(tmp_path / "pc"), **RUN)
     store = ts.open({"driver": "neuroglancer_precomputed", "kvstore": f"file://{tmp_path}/pc/"})
     volume = store.result()

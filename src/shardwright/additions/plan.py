@@ -67,6 +67,7 @@ from shardwright.lifecycle.addition import (
 from shardwright.lifecycle.manifest import metadata_text
 from shardwright.options import ConvertOptions
 from shardwright.planning.feeding import feeding
+from shardwright.planning.formats import reader_of
 from shardwright.planning.generated import (
     DIRECTORIES,
     GeneratedPlan,
@@ -118,8 +119,10 @@ class AdditionPlan:
 
     @property
     def source_format(self) -> str:
-        """The format of the dataset added to, as its root says."""
-        return {INFO: "precomputed", GROUP: "zarr3", ZATTRS: "zarr2"}[self.root]
+        """The format of the dataset added to: the one whose metadata document its root is."""
+        found = reader_of({self.root: None})
+        assert found is not None, "an addition's root is a format's document (checks.read_root)"
+        return found[0]
 
     @property
     def new_levels(self) -> list[ConversionPlan]:

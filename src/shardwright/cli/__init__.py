@@ -228,6 +228,7 @@ def _convert(args: argparse.Namespace) -> int:
 def _added(args: argparse.Namespace, manifest: Any) -> int:
     """What an addition says it added (its companions, its documents), and that the info
     names them."""
+    from shardwright.planning.formats import driver
     from shardwright.planning.text import counted
 
     _say_companions(manifest, "added")
@@ -236,8 +237,9 @@ def _added(args: argparse.Namespace, manifest: Any) -> int:
     levels = [str(level["key"]) for level in plan.get("levels", [])]
     if levels:
         stored = (
-            counted(totals.shards, "chunk object") if manifest.format == "zarr2"  # unsharded
-            else f"{counted(totals.shards, 'shard')}, {counted(totals.chunks, 'chunk')}"
+            f"{counted(totals.shards, 'shard')}, {counted(totals.chunks, 'chunk')}"
+            if driver(manifest.format).reader.has_shards
+            else counted(totals.shards, "chunk object")  # one object a chunk
         )  # fmt: skip
         print(f"added {stored}, {counted(totals.bytes, 'byte')} in levels {', '.join(levels)} "
               f"({totals.resumed_shards:,} kept from an earlier run)")  # fmt: skip

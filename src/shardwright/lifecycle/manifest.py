@@ -379,10 +379,10 @@ def parse_manifest(text: bytes | str, where: str = MANIFEST_KEY) -> Manifest:
 def owned_keys(manifest: Manifest) -> list[str]:
     """Every object a dataset's manifest says the job stored: shards and metadata (for
     manifests older than the `metadata` field, the metadata its format always has)."""
+    from shardwright.planning.formats import driver
+
     keys = [shard.key for shard in manifest.shards]
     if manifest.metadata:
         return keys + list(manifest.metadata)
-    if manifest.format == "zarr3":
-        levels = manifest.plan.get("levels") or []
-        return [*keys, "zarr.json", *(f"{row['level']}/zarr.json" for row in levels)]
-    return [*keys, "info"]
+    levels = [str(row["level"]) for row in manifest.plan.get("levels") or []]
+    return [*keys, *driver(manifest.format).reader.documents(levels)]

@@ -24,19 +24,21 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from shardwright.common.vocabulary import DatasetKind
+from shardwright.common.vocabulary import DatasetKind, OutputFormat
 from shardwright.errors import NAMED, PlanError
 from shardwright.formats.precomputed import annotation_spatial as spatial
 from shardwright.formats.precomputed.annotations import AnnotationSchema
 from shardwright.formats.precomputed.sharding import ShardingSpec
 from shardwright.generation.exchange import SpooledShardTask
 from shardwright.options import ConvertOptions
+from shardwright.planning import checks
 from shardwright.planning.base import ExchangePlan
 from shardwright.planning.objects import choose_sharding
 from shardwright.planning.text import counted, human_bytes, xyz
 from shardwright.sources.table_spool import TableSpool
 from shardwright.sources.tables import AnnotationColumns, TableFacts, inspect_table, open_table
 
+STORED_IN = OutputFormat.PRECOMPUTED  # Neuroglancer reads annotations in it alone
 BUCKETS = 16  # groups of cells the per-level counts are merged in
 
 BY_ID = 0
@@ -172,7 +174,7 @@ class AnnotationPlan(ExchangePlan):
         return {
             "source": self.source,
             "destination": self.dest,
-            "format": "precomputed",
+            "format": STORED_IN,
             "object_type": "neuroglancer_annotations_v1",
             "annotation_type": layout.schema.kind,
             "rows": self.facts.rows,
@@ -237,8 +239,7 @@ def make_annotation_plan(table: Any, dest: str, options: ConvertOptions) -> Anno
             "(x,y,z in nanometres)",
             resolution=NAMED,
         )
-    if options.format != "precomputed":
-        raise PlanError("annotations are precomputed only (drop {format})", format=options.format)
+    checks.check_written_in(options, STORED_IN, "annotations are")
     import dask
 
     ids = ("id", *(column for _, column in options.relationships))

@@ -136,6 +136,13 @@ def check_compression_level(options: ConvertOptions) -> None:
         )
 
 
+def check_written_in(options: ConvertOptions, written: str, what: str) -> None:
+    """Refuse a {format} other than `written`, the one format a dataset kind is stored in
+    (`what` says whose: "annotations are")."""
+    if options.format != written:
+        raise PlanError(f"{what} {written} only (drop {{format}})", format=options.format)
+
+
 def refuse_given(options: ConvertOptions, fields: Sequence[str], where: str) -> None:
     """Refuse the first of `fields` the user gave (not None) as one `where` ignores."""
     for name in fields:

@@ -60,8 +60,9 @@ class FormatReader:
     documents: the one that names the format, whether any level is sharded, the shards its
     geometry names with how to check and read them (None: the format has no shards), the
     further documents one names (an OME-Zarr group's level arrays'), its levels' keys
-    (finest first), the objects a dataset of the format holds beside its document, and the
-    check of where it places the volume against where it should (None: it records none)."""
+    (finest first), the objects a dataset of the format holds beside its document, the check
+    of where it places the volume against where it should (None: it records none), and the
+    documents of levels that are arrays of their own, by their keys."""
 
     metadata_key: str  # info, zarr.json, .zattrs
     holds_shards: Callable[[dict[str, Any]], bool]
@@ -70,6 +71,16 @@ class FormatReader:
     levels: Callable[[dict[str, Any]], list[str]]
     beside: tuple[str, ...] = ()
     check_placement: Callable[[VerifyReport, dict[str, Any], Expected, Source], None] | None = None
+    level_documents: Callable[[list[str]], list[str]] = lambda levels: []
+
+    @property
+    def has_shards(self) -> bool:
+        """Whether the format stores shards (else one object per chunk)."""
+        return self.dataset is not None
+
+    def documents(self, levels: list[str]) -> list[str]:
+        """Every metadata document a dataset of the format with these levels holds."""
+        return [self.metadata_key, *self.level_documents(levels)]
 
 
 @dataclass(frozen=True)

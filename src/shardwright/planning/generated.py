@@ -32,7 +32,7 @@ from shardwright.generation.surfaces import QUANTIZATION_BITS
 from shardwright.generation.tracing import RADIUS_ATTRIBUTE, Tracing
 from shardwright.options import ConvertOptions
 from shardwright.planning.base import ExchangePlan
-from shardwright.planning.objects import MULTILOD, SKELETONS, choose_sharding
+from shardwright.planning.objects import MULTILOD, SKELETONS, STORED_IN, choose_sharding
 from shardwright.planning.pyramid import level_resolution, scale_of
 from shardwright.planning.text import counted, human_bytes, xyz
 from shardwright.planning.volume import ConversionPlan
@@ -178,7 +178,7 @@ class GeneratedPlan(ExchangePlan):
         return {
             "source": self.source_url,
             "destination": self.dest,
-            "format": "precomputed",
+            "format": STORED_IN,
             "object_type": self.info["@type"],
             "generated_from_level": g.level,
             "generated_from_scale": g.scale,

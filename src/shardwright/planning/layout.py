@@ -58,6 +58,7 @@ class VolumeLayout(Protocol):
     format: ClassVar[str]
     names_companions: ClassVar[bool]  # its metadata can name mesh/skeleton directories
     sharded: ClassVar[bool]  # a task's object is a shard of chunks (else one chunk)
+    records_unit: ClassVar[bool]  # its metadata keeps the source's length unit (else nm)
 
     @property
     def level(self) -> int:

@@ -23,11 +23,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from shardwright.common.urls import HDF5_SUFFIXES, split_hdf5
-from shardwright.common.vocabulary import DatasetKind
+from shardwright.common.vocabulary import DatasetKind, OutputFormat
 from shardwright.errors import NAMED, PlanError, within
 from shardwright.formats.precomputed import meshes, skeletons
 from shardwright.formats.precomputed.sharding import ShardingSpec
 from shardwright.options import ConvertOptions
+from shardwright.planning import checks
 from shardwright.planning.sharding import sharding_spec
 from shardwright.planning.text import human_bytes
 from shardwright.sources.kinds import TIFF_SUFFIXES
@@ -41,6 +42,7 @@ OBJECT_TYPES = {
     meshes.LEGACY_TYPE: LEGACY,
 }
 VOLUME_TYPE = "neuroglancer_multiscale_volume"
+STORED_IN = OutputFormat.PRECOMPUTED  # Neuroglancer reads meshes and skeletons in it alone
 MAX_ID = 2**64 - 1
 # Index sizes readers fetch per lookup: about 256 segments per minishard (a 6 KiB raw
 # minishard index), at most 2**9 minishards (an 8 KiB shard index); then more shards.
@@ -164,7 +166,7 @@ class ObjectPlan:
         return {
             "source": self.source,
             "destination": self.dest,
-            "format": "precomputed",
+            "format": STORED_IN,
             "object_type": self.info["@type"],
             "converted_from": self.source_info.get("@type") if self.kind == LEGACY else None,
             "segments": self.object_count,
@@ -287,12 +289,9 @@ def make_object_plan(
 
 
 def _check_options(options: ConvertOptions, source: str) -> None:
-    if options.format != "precomputed":
-        raise PlanError(
-            f"{source} holds meshes or skeletons: their sharded form is precomputed only "
-            "(drop {format})",
-            format=options.format,
-        )
+    checks.check_written_in(
+        options, STORED_IN, f"{source} holds meshes or skeletons: their sharded form is"
+    )
     if options.mips not in (None, 0):
         raise PlanError(
             f"{source} holds meshes or skeletons: {{mips}} applies to volumes", mips=NAMED

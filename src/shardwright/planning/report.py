@@ -12,11 +12,16 @@ from shardwright.planning.text import xyz as _xyz
 
 
 def volume_report(
-    d: dict[str, Any], epoch_bytes: int, companions: Sequence[str] = (), fill: str = "0"
+    d: dict[str, Any],
+    epoch_bytes: int,
+    companions: Sequence[str] = (),
+    fill: str = "0",
+    unit_written: str = "nanometer",
 ) -> str:
     """Lines of the report of a volume plan described by `d` (`ConversionPlan.describe()`),
     followed by the reports of its companion datasets; `fill`: what the source's absent
-    chunks read as (`missing.fill_of`)."""
+    chunks read as (`missing.fill_of`); `unit_written`: the length unit the output's
+    metadata records (its layout's `records_unit`: else nanometres)."""
     scattered = d["shard_shape_chunks_xyz"] is None
     lines = [
         f"source       {d['source']}",
@@ -26,7 +31,7 @@ def volume_report(
         f"chunks       {_xyz(d['chunk_size_xyz'])} voxels; grid {_xyz(d['grid_xyz'])} = "
         f"{counted(d['chunks'], 'chunk')}; sampled encoded/raw ratio {d['encoded_ratio_sampled']}",
     ]
-    lines.append(_placement_line(d))
+    lines.append(_placement_line(d, unit_written))
     absent, looked_at = d.get("source_chunks_absent_sampled") or (0, 0)
     if absent:
         lines.append(
@@ -109,8 +114,9 @@ def _pyramid_lines(d: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _placement_line(d: dict[str, Any]) -> str:
-    """Voxel size, offset and unit, and where each came from (the plan's `placement`)."""
+def _placement_line(d: dict[str, Any], unit: str) -> str:
+    """Voxel size, offset and the unit written (where not nm), and where each came from (the
+    plan's `placement`)."""
     placed = d["placement"]
     offset = d["voxel_offset_xyz"]
     corner = [_round(o * r) for o, r in zip(offset, d["resolution_xyz"], strict=True)]
@@ -122,9 +128,7 @@ def _placement_line(d: dict[str, Any]) -> str:
     else:
         size_origin = _origin(size_from, placed, "resolution", " nm")
         text = f"{voxel} ({size_origin}), {at} ({_origin(offset_from, placed, 'voxel_offset')})"
-    unit = placed["unit"]
-    in_unit = unit != "nanometer" and d["format"] == "zarr3"
-    return f"placement    {text}" + (f"; written in {unit}s" if in_unit else "")
+    return f"placement    {text}" + (f"; written in {unit}s" if unit != "nanometer" else "")
 
 
 def _origin(

@@ -376,6 +376,7 @@ class ConversionPlan(Geometry):
             self.epoch_bytes,
             [c.report() for c in self.companions],
             missing.fill_of(self.source),
+            self.placed.unit if self.layout.records_unit else "nanometer",
         )
 
 

@@ -37,7 +37,14 @@ from shardwright.generation import census
 from shardwright.generation.grid import three
 from shardwright.lifecycle.journal import CENSUS
 from shardwright.lifecycle.manifest import Manifest
-from shardwright.planning.objects import LEGACY, MULTILOD, OBJECT_TYPES, SKELETONS, segment_id_of
+from shardwright.planning.objects import (
+    LEGACY,
+    MULTILOD,
+    OBJECT_TYPES,
+    SKELETONS,
+    STORED_IN,
+    segment_id_of,
+)
 from shardwright.sources import Source, open_source
 from shardwright.stores import Store, open_store
 from shardwright.verification import skeleton_quality
@@ -110,7 +117,7 @@ def verify_directories(
 ) -> None:
     for name in names:
         sub = open_store(f"{store.url}/{name}", store.storage_options)
-        part = VerifyReport(sub.url, "precomputed")
+        part = VerifyReport(sub.url, STORED_IN)
         companion = manifest_of(part, sub)
         if companion is not None and companion.dataset == DatasetKind.GENERATED:
             check_metadata(part, sub, companion)

@@ -52,6 +52,7 @@ class PrecomputedLayout:
     format: ClassVar[str] = OutputFormat.PRECOMPUTED
     names_companions: ClassVar[bool] = True
     sharded: ClassVar[bool] = True
+    records_unit: ClassVar[bool] = False
 
     @property
     def scale(self) -> PrecomputedScale:

@@ -53,6 +53,7 @@ class Zarr2Layout:
     format: ClassVar[str] = OutputFormat.ZARR2
     names_companions: ClassVar[bool] = False
     sharded: ClassVar[bool] = False
+    records_unit: ClassVar[bool] = True
 
     @property
     def level_key(self) -> str:

@@ -49,6 +49,7 @@ class Zarr3Layout:
     format: ClassVar[str] = OutputFormat.ZARR3
     names_companions: ClassVar[bool] = False
     sharded: ClassVar[bool] = True
+    records_unit: ClassVar[bool] = True
 
     @property
     def level_key(self) -> str:

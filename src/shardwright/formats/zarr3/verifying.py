@@ -123,5 +123,7 @@ def check_placement(
     compare_placed(report, "translation (nm)", translation, corner, expected, "voxel_offset")
 
 
-READER = FormatReader("zarr.json", holds_shards, dataset, linked, levels,
-                      check_placement=check_placement)  # fmt: skip
+READER = FormatReader(
+    "zarr.json", holds_shards, dataset, linked, levels, check_placement=check_placement,
+    level_documents=lambda keys: [f"{key}/zarr.json" for key in keys],
+)  # fmt: skip
