@@ -379,7 +379,7 @@ def test_what_cannot_be_added_to_is_refused_in_one_line(tmp_path: pathlib.Path) 
         (bare, ["--mips", "1"], "a bare Zarr v2 array"),
         (plain, ["--mips", "1"], ".zattrs lists no OME-Zarr multiscales"),
         (bare_group, ["--mips", "1"], "a Zarr v2 group without .zattrs"),
-        (meshes, ["--generate-meshes"], "is an OME-Zarr group, to which shardwright adds"),
+        (meshes, ["--generate-meshes"], "is an OME-Zarr 0.4 group (Zarr v2), to which shardwright"),
     ]
     for path, flags, message in cases:
         before = existing_datasets.object_crc32cs(str(path))

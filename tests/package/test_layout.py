@@ -288,8 +288,8 @@ FORMAT_TESTS = re.compile(
 
 
 DRIVER_MODULES = ("layout", "producers", "driver")  # a format's driver, in its folder
-# and, where its datasets hold shards, what verify asks of them
-DRIVER_PARTS = (*DRIVER_MODULES, "verifying")
+# and what verify asks of its datasets, and an addition of those that exist
+DRIVER_PARTS = (*DRIVER_MODULES, "verifying", "adding")
 
 
 def _is_driver(name: str) -> bool:

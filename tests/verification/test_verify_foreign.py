@@ -272,3 +272,21 @@ def test_an_unsharded_cloudvolume_dataset_verifies_against_its_source(
     assert "voxels differ from the source" in report.problems[0]
     alone = api.verify(str(tmp_path / "right"), full=True)  # no source: every box decoded
     assert alone.ok and alone.chunks_decoded == 3 * 3 * 4
+
+
+def test_a_bare_zarr_array_is_compared_voxel_for_voxel_but_not_placed(
+    tmp_path: pathlib.Path, source: pathlib.Path
+) -> None:
+    """A bare Zarr v3 array (zarr-python's, sharded or in plain chunks) records no voxel size
+    or offset: verify against a source compares every voxel and says the placement was not
+    compared, never a problem; the plain one is read box by box."""
+    _zarr_python(tmp_path / "sharded")
+    plain = zarr.create_array(str(tmp_path / "plain"), shape=(30, 37, 45), chunks=(8, 16, 16),
+                              dtype="uint8", dimension_names=("z", "y", "x"))  # fmt: skip
+    plain[...] = _voxels().transpose(2, 1, 0)
+    for name in ("sharded", "plain"):
+        report = api.verify(str(tmp_path / name), str(source), full=True)
+        assert report.ok, (name, report.problems)
+        assert report.chunks_compared > 0
+        assert "a bare zarr array records no placement: not compared" in report.notes, name
+    assert "not sharded: read through shardwright's own readers, box by box" in report.notes

@@ -16,6 +16,7 @@ from shardwright.generation.options import TEASAR_FIELDS
 from shardwright.lifecycle.addition import read_record, sha256, written_here
 from shardwright.lifecycle.journal import JOB_KEY, receipt_key
 from shardwright.options import ConvertOptions
+from shardwright.planning.formats import FormatAdding, FormatReader, driver, readers
 from shardwright.planning.generated import GENERATING
 from shardwright.sources.tables import segment_properties_of
 from shardwright.stores import Store
@@ -32,9 +33,6 @@ ADDITION_OPTIONS = frozenset({
     *TEASAR_FIELDS, "tick_threshold",
 })  # fmt: skip
 PROPERTIES_KEY = f"{SEGMENT_PROPERTIES}/info"
-# The metadata document a dataset's addition writes last: a precomputed volume's, an OME-Zarr
-# 0.5 group's, an OME-Zarr 0.4 group's.
-INFO, GROUP, ZATTRS = "info", "zarr.json", ".zattrs"
 
 
 def check_options(options: ConvertOptions, has_properties: bool) -> tuple[str, ...]:
@@ -106,22 +104,24 @@ def check_properties(store: Store, dest: str, document: dict[str, Any], scales: 
         )
 
 
-def read_root(store: Store, dest: str) -> tuple[str, bytes]:
-    """The dataset's metadata document: a precomputed volume's `info`, the `zarr.json` of an
-    OME-Zarr 0.5 group, or the `.zattrs` of an OME-Zarr 0.4 group (Zarr v2)."""
-    for key in (INFO, GROUP):
+def read_root(store: Store, dest: str) -> tuple[tuple[FormatReader, FormatAdding], str, bytes]:
+    """The dataset's metadata document (its root: a precomputed volume's `info`, the
+    `zarr.json` of an OME-Zarr 0.5 group, the `.zattrs` of an OME-Zarr 0.4 group), looked
+    for in the order of the formats shardwright adds to, with that format's reader and its
+    additions' part, and the document's key."""
+    for name, reader in readers():
+        adding = driver(name).adding
+        if adding is None or not all(store.exists(key) for key in reader.beside):
+            continue
         try:
-            return key, store.read(key, small=True)
+            return (reader, adding), reader.metadata_key, store.read(reader.metadata_key,
+                                                                      small=True)  # fmt: skip
         except FileNotFoundError:
             continue
     if store.exists(".zgroup"):
-        try:
-            return ZATTRS, store.read(ZATTRS, small=True)
-        except FileNotFoundError:
-            raise PlanError(
-                f"{dest} is a Zarr v2 group without .zattrs: no OME-Zarr multiscales to add "
-                "levels to"
-            ) from None
+        raise PlanError(
+            f"{dest} is a Zarr v2 group without .zattrs: no OME-Zarr multiscales to add levels to"
+        )
     if store.exists(".zarray"):
         raise PlanError(
             f"{dest} is a bare Zarr v2 array: shardwright adds levels to an OME-Zarr group, "
@@ -130,54 +130,26 @@ def read_root(store: Store, dest: str) -> tuple[str, bytes]:
     raise PlanError(f"{dest} has no info, zarr.json or .zgroup: no dataset to add to")
 
 
-def root_document(text: bytes, dest: str, key: str) -> dict[str, Any]:
+def root_document(text: bytes, dest: str, key: str, adding: FormatAdding) -> dict[str, Any]:
     """The metadata document parsed, refused where it is not what its name says."""
     try:
         document = json.loads(text)
     except ValueError as exc:
         raise PlanError(f"{dest}/{key} is not valid JSON ({exc}); nothing was written") from None
-    if key == INFO and not (
-        isinstance(document, dict) and isinstance(document.get("scales"), list)
-    ):
-        raise PlanError(f"{dest}/info is no precomputed volume's info (no scales)")
-    if key == GROUP and not (isinstance(document, dict) and document.get("node_type") == "group"):
-        raise PlanError(
-            f"{dest}/zarr.json is no group: shardwright adds levels to an OME-Zarr group"
-        )
-    if key == ZATTRS:
-        check_ome04(document, dest)
+    adding.check_root(document, dest)
+    assert isinstance(document, dict), "check_root refuses a root that is no JSON object"
     return document
 
 
-def check_ome04(zattrs: Any, dest: str) -> None:
-    """An OME-Zarr 0.4 group's attributes, refused where they are another version's or no
-    multiscales (a bioformats2raw container: its image is its series `0/`)."""
-    if not isinstance(zattrs, dict):
-        raise PlanError(f"{dest}/.zattrs is no JSON object")
-    multiscales = zattrs.get("multiscales")
-    if not multiscales and "bioformats2raw.layout" in zattrs:
-        raise PlanError(
-            f"{dest} is a bioformats2raw container: its image is the group {dest}/0; add the "
-            "levels to that"
-        )
-    if not isinstance(multiscales, list) or not multiscales or not isinstance(multiscales[0], dict):
-        raise PlanError(f"{dest}/.zattrs lists no OME-Zarr multiscales: no levels to add to")
-    version = str(multiscales[0].get("version", "")) or "none given"
-    if version != "0.4":
-        raise PlanError(
-            f"{dest}: its multiscales are OME-Zarr {version}; shardwright adds levels to "
-            "OME-Zarr 0.4 groups (Zarr v2) and 0.5 groups (Zarr v3)"
-        )
-
-
-def check_zarr_options(asked: tuple[str, ...], dest: str) -> None:
-    """An OME-Zarr group gains levels only: meshes, skeletons and properties are precomputed."""
+def check_levels_only(asked: tuple[str, ...], dest: str, what: str) -> None:
+    """A dataset whose root names no meshes, skeletons or properties (`what` it is: an
+    OME-Zarr group) gains levels only."""
     other = [name for name in asked if name != "mips"]
     if other:
         raise PlanError(
             ", ".join(f"{{{name}}}" for name in other) + f": meshes, skeletons and segment "
-            f"properties go beside a precomputed segmentation; {dest} is an OME-Zarr group, "
-            "to which shardwright adds levels ({mips})",
+            f"properties go beside a precomputed segmentation; {dest} is {what}, to which "
+            "shardwright adds levels ({mips})",
             mips=NAMED, **dict.fromkeys(other, NAMED),
         )  # fmt: skip
 

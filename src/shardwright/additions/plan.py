@@ -7,11 +7,12 @@ Zarr v2 arrays, chunk by chunk), levels above its coarsest.
 Meshes and skeletons are made by block tasks that read the scale meshed (planning/
 generated.py) and written below the dataset (`mesh/`, `skeletons/`) as datasets of their
 own; segment properties are one document; levels are a pyramid whose base is the coarsest
-level, read and never written (additions/levels.py). The dataset's own objects are
-never written: only its metadata document (its root: `info`, `zarr.json` or `.zattrs`), last, naming
-what was added, in one write conditional on the version read here (lifecycle/addition.py),
-and `.shardwright/` beside its objects. What cannot be done is refused here, before anything
-is written (additions/checks.py).
+level, read and never written (additions/levels.py), planned by the dataset's format
+(`formats/<name>/adding.py`, found by the format whose metadata document the dataset has).
+The dataset's own objects are never written: only its metadata document (its root: `info`,
+`zarr.json` or `.zattrs`), last, naming what was added, in one write conditional on the
+version read here (lifecycle/addition.py), and `.shardwright/` beside its objects. What
+cannot be done is refused here, before anything is written (additions/checks.py).
 """
 
 from __future__ import annotations
@@ -24,50 +25,29 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from shardwright.additions.checks import (
-    GROUP,
-    INFO,
     PROPERTIES_KEY,
-    ZATTRS,
     check_directory,
     check_finished,
-    check_level_places,
+    check_levels_only,
     check_options,
     check_properties,
-    check_zarr_options,
     properties_of,
     read_root,
     root_document,
 )
-from shardwright.additions.levels import (
-    ome04_levels,
-    ome_levels,
-    precomputed_levels,
-    precomputed_root,
-    renamed_levels,
-    without_scales,
-)
+from shardwright.additions.levels import plan_added_levels
 from shardwright.common import deadlines
 from shardwright.common.control_keys import MANIFEST_KEY
 from shardwright.common.urls import absolute
 from shardwright.common.vocabulary import DatasetKind
 from shardwright.errors import PlanError, SourceError
 from shardwright.formats.precomputed.segment_properties import SEGMENT_PROPERTIES
-from shardwright.formats.zarr2 import layout as zarr2
-from shardwright.formats.zarr2.array import as_group_document
-from shardwright.formats.zarr3 import layout as zarr3
-from shardwright.formats.zarr3.ome_zarr import dataset_paths
 from shardwright.generation.exchange import MESH, SKELETON
-from shardwright.lifecycle.addition import (
-    added_levels,
-    read_additions,
-    read_record,
-    root_before,
-    sha256,
-)
+from shardwright.lifecycle.addition import root_before, sha256
 from shardwright.lifecycle.manifest import metadata_text
 from shardwright.options import ConvertOptions
 from shardwright.planning.feeding import feeding
-from shardwright.planning.formats import reader_of
+from shardwright.planning.formats import FormatAdding, driver, reader_of
 from shardwright.planning.generated import (
     DIRECTORIES,
     GeneratedPlan,
@@ -81,7 +61,7 @@ from shardwright.planning.text import counted, human_bytes, xyz
 from shardwright.planning.volume import ConversionPlan
 from shardwright.sources import Source, open_source
 from shardwright.sources.precomputed import PrecomputedSource
-from shardwright.stores import Store, open_store
+from shardwright.stores import open_store
 from shardwright.stores.base import Expected
 
 
@@ -123,6 +103,13 @@ class AdditionPlan:
         found = reader_of({self.root: None})
         assert found is not None, "an addition's root is a format's document (checks.read_root)"
         return found[0]
+
+    @property
+    def adding(self) -> FormatAdding:
+        """What an addition asks of the format of the dataset added to."""
+        adding = driver(self.source_format).adding
+        assert adding is not None, "an addition's root is that of a format added to (read_root)"
+        return adding
 
     @property
     def new_levels(self) -> list[ConversionPlan]:
@@ -178,8 +165,8 @@ class AdditionPlan:
         out = []
         if self.properties is not None:
             out.append((PROPERTIES_KEY, metadata_text(self.properties).encode()))
-        if self.levels is not None and self.root in (GROUP, ZATTRS):
-            arrays = (zarr3 if self.root == GROUP else zarr2).level_arrays(self.levels)
+        if self.levels is not None:
+            arrays = self.adding.level_documents(self.levels)
             out += [(key, metadata_text(doc).encode()) for key, doc in arrays]
         return out
 
@@ -187,17 +174,8 @@ class AdditionPlan:
     def root_after(self) -> bytes:
         """The root as the job leaves it: the added directories named, the added levels
         after the dataset's own (every other member as it was)."""
-        document = json.loads(self.root_read)
-        if self.root == GROUP:
-            assert self.levels is not None, "an OME-Zarr group gains levels only"
-            group = zarr3.group_with_levels(document, self.levels, self.replaces)
-            return metadata_text(group).encode()
-        if self.root == ZATTRS:
-            assert self.levels is not None, "an OME-Zarr group gains levels only"
-            zattrs = zarr2.zattrs_with_levels(document, self.levels, self.replaces)
-            return metadata_text(zattrs).encode()
-        named = {**document, **self.names}
-        return metadata_text(precomputed_root(named, self.levels, self.replaces)).encode()
+        named = {**json.loads(self.root_read), **self.names}
+        return metadata_text(self.adding.with_levels(named, self.levels, self.replaces)).encode()
 
     def shards(self) -> Iterator[Any]:
         for level in self.new_levels:
@@ -231,13 +209,7 @@ class AdditionPlan:
         }
 
     def report(self) -> str:
-        what = (
-            f"a precomputed {json.loads(self.root_read).get('type', 'volume')}"
-            if self.root == INFO
-            else "an OME-Zarr 0.5 group"
-            if self.root == GROUP
-            else "an OME-Zarr 0.4 group (Zarr v2)"
-        )
+        what = self.adding.what(json.loads(self.root_read))
         written_by = (
             "converted by shardwright"
             if self.ours
@@ -298,24 +270,25 @@ def plan_addition(
     asked = check_options(options, properties is not None)
     options = dataclasses.replace(options, source_storage_options=options.storage_options)
     store = open_store(dest, options.storage_options)
-    root, current = read_root(store, dest)
+    (reader, adding), root, current = read_root(store, dest)
     before = root_before(store, current)
-    document = root_document(before, dest, root)
+    document = root_document(before, dest, root, adding)
     check_finished(store, dest)
     version = store.expected(root) if before == current else None
     ours = store.exists(MANIFEST_KEY)
-    if root in (GROUP, ZATTRS):
-        check_zarr_options(asked, dest)
-        pyramid, replaced = _group_levels(store, dest, root, document, options, overwrite)
+    if not adding.names_companions:
+        check_levels_only(asked, dest, adding.what(document))
+        pyramid, gone = plan_added_levels(store, dest, (reader, adding), document, options,
+                                          overwrite)  # fmt: skip
         return AdditionPlan(dest, options, root, pyramid.source, before, version, ours,
-                            levels=pyramid, replaces=replaced)  # fmt: skip
+                            levels=pyramid, replaces=gone)  # fmt: skip
     if properties is None and options.segment_properties is not None:
         properties = properties_of(options.segment_properties, options)
     source = _open(dest, options)
     labelled = tuple(name for name in asked if name != "mips")  # what needs a segmentation
     if labelled:
         check_segmentation(document.get("type"), source.dtype, source.num_channels, labelled)
-    scales = {str(s.get("key")) for s in document["scales"] if isinstance(s, dict)}
+    scales = set(reader.levels(document))
     wanted = ((MESH, "mesh", options.generate_meshes),
               (SKELETON, "skeletons", options.generate_skeletons))  # fmt: skip
     for output, member, generates in wanted:
@@ -329,75 +302,17 @@ def plan_addition(
         labels = Labels(source, dest, source.shape_xyz, _resolution(source),
                         source.hints.voxel_offset or (0, 0, 0), scale=source.scale.key)  # fmt: skip
         companions = generated_plans(labels, options)
-    taken = scales | {*DIRECTORIES.values(), SEGMENT_PROPERTIES}
     added: ConversionPlan | None = None
-    replaced = ()
+    replaced: tuple[str, ...] = ()
     if options.mips not in (None, 0):
-        if overwrite or _replacing(store):
-            made = added_levels(read_additions(store))
-            replaced = tuple(str(s.get("key")) for s in document["scales"]
-                             if isinstance(s, dict) and str(s.get("key")) in made)  # fmt: skip
-        below = without_scales(document, replaced)
-        added = precomputed_levels(dest, below, options, taken - set(replaced))
-        added = renamed_levels(added, _new_keys(store, _keys(added), replaced, scales))
-        check_level_places(store, dest, _keys(added))
-        top = str(below["scales"][-1].get("key"))
+        added, replaced = plan_added_levels(store, dest, (reader, adding), document, options,
+                                            overwrite)  # fmt: skip
+        top = [key for key in reader.levels(document) if key not in replaced][-1]
         if companions and feeding(added, companions[0].generation.grid, source.scale.key, top):
             companions = (dataclasses.replace(companions[0], feeds_levels=True),
                           *companions[1:])  # fmt: skip
     return AdditionPlan(dest, options, root, source, before, version, ours, companions,
                         properties, added, replaced)  # fmt: skip
-
-
-def _group_levels(
-    store: Store,
-    dest: str,
-    root: str,
-    document: dict[str, Any],
-    options: ConvertOptions,
-    overwrite: bool,
-) -> tuple[ConversionPlan, tuple[str, ...]]:
-    """An OME-Zarr group's new levels (0.5: `zarr.json`; 0.4: `.zattrs`), and the levels
-    shardwright added that they replace."""  # fmt: skip
-    paths = dataset_paths(document if root == GROUP else as_group_document(document)) or []
-    replaced: tuple[str, ...] = ()
-    if overwrite or _replacing(store):
-        made = added_levels(read_additions(store))
-        replaced = tuple(path for path in paths if path in made)
-    if root == GROUP:
-        pyramid = ome_levels(dest, document, options, replaced)
-    else:
-        pyramid = ome04_levels(dest, document, store, options, replaced)
-    pyramid = renamed_levels(pyramid, _new_keys(store, _keys(pyramid), replaced, set(paths)))
-    check_level_places(store, dest, _keys(pyramid))
-    return pyramid, replaced
-
-
-def _replacing(store: Store) -> bool:
-    """Whether the addition stopped here replaced levels (its resume does the same)."""
-    record = read_record(store)
-    return record is not None and bool(record.fingerprint.get("replaces"))
-
-
-def _new_keys(
-    store: Store, keys: list[str], replaced: tuple[str, ...], scales: set[str]
-) -> dict[str, str]:
-    """New keys for the levels whose key is one they replace: the first of `KEY-2`,
-    `KEY-3`, ... that the info does not name and no object is under."""
-    renames: dict[str, str] = {}
-    for key in keys:
-        if key not in replaced:
-            continue
-        n = 2
-        while f"{key}-{n}" in scales or store.list_keys(f"{key}-{n}"):
-            n += 1
-        renames[key] = f"{key}-{n}"
-    return renames
-
-
-def _keys(levels: ConversionPlan) -> list[str]:
-    """The keys (folders) of the levels a pyramid adds above its base."""
-    return [levels.level_plan(k).layout.level_key for k in range(1, levels.level_count)]
 
 
 def _open(dest: str, options: ConvertOptions) -> PrecomputedSource:

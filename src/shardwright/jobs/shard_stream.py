@@ -286,7 +286,7 @@ def _pyramid_nodes(
 def _fed_levels_nodes(
     plan: AdditionPlan, token: str, exchanges: Exchanges
 ) -> Iterator[Node | Barrier]:
-    """An addition's levels fed by its meshes' block tasks (additions/levels.py),
+    """An addition's levels fed by its meshes' block tasks (planning/feeding.py),
     then a barrier: the meshes' and skeletons' shards are made from every block's spool."""
     feeding = plan.feeding_blocks
     assert plan.levels is not None and feeding is not None

@@ -6,10 +6,12 @@ part of planning (`FormatPlanner`: its plan from the decided geometry, the optio
 takes, which every other format refuses, its checks of them, its default chunk encoding; none
 for `zarr2`, which only the levels added to an OME-Zarr 0.4 group take, planned from the array
 they are reduced from) and each engine's step that turns a task's blocks into its object
-(`cpu_shard`, `batched_shard`), and what verify asks of a dataset in the format, from its
-metadata documents (`FormatReader`, in `formats/<name>/verifying.py`). The drivers import the
-planner, the engines and verify's checks; they are imported by name, when first asked for,
-so that none imports them back.
+(`cpu_shard`, `batched_shard`), what verify asks of a dataset in the format, from its
+metadata documents (`FormatReader`, in `formats/<name>/verifying.py`), and what an addition
+asks of a dataset in it that exists (`FormatAdding`, in `formats/<name>/adding.py`: its
+levels above the coarsest, the metadata naming them). The drivers import the planner, the
+engines and verify's checks; they are imported by name, when first asked for, so that none
+imports them back.
 """
 
 from __future__ import annotations
@@ -61,8 +63,11 @@ class FormatReader:
     geometry names with how to check and read them (None: the format has no shards), the
     further documents one names (an OME-Zarr group's level arrays'), its levels' keys
     (finest first), the objects a dataset of the format holds beside its document, the check
-    of where it places the volume against where it should (None: it records none), and the
-    documents of levels that are arrays of their own, by their keys."""
+    of where it places the volume against where it should (None: it records none), the
+    documents of levels that are arrays of their own, by their keys, and, for a dataset of
+    unsharded chunks read as a volume, the chunk box its finest level is read in (None: the
+    default) and whether its chunks are lossy, and whether its documents place the volume
+    (a bare zarr array's do not)."""
 
     metadata_key: str  # info, zarr.json, .zattrs
     holds_shards: Callable[[dict[str, Any]], bool]
@@ -72,6 +77,11 @@ class FormatReader:
     beside: tuple[str, ...] = ()
     check_placement: Callable[[VerifyReport, dict[str, Any], Expected, Source], None] | None = None
     level_documents: Callable[[list[str]], list[str]] = lambda levels: []
+    chunk_reading: Callable[[dict[str, Any]], tuple[list[int] | None, bool]] = lambda documents: (
+        None,
+        False,
+    )
+    places_volume: Callable[[dict[str, Any]], bool] = lambda documents: True
 
     @property
     def has_shards(self) -> bool:
@@ -84,6 +94,25 @@ class FormatReader:
 
 
 @dataclass(frozen=True)
+class FormatAdding:
+    """What an addition asks of a dataset of the format that exists, from its root (the
+    metadata document written last, naming what was added): the dataset in the plan's words,
+    the refusal of a root that is not one to add to, the levels above its coarsest (less
+    those `replaced`, shardwright's, its last), the documents of those levels written before
+    the root names them, the root naming them (`with_levels`: less the levels replaced), and
+    whether the root can name meshes, skeletons and segment properties beside it."""
+
+    what: Callable[[dict[str, Any]], str]
+    check_root: Callable[[Any, str], None]  # (the root parsed, the dataset's location)
+    # (location, root, its store, the options, the levels replaced) -> the levels' pyramid
+    plan_levels: Callable[[str, dict[str, Any], Store, ConvertOptions, tuple[str, ...]],
+                          ConversionPlan]  # fmt: skip
+    level_documents: Callable[[ConversionPlan], list[tuple[str, dict[str, Any]]]]
+    with_levels: Callable[[dict[str, Any], ConversionPlan | None, tuple[str, ...]], dict[str, Any]]
+    names_companions: bool
+
+
+@dataclass(frozen=True)
 class FormatDriver:
     """An output format's parts beyond its bytes (`formats/<name>/driver.py`'s `DRIVER`)."""
 
@@ -91,6 +120,7 @@ class FormatDriver:
     cpu_shard: ShardStep
     batched_shard: ShardStep
     reader: FormatReader
+    adding: FormatAdding | None = None  # None: shardwright adds nothing to its datasets
 
 
 @functools.cache

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shardwright.errors import ShardwrightError
-from shardwright.planning.formats import reader_of
+from shardwright.planning.formats import FormatReader, reader_of
 from shardwright.planning.geometry import DEFAULT_CHUNK
 from shardwright.sources import Source, open_source
 from shardwright.stores import Store
@@ -53,7 +53,7 @@ def verify_foreign(
     report.notes.append(NOTE)
     documents = _documents(report, store, metadata_key, reader.linked)
     if documents is not None and not holds_shards(documents):
-        _verify_unsharded(report, documents, source, full, sample, against, scale,
+        _verify_unsharded(report, reader, documents, source, full, sample, against, scale,
                           storage_options)  # fmt: skip
         return
     dataset = dataset_of(report, store, documents)
@@ -82,7 +82,7 @@ def verify_foreign(
     if source is not None and documents is not None:
         output = _as_source(report, documents, storage_options)
         if output is not None:
-            _compare_placement(report, documents, output, source)
+            _compare_placement(report, reader.places_volume(documents), output, source)
     if source is not None and same_size(report, source, dataset.comparers[0].size, against, scale):
         compare_chunks(report, source, dataset.comparers[0], full, sample)
         if len(dataset.comparers) > 1:
@@ -97,6 +97,7 @@ UNSHARDED = "not sharded: read through shardwright's own readers, box by box"
 
 def _verify_unsharded(
     report: VerifyReport,
+    reader: FormatReader,
     documents: dict[str, Any],
     source: Source | None,
     full: bool,
@@ -112,14 +113,12 @@ def _verify_unsharded(
     output = _as_source(report, documents, storage_options)
     if output is None:
         return
-    info = documents.get("info") or {}
-    finest = (info.get("scales") or [{}])[0]
-    chunk = (finest.get("chunk_sizes") or [DEFAULT_CHUNK])[0]
-    comparer = SourceComparer(output, tuple(chunk), lossy=finest.get("encoding") == "jpeg")
+    chunk, lossy = reader.chunk_reading(documents)
+    comparer = SourceComparer(output, tuple(chunk or DEFAULT_CHUNK), lossy=lossy)
     if source is None:
         decode_chunks(report, comparer, full, sample)
         return
-    _compare_placement(report, documents, output, source)
+    _compare_placement(report, reader.places_volume(documents), output, source)
     if same_size(report, source, comparer.size, against, scale):
         compare_chunks(report, source, comparer, full, sample)  # absent chunks: the fill
 
@@ -136,12 +135,10 @@ def _as_source(
         return None
 
 
-def _compare_placement(
-    report: VerifyReport, documents: dict[str, Any], output: Source, source: Source
-) -> None:
-    """The output's placement against the source's; a bare zarr array records none (a note)."""
-    root = documents.get("zarr.json")
-    if isinstance(root, dict) and root.get("node_type") == "array":
+def _compare_placement(report: VerifyReport, placed: bool, output: Source, source: Source) -> None:
+    """The output's placement against the source's, where its documents record one (`placed`;
+    a bare zarr array's do not: a note)."""
+    if not placed:
         report.notes.append("a bare zarr array records no placement: not compared")
         return
     check_foreign_placement(report, output, source)

@@ -1,7 +1,7 @@
-"""Neuroglancer precomputed's driver: its part of planning, its engines' steps and
-what verify asks of its datasets."""
+"""Neuroglancer precomputed's driver: its part of planning, its engines' steps, what verify
+asks of its datasets and what an addition asks of a volume that exists."""
 
-from shardwright.formats.precomputed import layout, producers, verifying
+from shardwright.formats.precomputed import adding, layout, producers, verifying
 from shardwright.planning import checks
 from shardwright.planning.formats import FormatDriver, FormatPlanner
 
@@ -11,4 +11,5 @@ DRIVER = FormatDriver(
     producers.cpu_shard,
     producers.batched_shard,
     verifying.READER,
+    adding.ADDING,
 )  # fmt: skip

@@ -1,6 +1,7 @@
 """What verify asks of a Neuroglancer precomputed dataset, from its `info`: whether any
 scale is sharded, the shards its geometry names with how to check and read them, its
-scales' keys and where it places the volume."""
+scales' keys, where it places the volume and, unsharded, the chunks its finest scale is
+read in."""
 
 from __future__ import annotations
 
@@ -69,5 +70,11 @@ def check_placement(
                    "voxel_offset")  # fmt: skip
 
 
+def chunk_reading(documents: dict[str, Any]) -> tuple[list[int] | None, bool]:
+    """The finest scale's chunk size, and whether its chunks are jpeg (lossy)."""
+    finest = (documents["info"].get("scales") or [{}])[0]
+    return (finest.get("chunk_sizes") or [None])[0], finest.get("encoding") == "jpeg"
+
+
 READER = FormatReader("info", holds_shards, dataset, lambda document: [], levels,
-                      check_placement=check_placement)  # fmt: skip
+                      check_placement=check_placement, chunk_reading=chunk_reading)  # fmt: skip

@@ -1,4 +1,4 @@
-"""Zarr v2 levels added to an OME-Zarr 0.4 group (additions/levels.py): one array per
+"""Zarr v2 levels added to an OME-Zarr 0.4 group (adding.py): one array per
 level beside the group's, unsharded (Zarr v2 has no shards), each chunk one object that one
 task writes.
 
@@ -206,7 +206,7 @@ def plan_volume(geo: Geometry, zarray: dict[str, Any], axes: str) -> ConversionP
     )
 
 
-# -- the levels named in the group's `.zattrs` (additions/levels.py) ---------------
+# -- the levels named in the group's `.zattrs` (adding.py) ------------------------
 def levels_in_group(plan: ConversionPlan, name: str, offset: int) -> ConversionPlan:
     """A pyramid whose base is the group's coarsest dataset (`name` + `offset`: `s2`), its
     level arrays named on from it."""

@@ -1,7 +1,8 @@
 """Zarr v3's driver: its part of planning (chunks always raw before the codec chain), its
-engines' steps and what verify asks of its datasets."""
+engines' steps, what verify asks of its datasets and what an addition asks of an OME-Zarr
+group that exists."""
 
-from shardwright.formats.zarr3 import layout, producers, verifying
+from shardwright.formats.zarr3 import adding, layout, producers, verifying
 from shardwright.planning.formats import FormatDriver, FormatPlanner
 
 DRIVER = FormatDriver(
@@ -10,4 +11,5 @@ DRIVER = FormatDriver(
     producers.cpu_shard,
     producers.batched_shard,
     verifying.READER,
+    adding.ADDING,
 )  # fmt: skip

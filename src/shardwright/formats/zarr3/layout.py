@@ -293,7 +293,7 @@ def plan_volume(geo: Geometry) -> ConversionPlan:
     )
 
 
-# -- levels added to an OME-Zarr group that exists (additions/levels.py) -----------
+# -- levels added to an OME-Zarr group that exists (adding.py) --------------------
 def levels_in_group(
     plan: ConversionPlan, group: dict[str, Any], dest: str, name: str, offset: int
 ) -> ConversionPlan:

@@ -126,4 +126,5 @@ def check_placement(
 READER = FormatReader(
     "zarr.json", holds_shards, dataset, linked, levels, check_placement=check_placement,
     level_documents=lambda keys: [f"{key}/zarr.json" for key in keys],
+    places_volume=lambda documents: documents["zarr.json"].get("node_type") != "array",
 )  # fmt: skip
