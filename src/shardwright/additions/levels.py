@@ -26,28 +26,28 @@ from shardwright.stores import Store
 def plan_added_levels(
     store: Store,
     dest: str,
-    format: tuple[FormatReader, FormatAdding],
+    parts: tuple[FormatReader, FormatAdding],
     root: dict[str, Any],
     options: ConvertOptions,
     overwrite: bool,
 ) -> tuple[ConversionPlan, tuple[str, ...]]:
     """The levels the options ask above the coarsest of the dataset whose root (metadata
-    document) is `root`, in its `format` (its reader and its additions' part), and the
+    document) is `root`, by its format's `parts` (its reader and its additions' part), and the
     levels shardwright added that they replace (`overwrite`, or as the stopped addition
     did)."""
-    reader, adding = format
+    reader, adding = parts
     keys = reader.levels(root)
     replaced: tuple[str, ...] = ()
     if overwrite or _replacing(store):
         made = added_levels(read_additions(store))
         replaced = tuple(key for key in keys if key in made)
     pyramid = adding.plan_levels(dest, root, store, options, replaced)
-    pyramid = renamed_levels(pyramid, _new_keys(store, level_keys(pyramid), replaced, set(keys)))
-    check_level_places(store, dest, level_keys(pyramid))
+    pyramid = _renamed_levels(pyramid, _new_keys(store, _level_keys(pyramid), replaced, set(keys)))
+    check_level_places(store, dest, _level_keys(pyramid))
     return pyramid, replaced
 
 
-def renamed_levels(levels: ConversionPlan, keys: dict[str, str]) -> ConversionPlan:
+def _renamed_levels(levels: ConversionPlan, keys: dict[str, str]) -> ConversionPlan:
     """The pyramid with its new levels keyed anew where `keys` (old -> new) says: a level
     that replaces one of the same resolution is written beside it, never over it, while the
     metadata still names the old one."""
@@ -61,7 +61,7 @@ def renamed_levels(levels: ConversionPlan, keys: dict[str, str]) -> ConversionPl
     return dataclasses.replace(renamed(levels), upper=upper)
 
 
-def level_keys(levels: ConversionPlan) -> list[str]:
+def _level_keys(levels: ConversionPlan) -> list[str]:
     """The keys (folders) of the levels a pyramid adds above its base."""
     return [levels.level_plan(k).layout.level_key for k in range(1, levels.level_count)]
 

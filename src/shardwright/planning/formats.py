@@ -77,9 +77,8 @@ class FormatReader:
     beside: tuple[str, ...] = ()
     check_placement: Callable[[VerifyReport, dict[str, Any], Expected, Source], None] | None = None
     level_documents: Callable[[list[str]], list[str]] = lambda levels: []
-    chunk_reading: Callable[[dict[str, Any]], tuple[list[int] | None, bool]] = lambda documents: (
-        None,
-        False,
+    chunk_reading: Callable[[dict[str, Any]], tuple[list[int] | None, bool]] = (
+        lambda documents: (None, False)  # the default chunk box, not lossy
     )
     places_volume: Callable[[dict[str, Any]], bool] = lambda documents: True
 

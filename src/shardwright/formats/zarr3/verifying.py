@@ -123,8 +123,14 @@ def check_placement(
     compare_placed(report, "translation (nm)", translation, corner, expected, "voxel_offset")
 
 
+def places_volume(documents: dict[str, Any]) -> bool:
+    """Whether the documents place the volume: an OME-Zarr group's do, a bare array's not."""
+    root = documents.get("zarr.json")
+    return not (isinstance(root, dict) and root.get("node_type") == "array")
+
+
 READER = FormatReader(
     "zarr.json", holds_shards, dataset, linked, levels, check_placement=check_placement,
     level_documents=lambda keys: [f"{key}/zarr.json" for key in keys],
-    places_volume=lambda documents: documents["zarr.json"].get("node_type") != "array",
+    places_volume=places_volume,
 )  # fmt: skip
