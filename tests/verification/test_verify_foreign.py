@@ -290,3 +290,6 @@ def test_a_bare_zarr_array_is_compared_voxel_for_voxel_but_not_placed(
         assert report.chunks_compared > 0
         assert "a bare zarr array records no placement: not compared" in report.notes, name
     assert "not sharded: read through shardwright's own readers, box by box" in report.notes
+    plain[29, 36, 44] = 255 - plain[29, 36, 44]  # the last voxel
+    changed = api.verify(str(tmp_path / "plain"), str(source), full=True)
+    assert len(changed.problems) == 1 and "voxels differ from the source" in changed.problems[0]
