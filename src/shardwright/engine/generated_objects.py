@@ -32,6 +32,7 @@ from shardwright.generation.census import NO_BOX, Box
 from shardwright.generation.exchange import MESH, SKELETON, BlockIndex, Piece, SpooledShardTask
 from shardwright.generation.surfaces import block_surfaces, multires_mesh
 from shardwright.generation.tracing import (
+    NO_SKELETON,
     block_masks,
     block_skeletons,
     joined_skeleton,
@@ -182,10 +183,8 @@ class BlockProducer:
             left = left_to_the_shard(counted, reaching, g.grid.resolution, g.tracing)
             skeletons = block_skeletons(labels, g.grid, set(counted) - left, g.tracing)
             masks = block_masks(core, start, {s: counted[s][1] for s in reaching})
-            nothing = (np.zeros((0, 3), np.float32), np.zeros((0, 2), np.uint32),
-                       np.zeros(0, np.float32))  # fmt: skip
             for segment, shard in _shards(self.plan, SKELETON, counted):
-                vertices, edges, radii = skeletons.get(segment, nothing)
+                vertices, edges, radii = skeletons.get(segment, NO_SKELETON)
                 voxels, box = counted[segment]
                 piece = Piece(segment, voxels, self.position, vertices, edges, radii, box,
                               masks.get(segment), traced=segment not in left)  # fmt: skip

@@ -47,6 +47,9 @@ LEFT_FEWEST = 10_000
 LEFT_SPARSEST = 3
 LEFT_ELONGATION = 3.0
 Skeleton = joining.Skeleton
+# A block's skeleton of a segment it traced nothing of (vertices, edges, radii; empty arrays,
+# so one value serves every piece).
+NO_SKELETON = (np.zeros((0, 3), np.float32), np.zeros((0, 2), np.uint32), np.zeros(0, np.float32))
 
 
 @dataclass(frozen=True)
@@ -246,8 +249,7 @@ def _traced_as_its_block(
     if not _same_border_targets(voxels, cropped, grid.resolution):
         cropped = voxels
     traced = block_skeletons(cropped.view(np.uint8), grid, [1], tracing)
-    empty = (np.zeros((0, 3), np.float32), np.zeros((0, 2), np.uint32), np.zeros(0, np.float32))
-    vertices, edges, radii = traced.get(1, empty)
+    vertices, edges, radii = traced.get(1, NO_SKELETON)
     return dataclasses.replace(piece, vertices=vertices, links=edges, radii=radii, traced=True)
 
 
