@@ -1,7 +1,9 @@
 """Build the optional C extensions; everything else is declared in pyproject.toml.
 
 `optional=True`: without a C compiler the install still succeeds; compressed_segmentation
-falls back to the reference library and pyramid reductions to NumPy (same bytes, slower).
+falls back to the reference library and pyramid reductions to NumPy (same bytes, slower),
+TEASAR's invalidation to kimimaro's own (slower; the same skeletons but where two path
+vertices reach a voxel at the same distance: generation/invalidation.py).
 """
 
 import sys
@@ -15,6 +17,13 @@ setup(
             ["src/shardwright/codecs/_cseg.c"],
             optional=True,
             extra_compile_args=[] if sys.platform == "win32" else ["-O3"],
+        ),
+        Extension(
+            "shardwright.generation._invalidation",
+            ["src/shardwright/generation/_invalidation.c"],
+            optional=True,
+            # no fused multiply-add: each distance rounds as kimimaro's does
+            extra_compile_args=[] if sys.platform == "win32" else ["-O3", "-ffp-contract=off"],
         ),
         Extension(
             "shardwright.common._reduce",

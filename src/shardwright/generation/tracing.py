@@ -1,5 +1,6 @@
-"""Skeletons: TEASAR (kimimaro) per block, joined across blocks (generation/joining.py), or
-traced whole where the segment is thick and its box fits a task's memory.
+"""Skeletons: TEASAR (kimimaro, with invalidation.py's faster invalidation) per block, joined
+across blocks (generation/joining.py), or traced whole where the segment is thick and its box
+fits a task's memory.
 
 A block traces the segments of its core in one pass over its read box. Of a segment that
 reaches a face the block shares with a neighbour it also hands over its voxels there
@@ -30,7 +31,7 @@ import numpy as np
 
 from shardwright.common.boxes import intersect, within
 from shardwright.formats.precomputed.skeletons import encode_skeleton
-from shardwright.generation import census, joining
+from shardwright.generation import census, invalidation, joining
 from shardwright.generation.census import Box, Triple
 from shardwright.generation.exchange import Mask, Piece
 from shardwright.generation.grid import BlockGrid
@@ -85,6 +86,7 @@ def block_skeletons(
     ids = sorted(set(wanted))
     if not ids:
         return {}
+    invalidation.install()
     found = kimimaro.skeletonize(
         np.asfortranarray(labels),
         teasar_params=tracing.params(),
@@ -171,6 +173,7 @@ def trace_cutout(voxels: np.ndarray, low: Triple, edges: tuple[Triple, Triple],
     before = [int(a > e) for a, e in zip(low, edges[0], strict=True)]
     after = [int(b < e) for b, e in zip(high, edges[1], strict=True)]
     padded = np.pad(voxels.astype(np.uint8), list(zip(before, after, strict=True)))
+    invalidation.install()
     found = kimimaro.skeletonize(
         np.asfortranarray(padded), teasar_params=tracing.params(), anisotropy=tuple(resolution),
         dust_threshold=0, fix_branching=True, fix_borders=True, progress=False, parallel=1,
