@@ -172,12 +172,13 @@ def test_install_is_once_and_keeps_kimimaros_own() -> None:
     assert invalidation.kimimaro_own().__module__ != invalidation.__name__
 
 
-@pytest.mark.parametrize("asks", ["a voxel graph", "6-connected", "C order"])
+@pytest.mark.parametrize("asks", ["a voxel graph", "6-connected", "C order", "too many voxels"])
 def test_kimimaros_own_runs_where_the_c_one_does_not_apply(
     monkeypatch: pytest.MonkeyPatch, asks: str
 ) -> None:
-    """A voxel connectivity graph, another connectivity or a field not in Fortran order go to
-    kimimaro's own, with their arguments, and come back as it returns them."""
+    """A voxel connectivity graph, another connectivity, a field not in Fortran order or over
+    the voxels whose pushes 32 bits count go to kimimaro's own, with their arguments, and
+    come back as it returns them."""
     voxels = _shape("blob", (12, 10, 6), np.random.default_rng(3)).view(np.uint8)
     distance = np.asfortranarray(np.full(voxels.shape, 2.0, np.float32))
     own = invalidation.kimimaro_own()
@@ -194,6 +195,8 @@ def test_kimimaros_own_runs_where_the_c_one_does_not_apply(
         graph = np.asfortranarray(np.full(voxels.shape, 0x3FFFFFF, np.uint32))
     elif asks == "6-connected":
         connectivity = 6
+    elif asks == "too many voxels":
+        monkeypatch.setattr(invalidation, "MOST_VOXELS", voxels.size - 1)
     else:
         voxels = np.ascontiguousarray(voxels)
     path = [(6, 5, 3)]
@@ -220,3 +223,7 @@ def test_a_source_outside_the_field_is_refused() -> None:
     assert field.all()
     with pytest.raises(ValueError, match="Fortran-ordered uint8"):
         _invalidation.roll(field, np.zeros((1, 3), np.int64), np.ones(2, np.float32), (1, 1, 1))
+    huge = np.zeros((1000, 1000, 160), np.uint8, order="F")  # untouched pages: no memory
+    assert huge.size > invalidation.MOST_VOXELS
+    with pytest.raises(ValueError, match="159 million"):
+        _invalidation.roll(huge, np.zeros((1, 3), np.int64), radii, (1.0, 1.0, 1.0))

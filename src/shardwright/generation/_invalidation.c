@@ -23,21 +23,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* At most this many voxels in a field: every voxel is pushed at most once per neighbour, so
+ * the push count fits the 32 bits an entry's order gives it. */
+#define MOST_VOXELS (UINT32_MAX / 27)
+
 typedef struct {
-    float dist;   /* nm from its source */
-    uint32_t seq; /* push order: ties taken first reached, first taken */
-    int32_t x, y, z;
-    uint32_t source;
+    uint64_t order;  /* the distance's bits, then the push count: nearest first, ties first reached */
+    uint32_t at;     /* the voxel's index in the field */
+    uint32_t source; /* the path vertex whose ball reached it */
 } Entry;
 
 typedef struct {
     Entry *entries;
     size_t size, capacity;
 } Heap;
-
-static inline int before(const Entry *a, const Entry *b) {
-    return a->dist < b->dist || (a->dist == b->dist && a->seq < b->seq);
-}
 
 static int push(Heap *heap, Entry entry) {
     if (heap->size == heap->capacity) {
@@ -50,7 +49,7 @@ static int push(Heap *heap, Entry entry) {
     size_t i = heap->size++;
     while (i > 0) {
         size_t parent = (i - 1) / 2;
-        if (!before(&entry, &heap->entries[parent])) break;
+        if (entry.order >= heap->entries[parent].order) break;
         heap->entries[i] = heap->entries[parent];
         i = parent;
     }
@@ -58,32 +57,49 @@ static int push(Heap *heap, Entry entry) {
     return 0;
 }
 
+/* The nearest entry, taken off: the hole left at the top goes down to the bottom along the
+ * nearer child (one comparison a level, no branch on it), then the last entry up from there
+ * (rarely more than a level or two). */
 static Entry pop(Heap *heap) {
-    Entry top = heap->entries[0], last = heap->entries[--heap->size];
-    size_t i = 0, n = heap->size;
+    Entry *e = heap->entries;
+    Entry top = e[0], last = e[--heap->size];
+    size_t n = heap->size, hole = 0;
+    if (n == 0) return top;
     for (;;) {
-        size_t child = 2 * i + 1;
-        if (child >= n) break;
-        if (child + 1 < n && before(&heap->entries[child + 1], &heap->entries[child])) child++;
-        if (!before(&heap->entries[child], &last)) break;
-        heap->entries[i] = heap->entries[child];
-        i = child;
+        size_t child = 2 * hole + 1;
+        if (child + 1 < n) {
+            child += e[child + 1].order < e[child].order;
+        } else if (child >= n) {
+            break;
+        }
+        e[hole] = e[child];
+        hole = child;
     }
-    if (n > 0) heap->entries[i] = last;
+    while (hole > 0) {
+        size_t parent = (hole - 1) / 2;
+        if (e[parent].order <= last.order) break;
+        e[hole] = e[parent];
+        hole = parent;
+    }
+    e[hole] = last;
     return top;
 }
 
-/* A distance's order as an unsigned key (non-negative floats order as their bits), one
- * more, so that a zeroed array means "not reached yet". */
-static inline uint32_t key(float dist) {
+/* A distance's bits: non-negative floats order as their bits do. */
+static inline uint32_t bits_of(float dist) {
     uint32_t bits;
     memcpy(&bits, &dist, sizeof bits);
-    return bits + 1;
+    return bits;
+}
+
+static inline Entry entry_of(float dist, uint32_t *seq, uint64_t at, uint32_t source) {
+    Entry entry = {((uint64_t)bits_of(dist) << 32) | (*seq)++, (uint32_t)at, source};
+    return entry;
 }
 
 typedef struct {
     int64_t low[3], shape[3]; /* the box no ball reaches past */
-    uint32_t *nearest;        /* key() of the nearest distance so far, per voxel of the box */
+    uint32_t *nearest;        /* bits_of(the nearest distance so far) + 1, 0: not reached */
 } Reach;
 
 /* The box around every ball, within the field: no voxel outside it can be reached. */
@@ -131,27 +147,28 @@ static int64_t flood(uint8_t *field, const int64_t *shape, const int64_t *source
     for (Py_ssize_t i = 0; i < n && !failed; i++) {
         const int64_t *at = &sources[3 * i];
         uint32_t *nearest = nearest_at(&reach, at[0], at[1], at[2]);
-        if (!field[at[0] + sx * at[1] + sxy * at[2]] || *nearest == key(0.0f)) continue;
-        *nearest = key(0.0f);
-        Entry entry = {0.0f, seq++, (int32_t)at[0], (int32_t)at[1], (int32_t)at[2], (uint32_t)i};
-        failed = push(&heap, entry) != 0;
+        const int64_t index = at[0] + sx * at[1] + sxy * at[2];
+        if (!field[index] || *nearest == bits_of(0.0f) + 1) continue;
+        *nearest = bits_of(0.0f) + 1;
+        failed = push(&heap, entry_of(0.0f, &seq, (uint64_t)index, (uint32_t)i)) != 0;
     }
     while (heap.size > 0 && !failed) {
-        Entry taken = pop(&heap);
-        uint8_t *voxel_at = &field[taken.x + sx * taken.y + sxy * taken.z];
-        if (!*voxel_at) continue;
-        *voxel_at = 0;
+        const Entry taken = pop(&heap);
+        if (!field[taken.at]) continue;
+        field[taken.at] = 0;
         cleared++;
+        const int64_t tz = taken.at / sxy, ty = (taken.at - tz * sxy) / sx;
+        const int64_t tx = taken.at - tz * sxy - ty * sx;
         const int64_t *origin = &sources[3 * taken.source];
         const float radius = radii[taken.source];
         for (int dz = -1; dz <= 1; dz++) {
-            const int64_t z = taken.z + dz;
+            const int64_t z = tz + dz;
             if (z < reach.low[2] || z >= reach.low[2] + reach.shape[2]) continue;
             for (int dy = -1; dy <= 1; dy++) {
-                const int64_t y = taken.y + dy;
+                const int64_t y = ty + dy;
                 if (y < reach.low[1] || y >= reach.low[1] + reach.shape[1]) continue;
                 for (int dx = -1; dx <= 1; dx++) {
-                    const int64_t x = taken.x + dx;
+                    const int64_t x = tx + dx;
                     if ((dx | dy | dz) == 0 || x < reach.low[0] || x >= reach.low[0] + reach.shape[0])
                         continue;
                     if (!field[x + sx * y + sxy * z]) continue;
@@ -160,10 +177,11 @@ static int64_t flood(uint8_t *field, const int64_t *shape, const int64_t *source
                     const float fz = voxel[2] * (float)(z - origin[2]);
                     const float dist = sqrtf(fx * fx + fy * fy + fz * fz);
                     uint32_t *nearest = nearest_at(&reach, x, y, z);
-                    if (!(dist < radius) || (*nearest != 0 && key(dist) >= *nearest)) continue;
-                    *nearest = key(dist);
-                    Entry entry = {dist, seq++, (int32_t)x, (int32_t)y, (int32_t)z, taken.source};
-                    if (push(&heap, entry) != 0) {
+                    if (!(dist < radius) || (*nearest != 0 && bits_of(dist) + 1 >= *nearest))
+                        continue;
+                    *nearest = bits_of(dist) + 1;
+                    if (push(&heap, entry_of(dist, &seq, (uint64_t)(x + sx * y + sxy * z),
+                                             taken.source)) != 0) {
                         failed = 1;
                         break;
                     }
@@ -204,15 +222,14 @@ static PyObject *roll(PyObject *self, PyObject *args) {
                sources.len == n * 3 * (Py_ssize_t)sizeof(int64_t);
     if (fits) {
         for (int a = 0; a < 3; a++) shape[a] = field.shape[a];
-        fits = shape[0] * shape[1] * shape[2] > 0 && shape[0] < INT32_MAX &&
-               shape[1] < INT32_MAX && shape[2] < INT32_MAX;
+        fits = shape[0] * shape[1] * shape[2] > 0 && shape[0] * shape[1] * shape[2] <= MOST_VOXELS;
     }
     const int64_t *at = sources.buf;
     for (Py_ssize_t i = 0; fits && i < 3 * n; i++) fits = at[i] >= 0 && at[i] < shape[i % 3];
     if (!fits) {
         PyErr_SetString(PyExc_ValueError,
-                        "expected a Fortran-ordered uint8 field, int64 sources [n, 3] inside it "
-                        "and float32 radii [n]");
+                        "expected a Fortran-ordered uint8 field of at most 159 million voxels, "
+                        "int64 sources [n, 3] inside it and float32 radii [n]");
     } else {
         int64_t cleared;
         Py_BEGIN_ALLOW_THREADS

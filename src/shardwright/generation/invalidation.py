@@ -17,7 +17,8 @@ the other two within 0.1 % of their cable, in a half to a third of the time.
 `install` puts it in kimimaro's place in this process: kimimaro looks the function up on its
 module after each path, so its TEASAR runs unchanged around it. Where the C extension is not
 built (no compiler at install), or a call asks for what it does not do (a voxel connectivity
-graph, another connectivity, a field not Fortran-ordered bytes), kimimaro's own runs.
+graph, another connectivity, a field not Fortran-ordered bytes or over 159 million voxels),
+kimimaro's own runs.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ try:
 except ImportError:  # built without a C compiler: kimimaro's own invalidation
     _invalidation = None
 
+# The most voxels a field the C one floods may have (each voxel's pushes are counted in 32 bits).
+MOST_VOXELS = (2**32 - 1) // 27
 _installing = threading.Lock()
 _kimimaro_own: Callable[..., tuple[int, np.ndarray]] | None = None
 
@@ -83,6 +86,7 @@ def roll_invalidation(
         and labels.ndim == 3
         and labels.itemsize == 1
         and labels.flags.f_contiguous
+        and labels.size <= MOST_VOXELS
     )
     if not fits:
         return kimimaro_own()(labels, DBF, scale, constant, anisotropy, path,
