@@ -21,13 +21,33 @@ Triple = tuple[int, int, int]
     start=st.tuples(*[st.integers(0, 1000)] * 3),
 )  # fmt: skip
 def test_a_blocks_census_is_each_ids_count_and_box(core: np.ndarray, start: Triple) -> None:
-    counted = census.block_census(core, start)
-    assert set(counted) == {int(i) for i in np.unique(core) if i}
-    for segment, (voxels, (low, high)) in counted.items():
-        where = np.argwhere(core == np.uint64(segment))
-        assert voxels == len(where)
-        assert low == tuple((where.min(axis=0) + start).tolist())
-        assert high == tuple((where.max(axis=0) + 1 + start).tolist())
+    """Both ways, fastremap's numbering and NumPy's sort (verify's without the meshes
+    extra), any memory order: each id's voxels and box."""
+    for counted in (census.block_census(core, start),
+                    census.block_census(np.asfortranarray(core), start),
+                    census._sorted_census(core, start)):  # fmt: skip
+        assert set(counted) == {int(i) for i in np.unique(core) if i}
+        for segment, (voxels, (low, high)) in counted.items():
+            where = np.argwhere(core == np.uint64(segment))
+            assert voxels == len(where)
+            assert low == tuple((where.min(axis=0) + start).tolist())
+            assert high == tuple((where.max(axis=0) + 1 + start).tolist())
+
+
+def test_the_census_without_the_meshes_extra_is_numpys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where fastremap is not installed the census still counts, by NumPy's sort."""
+    import sys
+
+    core = np.zeros((6, 5, 4), np.uint64)
+    core[1:3, 2:5, 0:2] = 2**40
+    core[5, 0, 3] = 7
+    expected = census.block_census(core, (10, 20, 30))
+    monkeypatch.setitem(sys.modules, "fastremap", None)  # import fastremap raises ImportError
+    assert (
+        census.block_census(core, (10, 20, 30))
+        == expected
+        == {2**40: (12, ((11, 22, 30), (13, 25, 32))), 7: (1, ((15, 20, 33), (16, 21, 34)))}
+    )
 
 
 @given(

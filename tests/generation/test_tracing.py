@@ -59,21 +59,31 @@ def test_segments_on_a_shared_face_are_handed_over_those_within_are_not() -> Non
     assert masks[7].voxels().all()
 
 
-def test_a_segment_put_together_is_traced_as_the_whole_volume_traces_it() -> None:
-    """A bent tube touching the dataset's edge: TEASAR of its cutout (background put around
-    it where the dataset goes on) equals kimimaro on the whole volume, vertex for vertex."""
+@pytest.mark.parametrize("where", ["at the edge", "inside"])
+def test_a_segment_put_together_is_traced_as_the_whole_volume_traces_it(where: str) -> None:
+    """A bent tube touching the dataset's edge, or a cell body inside it (traced without
+    looking for border targets: none can lie on a face of background): TEASAR of its cutout
+    (background put around it where the dataset goes on) equals kimimaro on the whole volume,
+    vertex for vertex."""
     grid = BlockGrid((48, 40, 12), (16, 16, 4), (8.0, 8.0, 40.0), (1, 1, 1), (0.0, 0.0, 0.0))
     labels = np.zeros(grid.shape, np.uint64)
-    labels[0:30, 10:14, 4:8] = 9  # from the dataset's low x edge
-    labels[26:30, 10:36, 4:8] = 9
+    if where == "at the edge":
+        labels[0:30, 10:14, 4:8] = 9  # from the dataset's low x edge
+        labels[26:30, 10:36, 4:8] = 9
+    else:
+        x, y, z = np.indices(grid.shape)
+        labels[((x - 15) / 12) ** 2 + ((y - 20) / 14) ** 2 + ((z - 6) / 4.5) ** 2 <= 1] = 9
     labels[40:44, 30:34, 2:6] = 3  # another segment, not traced
     invalidation.install()  # kimimaro as the job runs it: ties between vertices alike
     whole = kimimaro.skeletonize(
         labels, teasar_params=Tracing().params(), anisotropy=grid.resolution, dust_threshold=0,
         fix_branching=True, fix_borders=True, progress=False, parallel=1,
     )[9]  # fmt: skip
-    at, edges, _ = trace_cutout(labels[:30, 10:36, 4:8] == 9, (0, 10, 4),
-                                ((0, 0, 0), grid.shape), grid.resolution, Tracing())  # fmt: skip
+    low, high = (np.argwhere(labels == 9).min(axis=0), np.argwhere(labels == 9).max(axis=0) + 1)
+    assert (low[0] == 0) == (where == "at the edge") and (high < grid.shape).all()
+    cutout = labels[tuple(slice(a, b) for a, b in zip(low, high, strict=True))] == 9
+    at, edges, _ = trace_cutout(cutout, tuple(low.tolist()), ((0, 0, 0), grid.shape),
+                                grid.resolution, Tracing())  # fmt: skip
     got = {tuple(v) for v in (at * np.asarray(grid.resolution)).tolist()}
     assert got == {tuple(v) for v in np.asarray(whole.vertices, np.float64).tolist()}
     assert len(edges) == len(whole.edges)

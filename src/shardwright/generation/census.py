@@ -1,6 +1,6 @@
 """The census of a segmentation: each segment's voxels and bounding box at the level meshed.
 
-Block tasks count the segments of their core (`block_census`, one sort of the block); an
+Block tasks count the segments of their core (`block_census`, one pass of the block); an
 output-shard task sums a segment's counts and joins its boxes over the segment's pieces and
 stores, beside its shard, the table of the segments over the dust threshold that hash to it
 (`encode` / `decode`): every one must have its object there, which `verify` checks. A table
@@ -27,10 +27,32 @@ NO_BOX: Box = ((0, 0, 0), (0, 0, 0))  # of a block where the segment has no voxe
 
 def block_census(core: np.ndarray, start: Triple) -> dict[int, tuple[int, Box]]:
     """segment -> (voxels, (low, high)) of the labels `core` [x, y, z] (0 left out), boxes in
-    the level's voxels (`start`: the core's first voxel; high exclusive). Each segment's
-    extent along an axis comes from which planes across it hold the segment: a few
-    milliseconds a plane, where sorting every voxel by segment would take several times
-    longer."""
+    the level's voxels (`start`: the core's first voxel; high exclusive). The segments are
+    numbered 1, 2, ... in one hashing pass (fastremap), then counted and boxed in one pass
+    each (scipy's find_objects): several times faster than sorting the block's voxels, which
+    is what `verify` does where those two (the meshes extra) are not installed."""
+    try:
+        import fastremap
+        from scipy import ndimage
+    except ImportError:
+        return _sorted_census(core, start)
+    numbered, numbers = fastremap.renumber(core, preserve_zero=True, in_place=False)
+    counts = np.bincount(numbered.ravel(order="K"), minlength=len(numbers))
+    boxes = ndimage.find_objects(numbered)
+    out: dict[int, tuple[int, Box]] = {}
+    for segment, numbered_as in numbers.items():
+        number = int(numbered_as)
+        if segment:
+            box = boxes[number - 1]
+            low = three([a + s.start for a, s in zip(start, box, strict=True)])
+            high = three([a + s.stop for a, s in zip(start, box, strict=True)])
+            out[int(segment)] = (int(counts[number]), (low, high))
+    return out
+
+
+def _sorted_census(core: np.ndarray, start: Triple) -> dict[int, tuple[int, Box]]:
+    """`block_census` in NumPy alone: the voxels sorted by segment, each segment's extent
+    along an axis from which planes across it hold the segment."""
     ids = np.unique(core)
     index = np.searchsorted(ids, core)  # each voxel's segment, numbered from 0
     counts = np.bincount(index.ravel(), minlength=len(ids))
@@ -46,12 +68,10 @@ def block_census(core: np.ndarray, start: Triple) -> dict[int, tuple[int, Box]]:
             seen |= here
     low += np.asarray(start)
     high += np.asarray(start)
-    out: dict[int, tuple[int, Box]] = {}
-    for segment, n, lo, hi in zip(ids.tolist(), counts.tolist(), low.tolist(), high.tolist(),
-                                  strict=True):  # fmt: skip
-        if segment:
-            out[int(segment)] = (int(n), (three(lo), three(hi)))
-    return out
+    return {int(segment): (int(n), (three(lo), three(hi)))
+            for segment, n, lo, hi in zip(ids.tolist(), counts.tolist(), low.tolist(),
+                                          high.tolist(), strict=True)
+            if segment}  # fmt: skip
 
 
 def joined(parts: Iterable[tuple[int, Box]]) -> tuple[int, Box]:

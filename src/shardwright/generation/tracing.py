@@ -174,9 +174,12 @@ def trace_cutout(voxels: np.ndarray, low: Triple, edges: tuple[Triple, Triple],
     after = [int(b < e) for b, e in zip(high, edges[1], strict=True)]
     padded = np.pad(voxels.astype(np.uint8), list(zip(before, after, strict=True)))
     invalidation.install()
+    # Border targets lie on the faces the segment meets; with background on every side there
+    # are none to find, and finding them costs six planes' labels and distance transforms.
+    at_an_edge = not (all(before) and all(after))
     found = kimimaro.skeletonize(
         np.asfortranarray(padded), teasar_params=tracing.params(), anisotropy=tuple(resolution),
-        dust_threshold=0, fix_branching=True, fix_borders=True, progress=False, parallel=1,
+        dust_threshold=0, fix_branching=True, fix_borders=at_an_edge, progress=False, parallel=1,
     )  # fmt: skip
     skeleton = found.get(1)
     if skeleton is None or not len(skeleton.vertices):
