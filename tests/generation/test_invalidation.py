@@ -212,7 +212,7 @@ def test_kimimaros_own_runs_where_the_c_one_does_not_apply(
     np.testing.assert_array_equal(left, expected[1])
 
 
-def test_a_source_outside_the_field_is_refused() -> None:
+def test_a_source_outside_the_field_is_refused_any_radius_is_safe() -> None:
     from shardwright.generation import _invalidation
 
     field = np.asfortranarray(np.ones((4, 4, 4), np.uint8))
@@ -223,6 +223,11 @@ def test_a_source_outside_the_field_is_refused() -> None:
     assert field.all()
     with pytest.raises(ValueError, match="Fortran-ordered uint8"):
         _invalidation.roll(field, np.zeros((1, 3), np.int64), np.ones(2, np.float32), (1, 1, 1))
+    for radius in (-50.0, np.nan, np.inf):  # its source alone; the whole segment
+        cleared = _invalidation.roll(field, np.array([[1, 2, 3]], np.int64),
+                                     np.array([radius], np.float32), (1.0, 1.0, 1.0))  # fmt: skip
+        assert cleared == (64 if radius == np.inf else 1) and not field[1, 2, 3]
+        field[:] = 1
     huge = np.zeros((1000, 1000, 160), np.uint8, order="F")  # untouched pages: no memory
     assert huge.size > invalidation.MOST_VOXELS
     with pytest.raises(ValueError, match="159 million"):

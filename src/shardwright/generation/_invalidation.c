@@ -113,8 +113,9 @@ static int reach_of(Reach *reach, const int64_t *field_shape, const int64_t *sou
     for (Py_ssize_t i = 0; i < n; i++) {
         for (int a = 0; a < 3; a++) {
             double extent = floor((double)radii[i] / voxel[a]) + 1;
+            if (!(extent >= 0)) extent = 0; /* a negative or NaN radius: its source alone */
             double low = (double)sources[3 * i + a] - extent, top = sources[3 * i + a] + extent + 1;
-            int64_t from = !(low > 0) ? 0 : (int64_t)low; /* NaN or infinite: the field */
+            int64_t from = !(low > 0) ? 0 : (int64_t)low; /* an infinite radius: the field */
             int64_t to = !(top < (double)field_shape[a]) ? field_shape[a] : (int64_t)top;
             if (from < reach->low[a]) reach->low[a] = from;
             if (to > high[a]) high[a] = to;
