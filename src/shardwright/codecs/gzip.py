@@ -4,9 +4,9 @@ Levels are given zlib-style (0-9, what zarr's `gzip` codec records) and mapped o
 0-3: zlib 0-3 -> ISA-L 1, 4-7 -> 2, 8-9 -> 3. ISA-L level 0 is never used: its tiny hash table
 expands image data (an EM-like 64^3 uint8 chunk comes out ~20% larger than it went in), while
 level 1 costs about as little time. The header's mtime is 0, but ISA-L does not promise the
-same bytes for the same input: two identical jobs, its calls on several threads, wrote two of
-sixteen skeleton shards with a chunk compressed otherwise, decoding to the same bytes. Compare
-gzip objects decoded, never as stored bytes across runs.
+same bytes for the same input (docs/architecture.md, "where the code departs"): two identical
+jobs wrote two of sixteen skeleton shards with a chunk compressed otherwise, decoding to the
+same bytes. Objects are compared decoded across runs.
 """
 
 from __future__ import annotations
