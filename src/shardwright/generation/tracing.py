@@ -81,23 +81,10 @@ def block_skeletons(
 ) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Each wanted segment's skeleton in one block: (vertices [n, 3] float32 nm from the block's
     origin, edges [m, 2] uint32, radii [n] float32 nm)."""
-    import kimimaro
-
     ids = sorted(set(wanted))
     if not ids:
         return {}
-    invalidation.install()
-    found = kimimaro.skeletonize(
-        np.asfortranarray(labels),
-        teasar_params=tracing.params(),
-        anisotropy=grid.resolution,
-        object_ids=ids,
-        dust_threshold=0,
-        fix_branching=True,
-        fix_borders=True,
-        progress=False,
-        parallel=1,
-    )
+    found = _teasar(labels, grid.resolution, tracing, object_ids=ids)
     out = {}
     for segment, skeleton in found.items():
         if len(skeleton.vertices):
@@ -107,6 +94,27 @@ def block_skeletons(
                 np.asarray(skeleton.radii, np.float32),
             )
     return out
+
+
+def _teasar(
+    labels: np.ndarray,
+    resolution: Sequence[float],
+    tracing: Tracing,
+    object_ids: list[int] | None = None,
+    fix_borders: bool = True,
+) -> dict[int, Any]:
+    """kimimaro's skeletons of `labels` as the job traces: its TEASAR parameters, every
+    segment kept (no dust threshold), branches fixed, in this process with invalidation.py's
+    flood (`fix_borders`: border targets on the array's faces)."""
+    import kimimaro
+
+    invalidation.install()
+    found: dict[int, Any] = kimimaro.skeletonize(
+        np.asfortranarray(labels), teasar_params=tracing.params(), anisotropy=tuple(resolution),
+        object_ids=object_ids, dust_threshold=0, fix_branching=True, fix_borders=fix_borders,
+        progress=False, parallel=1,
+    )  # fmt: skip
+    return found
 
 
 def reaching_segments(labels: np.ndarray, grid: BlockGrid, position: Triple) -> set[int]:
@@ -167,20 +175,14 @@ def trace_cutout(voxels: np.ndarray, low: Triple, edges: tuple[Triple, Triple],
     that side (kimimaro places a border target there); elsewhere a layer of background is put
     around them, as the box around would have it. The job's whole passes and `verify
     --full`'s measure of them both trace here."""
-    import kimimaro
-
     high = [a + n for a, n in zip(low, voxels.shape, strict=True)]
     before = [int(a > e) for a, e in zip(low, edges[0], strict=True)]
     after = [int(b < e) for b, e in zip(high, edges[1], strict=True)]
     padded = np.pad(voxels.astype(np.uint8), list(zip(before, after, strict=True)))
-    invalidation.install()
     # Border targets lie on the faces the segment meets; with background on every side there
     # are none to find, and finding them costs six planes' labels and distance transforms.
     at_an_edge = not (all(before) and all(after))
-    found = kimimaro.skeletonize(
-        np.asfortranarray(padded), teasar_params=tracing.params(), anisotropy=tuple(resolution),
-        dust_threshold=0, fix_branching=True, fix_borders=at_an_edge, progress=False, parallel=1,
-    )  # fmt: skip
+    found = _teasar(padded, resolution, tracing, fix_borders=at_an_edge)
     skeleton = found.get(1)
     if skeleton is None or not len(skeleton.vertices):
         return np.zeros((0, 3), np.int64), np.zeros((0, 2), np.int64), np.zeros(0, np.float32)
