@@ -46,3 +46,32 @@ def test_a_temporary_left_alone_still_reads_as_foreign(tmp_path: pathlib.Path) -
     holding = inspect(open_store(str(dest)))
     assert holding.kind == "foreign"
     assert holding.example == str(creating.relative_to(dest))
+
+
+def test_a_job_begun_between_the_two_looks_reads_as_that_jobs(tmp_path: pathlib.Path) -> None:
+    """Another job takes its lease and writes `info` after our marks were looked at and
+    before the rest was: the destination read as foreign (`info` comes first in a folder's
+    walk), and the job was refused with the wrong message (seen once in CI)."""
+    dest = tmp_path / "out"
+    dest.mkdir()
+    store = open_store(str(dest))
+    look_at_the_rest = store.first_entry
+
+    def another_job_begins_first() -> str | None:
+        (dest / ".shardwright").mkdir()
+        (dest / ".shardwright" / "lease-000001.json").write_bytes(b"{}")
+        (dest / "info").write_bytes(b"{}")
+        return look_at_the_rest()
+
+    store.first_entry = another_job_begins_first  # type: ignore[method-assign]
+    holding = inspect(store)
+    assert holding.kind == "ours" and not holding.dataset
+
+
+def test_an_object_with_no_marks_after_it_reads_as_foreign(tmp_path: pathlib.Path) -> None:
+    """The second look at our marks finds none: the user's file is foreign, named."""
+    dest = tmp_path / "out"
+    dest.mkdir()
+    (dest / "info").write_bytes(b"{}")
+    holding = inspect(open_store(str(dest)))
+    assert holding.kind == "foreign" and holding.example == "info"

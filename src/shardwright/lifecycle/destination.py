@@ -50,13 +50,33 @@ class Holding:
 
 
 def inspect(store: Store, looks: int = LOOKS) -> Holding:
-    """What `store` holds. A job that starts beside this one may be creating its lease
-    between the look at `.shardwright/` and the look at the rest (its temporary there, the
-    lease not yet linked): while the first entry found lies under `.shardwright/`, the
-    destination is looked at again, a little later each time (`looks` in all), so that it
-    reads as that job's, not as foreign; a loaded machine took longer than one look."""
+    """What `store` holds. A job that starts beside this one may take its lease and write
+    its first objects between the look at our marks and the look at the rest: an object found
+    there is foreign only if our marks are still absent after it was found (a job takes its
+    lease before it writes anything else). While the first entry found lies under
+    `.shardwright/` (another job's temporary there, the lease not yet linked), the destination
+    is looked at again, a little later each time (`looks` in all), so that it reads as that
+    job's, not as foreign; a loaded machine took longer than one look."""
     if store.is_file():
         return Holding("file")
+    ours = _our_marks(store)
+    if ours is not None:
+        return ours
+    example = store.first_entry()
+    if example is None:
+        return Holding("empty")
+    ours = _our_marks(store)  # a job begun while the rest was looked at
+    if ours is not None:
+        return ours
+    control_dir = CONTROL_PREFIX.rstrip("/")  # object stores name the folder, disks a file in it
+    if looks > 1 and example.split("/", 1)[0] == control_dir:
+        time.sleep(0.1 * 2 ** (LOOKS - looks))
+        return inspect(store, looks - 1)
+    return Holding("foreign", example=example)
+
+
+def _our_marks(store: Store) -> Holding | None:
+    """The destination as ours when it holds a job record, a manifest or a lease."""
     control = store.list_sizes(CONTROL_PREFIX.rstrip("/"))
     manifest = readable_manifest(store)
     try:
@@ -68,12 +88,7 @@ def inspect(store: Store, looks: int = LOOKS) -> Holding:
         ) from None
     if job is not None or manifest is not None or any(LEASE_NAME.fullmatch(n) for n in control):
         return Holding("ours", job=job, manifest=manifest)
-    example = store.first_entry()
-    control_dir = CONTROL_PREFIX.rstrip("/")  # object stores name the folder, disks a file in it
-    if looks > 1 and example is not None and example.split("/", 1)[0] == control_dir:
-        time.sleep(0.1 * 2 ** (LOOKS - looks))
-        return inspect(store, looks - 1)
-    return Holding("empty") if example is None else Holding("foreign", example=example)
+    return None
 
 
 def readable_manifest(store: Store) -> Manifest | None:
