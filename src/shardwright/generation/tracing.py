@@ -1,6 +1,6 @@
-"""Skeletons: TEASAR (kimimaro, with invalidation.py's faster invalidation) per block, joined
-across blocks (generation/joining.py), or traced whole where the segment is thick and its box
-fits a task's memory.
+"""Skeletons: TEASAR (kimimaro, with invalidation.py's faster invalidation and distance.py's
+faster distance field) per block, joined across blocks (generation/joining.py), or traced
+whole where the segment is thick and its box fits a task's memory.
 
 A block traces the segments of its core in one pass over its read box. Of a segment that
 reaches a face the block shares with a neighbour it also hands over its voxels there
@@ -31,7 +31,7 @@ import numpy as np
 
 from shardwright.common.boxes import intersect, within
 from shardwright.formats.precomputed.skeletons import encode_skeleton
-from shardwright.generation import census, invalidation, joining
+from shardwright.generation import census, distance, invalidation, joining
 from shardwright.generation.census import Box, Triple
 from shardwright.generation.exchange import Mask, Piece
 from shardwright.generation.grid import BlockGrid
@@ -105,10 +105,11 @@ def _teasar(
 ) -> dict[int, Any]:
     """kimimaro's skeletons of `labels` as the job traces: its TEASAR parameters, every
     segment kept (no dust threshold), branches fixed, in this process with invalidation.py's
-    flood (`fix_borders`: border targets on the array's faces)."""
+    flood and distance.py's field (`fix_borders`: border targets on the array's faces)."""
     import kimimaro
 
     invalidation.install()
+    distance.install()
     found: dict[int, Any] = kimimaro.skeletonize(
         np.asfortranarray(labels), teasar_params=tracing.params(), anisotropy=tuple(resolution),
         object_ids=object_ids, dust_threshold=0, fix_branching=True, fix_borders=fix_borders,
