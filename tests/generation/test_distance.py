@@ -26,23 +26,6 @@ def test_the_c_distance_field_is_built() -> None:
     assert distance._distance is not None
 
 
-def _shape(kind: str, size: tuple[int, int, int], rng: np.random.Generator) -> np.ndarray:
-    """A segment's voxels: an ellipsoid (a cell body), a bent tube (a neurite), noise, or
-    the whole box (the most ties)."""
-    x, y, z = np.indices(size, dtype=np.float64)
-    centre = (np.asarray(size, np.float64) - 1) / 2
-    if kind == "blob":
-        radii = (centre + 0.5) * rng.uniform(0.6, 1.0, 3)
-        inside = sum(((a - c) / r) ** 2 for a, c, r in zip((x, y, z), centre, radii, strict=True))
-        return inside <= 1
-    if kind == "tube":
-        bend = centre[1] + (size[1] / 4) * np.sin(x / max(size[0], 1) * 2 * np.pi)
-        return (y - bend) ** 2 + ((z - centre[2]) * 2) ** 2 <= rng.uniform(2, 9)
-    if kind == "box":
-        return np.ones(size, bool)
-    return rng.random(size) < rng.uniform(0.3, 0.9)
-
-
 def _both(field: np.ndarray, source: tuple[int, ...], voxel: tuple[float, float, float],
           free: float) -> tuple[tuple[np.ndarray, tuple], tuple[np.ndarray, tuple]]:  # fmt: skip
     kwargs = dict(anisotropy=voxel, free_space_radius=free, return_max_location=True)
@@ -80,7 +63,7 @@ def test_the_same_field_and_farthest_voxel_as_dijkstra3d(
     order, from any voxel of the segment: the field's bytes and the farthest voxel are
     dijkstra3d's."""
     rng = np.random.default_rng(seed)
-    field = _shape(kind, size, rng).astype(dtype)
+    field = cells.one_segment(kind, size, rng).astype(dtype)
     if dtype is np.int8:
         field = field * np.int8(-3)  # any nonzero byte is inside
     field = np.asfortranarray(field) if fortran else np.ascontiguousarray(field)
@@ -168,7 +151,7 @@ def test_dijkstra3ds_own_runs_where_the_c_one_does_not_apply(
 ) -> None:
     """Each call the C one does not do goes to dijkstra3d's with its arguments, and comes
     back as dijkstra3d returns it."""
-    field = _shape("blob", (12, 10, 6), np.random.default_rng(3))
+    field = cells.one_segment("blob", (12, 10, 6), np.random.default_rng(3))
     source: object = (6, 5, 3)
     kwargs: dict[str, object] = {"anisotropy": (8, 8, 40), "return_max_location": True}
     if asks == "a voxel graph":

@@ -24,20 +24,6 @@ def test_the_c_invalidation_is_built() -> None:
     assert invalidation._invalidation is not None
 
 
-def _shape(kind: str, size: tuple[int, int, int], rng: np.random.Generator) -> np.ndarray:
-    """A segment's voxels: an ellipsoid (a cell body), a bent tube (a neurite) or noise."""
-    x, y, z = np.indices(size, dtype=np.float64)
-    centre = np.asarray(size, np.float64) / 2
-    if kind == "blob":
-        radii = centre * rng.uniform(0.5, 1.0, 3)
-        inside = sum(((a - c) / r) ** 2 for a, c, r in zip((x, y, z), centre, radii, strict=True))
-        return np.asfortranarray(inside <= 1)
-    if kind == "tube":
-        bend = centre[1] + (size[1] / 4) * np.sin(x / max(size[0], 1) * 2 * np.pi)
-        return np.asfortranarray((y - bend) ** 2 + ((z - centre[2]) * 2) ** 2 <= rng.uniform(2, 9))
-    return np.asfortranarray(rng.random(size) < rng.uniform(0.3, 0.9))
-
-
 def _flood(voxels: np.ndarray, distance: np.ndarray, scale: float, const: float,
            voxel: tuple[float, float, float], path: np.ndarray) -> np.ndarray:  # fmt: skip
     """The rule by hand, in float32 as the C one computes: nearest first, each voxel taken
@@ -95,7 +81,7 @@ def test_the_voxels_the_rule_clears(
     some repeated: the voxels left are the rule's, the count cleared the difference; with one
     vertex (no tie between vertices) they are kimimaro's too."""
     rng = np.random.default_rng(seed)
-    voxels = _shape(kind, size, rng)
+    voxels = cells.one_segment(kind, size, rng)
     if not as_bool:
         voxels = voxels.view(np.uint8)
     distance = np.asfortranarray(rng.uniform(0, 40, size).astype(np.float32))
@@ -164,7 +150,7 @@ def test_kimimaros_own_runs_where_the_c_one_does_not_apply(
     """A voxel connectivity graph, another connectivity, a field not in Fortran order or over
     the voxels whose pushes 32 bits count go to kimimaro's own, with their arguments, and
     come back as it returns them."""
-    voxels = _shape("blob", (12, 10, 6), np.random.default_rng(3)).view(np.uint8)
+    voxels = cells.one_segment("blob", (12, 10, 6), np.random.default_rng(3)).view(np.uint8)
     distance = np.asfortranarray(np.full(voxels.shape, 2.0, np.float32))
     own = invalidation.kimimaro_own()
     calls: list[dict[str, object]] = []

@@ -1,7 +1,7 @@
 """Segmentations shaped like the field's: neurites (long, branching, thin tubes, a few
 somata) and cell bodies (blobs that touch), each a deterministic uint64 volume [x, y, z] for a
 seed. The skeleton tests (tests/e2e/test_skeleton_quality.py) and `benchmarks/bench_meshes.py`
-make theirs here."""
+make theirs here; the tests of TEASAR's C parts draw single segments (`one_segment`)."""
 
 from __future__ import annotations
 
@@ -116,3 +116,21 @@ def cell_bodies(
         nearest[box][closer] = scaled[closer]
         owner[box][closer] = cell + 1
     return np.asfortranarray(np.where(nearest < 1.0, owner, np.uint64(0)))
+
+
+def one_segment(kind: str, size: tuple[int, int, int], rng: np.random.Generator) -> np.ndarray:
+    """One segment's voxels (bool, Fortran order) for TEASAR's parts: an ellipsoid centred
+    on the box (a cell body; symmetric, so full of equal distances), a bent tube (a neurite),
+    noise, or the whole box (the most ties)."""
+    x, y, z = np.indices(size, dtype=np.float64)
+    centre = (np.asarray(size, np.float64) - 1) / 2
+    if kind == "blob":
+        radii = (centre + 0.5) * rng.uniform(0.6, 1.0, 3)
+        inside = sum(((a - c) / r) ** 2 for a, c, r in zip((x, y, z), centre, radii, strict=True))
+        return np.asfortranarray(inside <= 1)
+    if kind == "tube":
+        bend = centre[1] + (size[1] / 4) * np.sin(x / max(size[0], 1) * 2 * np.pi)
+        return np.asfortranarray((y - bend) ** 2 + ((z - centre[2]) * 2) ** 2 <= rng.uniform(2, 9))
+    if kind == "box":
+        return np.ones(size, bool, order="F")
+    return np.asfortranarray(rng.random(size) < rng.uniform(0.3, 0.9))
